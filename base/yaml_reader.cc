@@ -1,0 +1,229 @@
+#include "base/yaml_reader.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace paceline {
+namespace {
+
+YamlDocument parse(const std::string& text, const std::string& name) {
+  YamlDocument document{name, {}};
+  try {
+    document.root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
+                     fmt::format("YAML syntax error: {}", e.msg));
+  }
+  if (!document.root || document.root.IsNull()) {
+    throw InputError(SourceLocation{name, 0, 0}, "the file is empty; expected a YAML mapping");
+  }
+  return document;
+}
+
+// Integer text without fractions: "8", "-3", "1024".
+std::optional<int64_t> parse_integer(const std::string& text) {
+  int64_t value = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  const auto [rest, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || rest != end) return std::nullopt;
+  return value;
+}
+
+const std::string& scalar_text(const YAML::Node& node, const std::string& file,
+                               const std::string& field, std::string_view expected) {
+  if (node.IsNull()) {
+    throw InputError(location_of(node, file), fmt::format("{} has no value; expected {}", field, expected));
+  }
+  if (!node.IsScalar()) {
+    throw InputError(location_of(node, file),
+                     fmt::format("{} is {}; expected {}", field, describe(node), expected));
+  }
+  return node.Scalar();
+}
+
+template <typename Q>
+Q read_quantity(const YAML::Node& node, const std::string& file, const std::string& field) {
+  const std::string& text = scalar_text(node, file, field, dimension_name(dimension_of<Q>()));
+  try {
+    return parse_as<Q>(text);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(location_of(node, file), fmt::format("{}: {}", field, e.what()));
+  }
+}
+
+}  // namespace
+
+YamlDocument load_yaml_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the file (missing or unreadable)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path);
+}
+
+YamlDocument load_yaml_text(const std::string& text, const std::string& name) {
+  return parse(text, name);
+}
+
+SourceLocation location_of(const YAML::Node& node, const std::string& file) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return SourceLocation{file, 0, 0};
+  return SourceLocation{file, mark.line + 1, mark.column + 1};
+}
+
+std::string describe(const YAML::Node& node) {
+  if (!node || node.IsNull()) return "empty";
+  if (node.IsMap()) return "a mapping";
+  if (node.IsSequence()) return "a list";
+  return fmt::format("'{}'", node.Scalar());
+}
+
+YamlMap::YamlMap(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
+  if (!node_.IsMap()) {
+    const std::string what = path_.empty() ? std::string("the document") : path_;
+    throw InputError(location_of(node_, file_),
+                     fmt::format("{} is {}; expected a mapping of keys to values", what, describe(node_)));
+  }
+}
+
+bool YamlMap::has(std::string_view key) {
+  known_.emplace(key);
+  const YAML::Node value = lookup(key);
+  return value.IsDefined();
+}
+
+std::string YamlMap::choice(std::string_view key, const std::vector<std::string>& allowed,
+                            std::optional<std::string> fallback) {
+  if (fallback && !has(key)) return *fallback;
+  const std::string value = required<std::string>(key);
+  for (const std::string& a : allowed) {
+    if (a == value) return value;
+  }
+  fail(key, fmt::format("= '{}' is unknown; expected one of: {}", value, fmt::join(allowed, ", ")));
+}
+
+YamlMap YamlMap::map(std::string_view key) {
+  known_.emplace(key);
+  const YAML::Node value = lookup(key);
+  if (!value) fail(key, "is required");
+  return YamlMap(value, file_, field(key));
+}
+
+std::optional<YamlMap> YamlMap::optional_map(std::string_view key) {
+  if (!has(key)) return std::nullopt;
+  return map(key);
+}
+
+YAML::Node YamlMap::node(std::string_view key) {
+  known_.emplace(key);
+  return lookup(key);
+}
+
+void YamlMap::finish() const {
+  for (const auto& entry : node_) {
+    const std::string key = entry.first.Scalar();
+    if (known_.count(key) == 0) {
+      throw InputError(location_of(entry.first, file_),
+                       fmt::format("unknown key '{}' in {}; expected one of: {}", key,
+                                   path_.empty() ? std::string("the document") : path_,
+                                   fmt::join(known_, ", ")));
+    }
+  }
+}
+
+void YamlMap::fail(std::string_view key, const std::string& message) const {
+  // "= value ..." messages read "field = value ..."; others "field message".
+  throw InputError(location(key), fmt::format("{} {}", field(key), message));
+}
+
+void YamlMap::fail_here(const std::string& message) const {
+  throw InputError(location(), fmt::format("{}{}{}", path_, path_.empty() ? "" : ": ", message));
+}
+
+YAML::Node YamlMap::lookup(std::string_view key) const {
+  // The const operator[] never inserts a key into the parsed document.
+  const YAML::Node& document = node_;
+  return document[std::string(key)];
+}
+
+std::string YamlMap::field(std::string_view key) const {
+  return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+}
+
+SourceLocation YamlMap::location(std::string_view key) const {
+  const YAML::Node value = lookup(key);
+  if (value) {
+    const SourceLocation at = location_of(value, file_);
+    if (at.line > 0) return at;
+  }
+  return location_of(node_, file_);
+}
+
+template <>
+std::string read_scalar<std::string>(const YAML::Node& node, const std::string& file,
+                                     const std::string& field) {
+  return scalar_text(node, file, field, "a string");
+}
+
+template <>
+bool read_scalar<bool>(const YAML::Node& node, const std::string& file, const std::string& field) {
+  const std::string& text = scalar_text(node, file, field, "true or false");
+  if (text == "true" || text == "True" || text == "yes") return true;
+  if (text == "false" || text == "False" || text == "no") return false;
+  throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a boolean; expected true or false", field, text));
+}
+
+template <>
+int64_t read_scalar<int64_t>(const YAML::Node& node, const std::string& file, const std::string& field) {
+  const std::string& text = scalar_text(node, file, field, "an integer");
+  if (const auto value = parse_integer(text)) return *value;
+  throw InputError(location_of(node, file), fmt::format("{} = '{}' is not an integer", field, text));
+}
+
+template <>
+int read_scalar<int>(const YAML::Node& node, const std::string& file, const std::string& field) {
+  const int64_t value = read_scalar<int64_t>(node, file, field);
+  if (value < INT32_MIN || value > INT32_MAX) {
+    throw InputError(location_of(node, file), fmt::format("{} = {} is out of range", field, value));
+  }
+  return static_cast<int>(value);
+}
+
+template <>
+double read_scalar<double>(const YAML::Node& node, const std::string& file, const std::string& field) {
+  const std::string& text = scalar_text(node, file, field, "a number");
+  double value = 0.0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  const auto [rest, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || rest != end || !std::isfinite(value)) {
+    throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a number", field, text));
+  }
+  return value;
+}
+
+#define PACELINE_READ_QUANTITY(Q)                                                              \
+  template <>                                                                                  \
+  Q read_scalar<Q>(const YAML::Node& node, const std::string& file, const std::string& field) { \
+    return read_quantity<Q>(node, file, field);                                                \
+  }
+PACELINE_READ_QUANTITY(Seconds)
+PACELINE_READ_QUANTITY(Bytes)
+PACELINE_READ_QUANTITY(Flop)
+PACELINE_READ_QUANTITY(BytesPerSecond)
+PACELINE_READ_QUANTITY(FlopPerSecond)
+PACELINE_READ_QUANTITY(Hertz)
+PACELINE_READ_QUANTITY(Watts)
+#undef PACELINE_READ_QUANTITY
+
+}  // namespace paceline

@@ -1,0 +1,117 @@
+// Strict, position-aware reading of YAML input into typed values.
+//
+// YamlMap wraps one YAML mapping. Each typed accessor both reads a key and declares it known;
+// finish() then rejects any key that no accessor asked for, listing the known ones, so a typo
+// such as `shcedule:` is an error instead of a silently applied default. Every error is an
+// InputError that names file:line:col, the dotted field, the value and what was allowed.
+//
+//   YamlMap parallelism = root.map("parallelism");
+//   const int tp = parallelism.get<int>("tp", 1);
+//   parallelism.finish();
+#ifndef PACELINE_BASE_YAML_READER_H_
+#define PACELINE_BASE_YAML_READER_H_
+
+#include <yaml-cpp/yaml.h>
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/input_error.h"
+#include "base/unit_parse.h"
+
+namespace paceline {
+
+// A parsed YAML document and the name its errors cite.
+struct YamlDocument {
+  std::string file;
+  YAML::Node root;
+};
+
+// Reads and parses a YAML file. Throws InputError for a missing or unreadable file, a syntax
+// error (with its position) or an empty document.
+YamlDocument load_yaml_file(const std::string& path);
+// Parses YAML text; `name` stands for the file in error messages.
+YamlDocument load_yaml_text(const std::string& text, const std::string& name);
+
+// The 1-based position of a node in its file.
+SourceLocation location_of(const YAML::Node& node, const std::string& file);
+
+// A short rendering of a node for error messages: the scalar text, or "a mapping" / "a list".
+std::string describe(const YAML::Node& node);
+
+class YamlMap {
+ public:
+  // `path` is the dotted field name of this mapping ("" for the document root).
+  // Throws InputError when `node` is not a mapping.
+  YamlMap(YAML::Node node, std::string file, std::string path);
+
+  // Whether the key is present (and declares it known).
+  bool has(std::string_view key);
+
+  // The value of a present key; throws naming the key when absent or of the wrong type.
+  template <typename T>
+  T required(std::string_view key);
+  // The value, or `fallback` when the key is absent.
+  template <typename T>
+  T get(std::string_view key, T fallback) {
+    return has(key) ? required<T>(key) : fallback;
+  }
+  template <typename T>
+  std::optional<T> optional(std::string_view key) {
+    if (!has(key)) return std::nullopt;
+    return required<T>(key);
+  }
+
+  // A string that must be one of `allowed`.
+  std::string choice(std::string_view key, const std::vector<std::string>& allowed,
+                     std::optional<std::string> fallback = std::nullopt);
+
+  // Nested mappings and raw nodes.
+  YamlMap map(std::string_view key);
+  std::optional<YamlMap> optional_map(std::string_view key);
+  YAML::Node node(std::string_view key);
+
+  // Throws InputError for each key present but never asked for.
+  void finish() const;
+
+  // Errors about a key of this mapping, positioned at its value (or at the mapping if absent).
+  [[noreturn]] void fail(std::string_view key, const std::string& message) const;
+  // Errors about the mapping as a whole.
+  [[noreturn]] void fail_here(const std::string& message) const;
+
+  // "parallelism.tp" for key "tp" of mapping "parallelism".
+  std::string field(std::string_view key) const;
+  SourceLocation location(std::string_view key) const;
+  SourceLocation location() const { return location_of(node_, file_); }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  const YAML::Node& raw() const { return node_; }
+
+ private:
+  YAML::Node lookup(std::string_view key) const;
+
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+  std::set<std::string, std::less<>> known_;
+};
+
+// Reads a scalar node as T, throwing InputError that names `field` on failure.
+// Supported: bool, int, int64_t, double, std::string and the unit types of base/units.h.
+template <typename T>
+T read_scalar(const YAML::Node& node, const std::string& file, const std::string& field);
+
+template <typename T>
+T YamlMap::required(std::string_view key) {
+  known_.emplace(key);
+  const YAML::Node value = lookup(key);
+  if (!value) fail(key, "is required");
+  return read_scalar<T>(value, file_, field(key));
+}
+
+}  // namespace paceline
+
+#endif  // PACELINE_BASE_YAML_READER_H_

@@ -1,0 +1,262 @@
+#include "sim/engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+
+#include "base/check.h"
+#include "sim/engine/event_queue.h"
+
+namespace paceline {
+namespace {
+
+// What a scheduled event finishes: one rank's task, or every member of a rendezvous.
+struct Completion {
+  uint32_t rank;  // kNone for a rendezvous
+  uint32_t id;    // the task, or the rendezvous slot
+};
+
+struct Rendezvous {
+  uint32_t expected = 0;
+  SimTime duration;
+  std::vector<std::pair<uint32_t, TaskId>> members;  // (rank, task) in arrival order
+};
+
+// Mutable state of one rank during a run.
+struct RankState {
+  std::vector<uint32_t> pending_dependencies;  // by task
+  std::vector<uint32_t> stream_next;          // by stream: position of the next task to start
+  std::vector<uint8_t> stream_busy;           // by stream: the next task has started
+  std::vector<uint32_t> resource_free;        // by resource: units available
+  std::vector<std::deque<TaskId>> resource_waiters;
+  std::vector<SimTime> start_times;           // by task, when spans are recorded
+  size_t remaining_tasks = 0;
+  int64_t memory_bytes = 0;
+  RankOutcome outcome;
+};
+
+class RunState {
+ public:
+  RunState(const std::vector<RankSetup>& ranks, const EngineOptions& options)
+      : setups_(ranks), options_(options), ranks_(ranks.size()) {
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const Program& program = *ranks[r].program;
+      PACELINE_CHECK(ranks[r].group_instances.size() >= program.num_slots(),
+                     fmt::format("rank {} maps {} group slots; its program uses {}", r,
+                                 ranks[r].group_instances.size(), program.num_slots()));
+      RankState& state = ranks_[r];
+      state.pending_dependencies.resize(program.num_tasks());
+      for (TaskId t = 0; t < program.num_tasks(); ++t) {
+        state.pending_dependencies[t] = static_cast<uint32_t>(program.dependencies(t).size());
+      }
+      state.stream_next.assign(program.num_streams(), 0);
+      state.stream_busy.assign(program.num_streams(), 0);
+      for (const Resource& resource : program.resources()) state.resource_free.push_back(resource.capacity);
+      state.resource_waiters.resize(program.resources().size());
+      if (ranks[r].record_spans) state.start_times.resize(program.num_tasks());
+      state.remaining_tasks = program.num_tasks();
+      state.memory_bytes = ranks[r].initial_memory_bytes;
+      state.outcome.peak_memory_bytes = state.memory_bytes;
+      any_recorded_ = any_recorded_ || ranks[r].record_spans;
+    }
+  }
+
+  RunResult run() {
+    // Every stream's first task may be ready at time zero.
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const Program& program = *setups_[r].program;
+      for (StreamId s = 0; s < program.num_streams(); ++s) {
+        const auto tasks = program.stream_tasks(s);
+        if (!tasks.empty()) try_issue(r, tasks.front());
+      }
+    }
+    while (!queue_.empty()) {
+      if (options_.max_events != 0 && result_.events >= options_.max_events) {
+        throw SimulationLimitError(fmt::format(
+            "the simulation reached its limit of {} events at simulated time {:.6f} s", options_.max_events,
+            to_seconds(now_) / Seconds(1)));
+      }
+      auto event = queue_.pop();
+      now_ = event.time;
+      ++result_.events;
+      if (event.payload.rank != kNone) {
+        complete(event.payload.rank, event.payload.id);
+      } else {
+        complete_rendezvous(event.payload.id);
+      }
+    }
+    check_all_finished();
+    result_.ranks.reserve(ranks_.size());
+    for (RankState& state : ranks_) {
+      state.outcome.final_memory_bytes = state.memory_bytes;
+      result_.end = std::max(result_.end, state.outcome.finish);
+      result_.ranks.push_back(state.outcome);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  const Program& program(uint32_t rank) const { return *setups_[rank].program; }
+
+  // Starts `task` if it heads its idle stream and its dependencies have finished.
+  void try_issue(uint32_t rank, TaskId task) {
+    RankState& state = ranks_[rank];
+    const Program& p = program(rank);
+    const Task& t = p.task(task);
+    if (state.pending_dependencies[task] != 0) return;
+    if (state.stream_busy[t.stream] || state.stream_next[t.stream] != p.stream_position(task)) return;
+    state.stream_busy[t.stream] = 1;
+    if (t.resource != kNone) {
+      if (state.resource_free[t.resource] == 0) {
+        state.resource_waiters[t.resource].push_back(task);
+        return;
+      }
+      --state.resource_free[t.resource];
+    }
+    begin(rank, task);
+  }
+
+  // The task holds its stream (and resource): start it, or join its rendezvous.
+  void begin(uint32_t rank, TaskId task) {
+    RankState& state = ranks_[rank];
+    const Task& t = program(rank).task(task);
+    state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
+    if (state.memory_bytes > state.outcome.peak_memory_bytes) {
+      state.outcome.peak_memory_bytes = state.memory_bytes;
+      state.outcome.peak_memory_time = now_;
+    }
+    if (setups_[rank].record_spans) state.start_times[task] = now_;
+    if (t.sync == kNone) {
+      queue_.push(now_ + t.duration, Completion{rank, task});
+      return;
+    }
+    arrive(rank, task, program(rank).syncs()[t.sync]);
+  }
+
+  void arrive(uint32_t rank, TaskId task, const SyncPoint& sync) {
+    const uint64_t instance = setups_[rank].group_instances[sync.slot];
+    const uint64_t key = (instance << 32) | sync.sequence;
+    auto [it, inserted] = open_rendezvous_.try_emplace(key, 0);
+    if (inserted) {
+      it->second = acquire_rendezvous();
+      rendezvous_[it->second].expected = sync.members;
+    }
+    const uint32_t slot = it->second;
+    Rendezvous& meeting = rendezvous_[slot];
+    PACELINE_CHECK(meeting.expected == sync.members,
+                   fmt::format("rank {} joins a rendezvous of {} members expecting {}", rank,
+                               meeting.expected, sync.members));
+    meeting.members.emplace_back(rank, task);
+    meeting.duration = std::max(meeting.duration, program(rank).task(task).duration);
+    if (meeting.members.size() == meeting.expected) {
+      open_rendezvous_.erase(it);
+      if (any_recorded_) {
+        // A rendezvous runs from the last arrival: members that waited start now.
+        for (const auto& [member_rank, member_task] : meeting.members) {
+          if (setups_[member_rank].record_spans) ranks_[member_rank].start_times[member_task] = now_;
+        }
+      }
+      queue_.push(now_ + meeting.duration, Completion{kNone, slot});
+    }
+  }
+
+  uint32_t acquire_rendezvous() {
+    if (!free_rendezvous_.empty()) {
+      const uint32_t slot = free_rendezvous_.back();
+      free_rendezvous_.pop_back();
+      return slot;
+    }
+    rendezvous_.emplace_back();
+    return static_cast<uint32_t>(rendezvous_.size() - 1);
+  }
+
+  void complete_rendezvous(uint32_t slot) {
+    // The member list is moved out because completing a member may open new rendezvous and
+    // grow the pool; the slot is reused only after every member has completed.
+    std::vector<std::pair<uint32_t, TaskId>> members = std::move(rendezvous_[slot].members);
+    for (const auto& [rank, task] : members) complete(rank, task);
+    members.clear();
+    rendezvous_[slot] = Rendezvous{0, SimTime::zero(), std::move(members)};
+    free_rendezvous_.push_back(slot);
+  }
+
+  void complete(uint32_t rank, TaskId task) {
+    RankState& state = ranks_[rank];
+    const Program& p = program(rank);
+    const Task& t = p.task(task);
+    state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
+    if (setups_[rank].record_spans) {
+      result_.spans.push_back(TaskSpan{rank, task, state.start_times[task], now_});
+    }
+    state.outcome.finish = now_;
+    --state.remaining_tasks;
+
+    // The stream moves on; a released resource unit goes to the longest waiter.
+    state.stream_busy[t.stream] = 0;
+    ++state.stream_next[t.stream];
+    if (t.resource != kNone) {
+      auto& waiters = state.resource_waiters[t.resource];
+      if (waiters.empty()) {
+        ++state.resource_free[t.resource];
+      } else {
+        const TaskId next = waiters.front();
+        waiters.pop_front();
+        begin(rank, next);
+      }
+    }
+    const auto stream = p.stream_tasks(t.stream);
+    if (state.stream_next[t.stream] < stream.size()) try_issue(rank, stream[state.stream_next[t.stream]]);
+    for (const TaskId dependent : p.dependents(task)) {
+      if (--state.pending_dependencies[dependent] == 0) try_issue(rank, dependent);
+    }
+  }
+
+  void check_all_finished() const {
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const RankState& state = ranks_[r];
+      if (state.remaining_tasks == 0) continue;
+      const Program& p = program(r);
+      for (StreamId s = 0; s < p.num_streams(); ++s) {
+        const auto tasks = p.stream_tasks(s);
+        if (state.stream_next[s] >= tasks.size()) continue;
+        const TaskId stuck = tasks[state.stream_next[s]];
+        const char* reason = state.pending_dependencies[stuck] != 0 ? "waits for a dependency"
+                             : p.task(stuck).sync != kNone       ? "waits for a rendezvous"
+                                                                 : "waits for a resource";
+        fail_check("deadlock", __FILE__, __LINE__,
+                   fmt::format("rank {} stream '{}' task {} (label {}) {} that never comes; {} tasks unfinished",
+                               r, p.stream_name(s), stuck, p.task(stuck).label, reason,
+                               state.remaining_tasks));
+      }
+    }
+  }
+
+  const std::vector<RankSetup>& setups_;
+  const EngineOptions& options_;
+  std::vector<RankState> ranks_;
+  EventQueue<Completion> queue_;
+  SimTime now_;
+  std::unordered_map<uint64_t, uint32_t> open_rendezvous_;  // looked up only, never iterated
+  std::vector<Rendezvous> rendezvous_;
+  std::vector<uint32_t> free_rendezvous_;
+  bool any_recorded_ = false;
+  RunResult result_;
+};
+
+}  // namespace
+
+Engine::Engine(std::vector<RankSetup> ranks, EngineOptions options)
+    : ranks_(std::move(ranks)), options_(options) {
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    PACELINE_CHECK(ranks_[r].program != nullptr, fmt::format("rank {} has no program", r));
+  }
+}
+
+RunResult Engine::run() const {
+  RunState state(ranks_, options_);
+  return state.run();
+}
+
+}  // namespace paceline

@@ -1,0 +1,127 @@
+// Program: the immutable work of one simulated rank — tasks on in-order streams, with
+// dependencies, memory effects and synchronization with other ranks.
+//
+// A stream is an in-order queue, like a CUDA stream: a task starts only after the task before
+// it on the same stream has finished and every task it depends on (on any stream) has finished.
+// A task with a SyncPoint is a rendezvous: it starts on every member rank at once, when the
+// last member reaches it (collectives, send/recv pairs). The engine knows nothing else about
+// what a task means: `label` and `tag` are opaque indices the caller interprets.
+//
+// Built with ProgramBuilder, then shared read-only (shared_ptr<const Program>) by every rank
+// that runs the same role.
+#ifndef PACELINE_SIM_ENGINE_PROGRAM_H_
+#define PACELINE_SIM_ENGINE_PROGRAM_H_
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sim/engine/sim_time.h"
+
+namespace paceline {
+
+using TaskId = uint32_t;
+using StreamId = uint32_t;
+using ResourceId = uint32_t;
+using SyncId = uint32_t;
+inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+// A rendezvous point. Member ranks meet at the instance their group table maps `slot` to;
+// `sequence` distinguishes successive rendezvous of one group; `members` ranks must arrive.
+struct SyncPoint {
+  uint32_t slot = 0;
+  uint32_t sequence = 0;
+  uint32_t members = 1;
+};
+
+struct Task {
+  StreamId stream = 0;
+  // How long the task runs once started. For a rendezvous: the time from the last arrival.
+  SimTime duration;
+  SyncId sync = kNone;          // index into Program::syncs(), or kNone
+  ResourceId resource = kNone;  // a resource unit held while running, or kNone
+  // Memory effects on the rank, in bytes: allocated when the task starts (and kept),
+  // freed when it ends, and held only while it runs.
+  int64_t alloc_at_start_bytes = 0;
+  int64_t free_at_end_bytes = 0;
+  int64_t transient_bytes = 0;
+  uint32_t label = 0;  // opaque to the engine: the caller's description of the task
+  uint8_t tag = 0;     // opaque to the engine: the caller's activity class
+};
+
+struct Resource {
+  std::string name;
+  uint32_t capacity = 1;
+};
+
+class Program {
+ public:
+  std::span<const Task> tasks() const { return tasks_; }
+  const Task& task(TaskId id) const { return tasks_[id]; }
+  size_t num_tasks() const { return tasks_.size(); }
+  size_t num_streams() const { return stream_names_.size(); }
+  const std::string& stream_name(StreamId id) const { return stream_names_[id]; }
+  // Tasks of a stream in issue order.
+  std::span<const TaskId> stream_tasks(StreamId id) const {
+    return {stream_order_.data() + stream_offsets_[id], stream_offsets_[id + 1] - stream_offsets_[id]};
+  }
+  // Tasks that must finish before `id` starts (besides its stream predecessor).
+  std::span<const TaskId> dependencies(TaskId id) const {
+    return {dependencies_.data() + dependency_offsets_[id],
+            dependency_offsets_[id + 1] - dependency_offsets_[id]};
+  }
+  // Tasks that list `id` among their dependencies.
+  std::span<const TaskId> dependents(TaskId id) const {
+    return {dependents_.data() + dependent_offsets_[id], dependent_offsets_[id + 1] - dependent_offsets_[id]};
+  }
+  // Position of a task in its stream.
+  uint32_t stream_position(TaskId id) const { return stream_position_[id]; }
+  std::span<const SyncPoint> syncs() const { return syncs_; }
+  std::span<const Resource> resources() const { return resources_; }
+  // The number of distinct group slots the program's sync points use.
+  uint32_t num_slots() const { return num_slots_; }
+
+ private:
+  friend class ProgramBuilder;
+  std::vector<std::string> stream_names_;
+  std::vector<Task> tasks_;
+  std::vector<uint32_t> stream_offsets_;
+  std::vector<TaskId> stream_order_;
+  std::vector<uint32_t> stream_position_;
+  std::vector<uint32_t> dependency_offsets_;
+  std::vector<TaskId> dependencies_;
+  std::vector<uint32_t> dependent_offsets_;
+  std::vector<TaskId> dependents_;
+  std::vector<SyncPoint> syncs_;
+  std::vector<Resource> resources_;
+  uint32_t num_slots_ = 0;
+};
+
+// Builds a Program. Tasks join their stream in the order they are added.
+class ProgramBuilder {
+ public:
+  StreamId add_stream(std::string name);
+  ResourceId add_resource(std::string name, uint32_t capacity);
+  SyncId add_sync(SyncPoint sync);
+  TaskId add_task(const Task& task);
+  // `before` must finish before `after` starts.
+  void add_dependency(TaskId before, TaskId after);
+  size_t num_tasks() const { return tasks_.size(); }
+
+  // Checks the references (streams, syncs, resources, dependency ids) and lays out the
+  // adjacency. Dependencies are kept in the order they were added.
+  Program build() &&;
+
+ private:
+  std::vector<std::string> stream_names_;
+  std::vector<Task> tasks_;
+  std::vector<std::pair<TaskId, TaskId>> edges_;  // (before, after)
+  std::vector<SyncPoint> syncs_;
+  std::vector<Resource> resources_;
+};
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_ENGINE_PROGRAM_H_

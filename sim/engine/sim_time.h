@@ -1,0 +1,46 @@
+// SimTime: simulated time as an integer count of picoseconds.
+//
+// Integer time makes event order exact and results bit-identical across machines: no two
+// events compare equal or unequal because of rounding. 2^63 ps is about 106 days, far beyond
+// any iteration; arithmetic that would overflow throws InternalError instead of wrapping.
+// Durations computed in Seconds become SimTime only through to_sim_time().
+#ifndef PACELINE_SIM_ENGINE_SIM_TIME_H_
+#define PACELINE_SIM_ENGINE_SIM_TIME_H_
+
+#include <compare>
+#include <cstdint>
+
+#include "base/units.h"
+
+namespace paceline {
+
+class SimTime {
+ public:
+  constexpr SimTime() = default;
+  static constexpr SimTime from_picoseconds(int64_t ps) { return SimTime(ps); }
+  static constexpr SimTime zero() { return SimTime(0); }
+  static constexpr SimTime max() { return SimTime(INT64_MAX); }
+
+  constexpr int64_t picoseconds() const { return ps_; }
+
+  // Checked: overflow throws InternalError.
+  SimTime operator+(SimTime other) const;
+  SimTime operator-(SimTime other) const;
+  SimTime& operator+=(SimTime other) { return *this = *this + other; }
+
+  friend constexpr auto operator<=>(SimTime a, SimTime b) = default;
+
+ private:
+  constexpr explicit SimTime(int64_t ps) : ps_(ps) {}
+  int64_t ps_ = 0;
+};
+
+// The one conversion from computed durations to simulated time: rounds to the nearest
+// picosecond. Negative, non-finite or overflowing durations throw InternalError.
+SimTime to_sim_time(Seconds duration);
+// Simulated time read back as Seconds (exact up to double precision).
+Seconds to_seconds(SimTime time);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_ENGINE_SIM_TIME_H_

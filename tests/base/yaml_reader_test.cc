@@ -1,0 +1,79 @@
+// Tests base/yaml_reader.h: typed reads, unknown keys, and error positions and messages.
+#include "base/yaml_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace paceline {
+namespace {
+
+// Runs `body` and returns the InputError message it throws ("" if none).
+template <typename Body>
+std::string error_of(Body body) {
+  try {
+    body();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(YamlReader, ReadsTypedValues) {
+  const YamlDocument doc = load_yaml_text("a: 8\nb: 2.5\nc: true\nd: 900 GB/s\ne: hello\n", "t.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(root.required<int>("a"), 8);
+  EXPECT_DOUBLE_EQ(root.required<double>("b"), 2.5);
+  EXPECT_TRUE(root.required<bool>("c"));
+  EXPECT_DOUBLE_EQ(root.required<BytesPerSecond>("d") / GBPerSecond(1), 900.0);
+  EXPECT_EQ(root.required<std::string>("e"), "hello");
+  EXPECT_EQ(root.get<int>("missing", 3), 3);
+  root.finish();
+}
+
+TEST(YamlReader, UnknownKeyNamesPositionAndAlternatives) {
+  const YamlDocument doc = load_yaml_text("parallelism:\n  tp: 2\n  shcedule: 1f1b\n", "run.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  YamlMap parallelism = root.map("parallelism");
+  parallelism.get<int>("tp", 1);
+  parallelism.get<std::string>("schedule", "1f1b");
+  // `shcedule` is at line 3, column 3.
+  EXPECT_EQ(error_of([&] { parallelism.finish(); }),
+            "run.yaml:3:3: unknown key 'shcedule' in parallelism; expected one of: schedule, tp");
+}
+
+TEST(YamlReader, WrongTypeAndBadUnit) {
+  const YamlDocument doc = load_yaml_text("tp: eight\nbw: 80 GiB\nlist: [1, 2]\n", "x.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(error_of([&] { root.required<int>("tp"); }), "x.yaml:1:5: tp = 'eight' is not an integer");
+  const std::string unit = error_of([&] { root.required<BytesPerSecond>("bw"); });
+  EXPECT_EQ(unit.rfind("x.yaml:2:5: bw: '80 GiB' has unit 'GiB'", 0), 0u) << unit;
+  EXPECT_EQ(error_of([&] { root.required<int>("list"); }), "x.yaml:3:7: list is a list; expected an integer");
+}
+
+TEST(YamlReader, ChoiceListsAlternatives) {
+  const YamlDocument doc = load_yaml_text("schedule: interleave\n", "s.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(error_of([&] { root.choice("schedule", {"gpipe", "1f1b"}); }),
+            "s.yaml:1:11: schedule = 'interleave' is unknown; expected one of: gpipe, 1f1b");
+}
+
+TEST(YamlReader, SyntaxErrorAndEmptyFile) {
+  EXPECT_EQ(error_of([] { load_yaml_text("a: [1, 2\n", "bad.yaml"); }).rfind("bad.yaml:", 0), 0u);
+  EXPECT_NE(error_of([] { load_yaml_text("a: [1, 2\n", "bad.yaml"); }).find("YAML syntax error"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { load_yaml_text("", "empty.yaml"); }),
+            "empty.yaml: the file is empty; expected a YAML mapping");
+  EXPECT_EQ(error_of([] { load_yaml_file("/nonexistent/x.yaml"); }),
+            "/nonexistent/x.yaml: cannot open the file (missing or unreadable)");
+}
+
+TEST(YamlReader, MissingRequiredKeyPointsAtTheMapping) {
+  const YamlDocument doc = load_yaml_text("model:\n  layers: 2\n", "m.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  YamlMap model = root.map("model");
+  EXPECT_EQ(error_of([&] { model.required<int>("hidden"); }), "m.yaml:2:3: model.hidden is required");
+}
+
+}  // namespace
+}  // namespace paceline

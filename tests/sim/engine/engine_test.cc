@@ -1,0 +1,220 @@
+// Tests sim/engine/engine.h: stream order, cross-stream dependencies, rendezvous across ranks,
+// resources, memory peaks, deadlock detection and bit-identical reruns.
+#include "sim/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/check.h"
+
+namespace paceline {
+namespace {
+
+SimTime us(double n) { return to_sim_time(Microseconds(n)); }
+
+std::shared_ptr<const Program> share(ProgramBuilder&& b) {
+  return std::make_shared<const Program>(std::move(b).build());
+}
+
+RankSetup rank_of(std::shared_ptr<const Program> program, std::vector<uint32_t> groups = {}) {
+  return RankSetup{std::move(program), std::move(groups), 0, true};
+}
+
+SimTime span_end(const RunResult& r, uint32_t rank, TaskId task) {
+  for (const TaskSpan& s : r.spans) {
+    if (s.rank == rank && s.task == task) return s.end;
+  }
+  ADD_FAILURE() << "no span for rank " << rank << " task " << task;
+  return SimTime::zero();
+}
+
+SimTime span_start(const RunResult& r, uint32_t rank, TaskId task) {
+  for (const TaskSpan& s : r.spans) {
+    if (s.rank == rank && s.task == task) return s.start;
+  }
+  ADD_FAILURE() << "no span for rank " << rank << " task " << task;
+  return SimTime::zero();
+}
+
+TEST(Engine, StreamRunsTasksBackToBack) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.add_task({.stream = s, .duration = us(3)});
+  b.add_task({.stream = s, .duration = us(4)});
+  const RunResult r = Engine({rank_of(share(std::move(b)))}).run();
+  // 3 us + 4 us in sequence.
+  EXPECT_EQ(r.end, us(7));
+  EXPECT_EQ(r.events, 2u);
+}
+
+TEST(Engine, StreamsOverlapUnlessDependent) {
+  // compute: A(10) then C(5); comm: X(4) depends on A. C runs beside X: end = 10 + max(5, 4).
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  const TaskId a = b.add_task({.stream = compute, .duration = us(10)});
+  const TaskId c = b.add_task({.stream = compute, .duration = us(5)});
+  const TaskId x = b.add_task({.stream = comm, .duration = us(4)});
+  b.add_dependency(a, x);
+  const RunResult r = Engine({rank_of(share(std::move(b)))}).run();
+  EXPECT_EQ(span_start(r, 0, x), us(10));
+  EXPECT_EQ(span_end(r, 0, c), us(15));
+  EXPECT_EQ(r.end, us(15));
+}
+
+TEST(Engine, DependencyOnAnotherStreamDelaysTheStream) {
+  // comm X(8) from 0; compute A(2) must wait for X: A runs 8..10.
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  const TaskId x = b.add_task({.stream = comm, .duration = us(8)});
+  const TaskId a = b.add_task({.stream = compute, .duration = us(2)});
+  b.add_dependency(x, a);
+  const RunResult r = Engine({rank_of(share(std::move(b)))}).run();
+  EXPECT_EQ(span_start(r, 0, a), us(8));
+  EXPECT_EQ(r.end, us(10));
+}
+
+TEST(Engine, RendezvousStartsAtTheLastArrival) {
+  // Two ranks meet in one group (slot 0 → instance 7). Rank 0 reaches the collective at 2 us,
+  // rank 1 at 5 us; the collective (3 us) runs 5..8 on both.
+  auto program_with_lead = [](double lead_us) {
+    ProgramBuilder b;
+    const StreamId compute = b.add_stream("compute");
+    const StreamId comm = b.add_stream("comm");
+    const TaskId work = b.add_task({.stream = compute, .duration = us(lead_us)});
+    const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
+    const TaskId collective = b.add_task({.stream = comm, .duration = us(3), .sync = sync});
+    b.add_dependency(work, collective);
+    return share(std::move(b));
+  };
+  const RunResult r = Engine({rank_of(program_with_lead(2), {7}), rank_of(program_with_lead(5), {7})}).run();
+  EXPECT_EQ(span_start(r, 0, 1), us(5));
+  EXPECT_EQ(span_end(r, 0, 1), us(8));
+  EXPECT_EQ(span_end(r, 1, 1), us(8));
+  EXPECT_EQ(r.ranks[0].finish, us(8));
+}
+
+TEST(Engine, SeparateGroupInstancesDoNotMeet) {
+  // Same program, but two pairs of ranks in different instances: each pair completes alone.
+  ProgramBuilder b;
+  const StreamId comm = b.add_stream("comm");
+  const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
+  b.add_task({.stream = comm, .duration = us(1), .sync = sync});
+  auto p = share(std::move(b));
+  const RunResult r = Engine({rank_of(p, {0}), rank_of(p, {1}), rank_of(p, {0}), rank_of(p, {1})}).run();
+  EXPECT_EQ(r.end, us(1));
+}
+
+TEST(Engine, MissingRendezvousMemberIsADeadlock) {
+  ProgramBuilder b;
+  const StreamId comm = b.add_stream("comm");
+  const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
+  b.add_task({.stream = comm, .duration = us(1), .sync = sync});
+  try {
+    Engine({rank_of(share(std::move(b)), {0})}).run();
+    FAIL() << "a rendezvous with one of two members must not complete";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("waits for a rendezvous"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Engine, ResourceLimitsConcurrency) {
+  // Three streams each want the single unit of one resource for 2 us: they run one after
+  // another (0..2, 2..4, 4..6), in task order.
+  ProgramBuilder b;
+  const ResourceId engine_unit = b.add_resource("copy engine", 1);
+  for (int i = 0; i < 3; ++i) {
+    const StreamId s = b.add_stream(fmt::format("s{}", i));
+    b.add_task({.stream = s, .duration = us(2), .resource = engine_unit});
+  }
+  const RunResult r = Engine({rank_of(share(std::move(b)))}).run();
+  EXPECT_EQ(span_start(r, 0, 0), us(0));
+  EXPECT_EQ(span_start(r, 0, 1), us(2));
+  EXPECT_EQ(span_start(r, 0, 2), us(4));
+  EXPECT_EQ(r.end, us(6));
+}
+
+TEST(Engine, MemoryPeakFollowsTheSchedule) {
+  // 100 B resident; A keeps 50 B, B holds 30 B transiently, C frees A's 50 B.
+  // Peak = 100 + 50 + 30 = 180 B while B runs; final = 100 B.
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.add_task({.stream = s, .duration = us(1), .alloc_at_start_bytes = 50});
+  b.add_task({.stream = s, .duration = us(1), .transient_bytes = 30});
+  b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 50});
+  RankSetup setup = rank_of(share(std::move(b)));
+  setup.initial_memory_bytes = 100;
+  const RunResult r = Engine({setup}).run();
+  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 180);
+  EXPECT_EQ(r.ranks[0].peak_memory_time, us(1));
+  EXPECT_EQ(r.ranks[0].final_memory_bytes, 100);
+}
+
+TEST(Engine, MaxEventsStopsTheRun) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  for (int i = 0; i < 10; ++i) b.add_task({.stream = s, .duration = us(1)});
+  EXPECT_THROW(Engine({rank_of(share(std::move(b)))}, EngineOptions{.max_events = 5}).run(),
+               SimulationLimitError);
+}
+
+// A many-rank workload with ties: every rank's tasks have equal durations, so completion
+// order depends only on the tie-breaking rule.
+Engine tied_workload() {
+  std::vector<RankSetup> ranks;
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  TaskId previous = kNone;
+  for (uint32_t i = 0; i < 50; ++i) {
+    const TaskId work = b.add_task({.stream = compute, .duration = us(1), .alloc_at_start_bytes = 7});
+    const SyncId sync = b.add_sync({.slot = 0, .sequence = i, .members = 8});
+    const TaskId reduce = b.add_task({.stream = comm, .duration = us(1), .sync = sync, .free_at_end_bytes = 7});
+    b.add_dependency(work, reduce);
+    if (previous != kNone) b.add_dependency(previous, work);
+    previous = work;
+  }
+  auto p = share(std::move(b));
+  for (uint32_t r = 0; r < 32; ++r) ranks.push_back(rank_of(p, {r / 8}));
+  return Engine(std::move(ranks));
+}
+
+bool identical(const RunResult& a, const RunResult& b) {
+  if (a.end != b.end || a.events != b.events || a.spans.size() != b.spans.size()) return false;
+  for (size_t i = 0; i < a.spans.size(); ++i) {
+    if (a.spans[i].rank != b.spans[i].rank || a.spans[i].task != b.spans[i].task ||
+        a.spans[i].start != b.spans[i].start || a.spans[i].end != b.spans[i].end) {
+      return false;
+    }
+  }
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    if (a.ranks[r].peak_memory_bytes != b.ranks[r].peak_memory_bytes ||
+        a.ranks[r].peak_memory_time != b.ranks[r].peak_memory_time) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(Engine, RerunsAreBitIdentical) {
+  const Engine engine = tied_workload();
+  EXPECT_TRUE(identical(engine.run(), engine.run()));
+}
+
+TEST(Engine, EnginesOnThreadsAgreeWithASerialRun) {
+  const Engine engine = tied_workload();
+  const RunResult serial = engine.run();
+  std::vector<RunResult> parallel(4);
+  std::vector<std::thread> threads;
+  for (auto& out : parallel) threads.emplace_back([&out] { out = tied_workload().run(); });
+  for (auto& t : threads) t.join();
+  for (const RunResult& r : parallel) EXPECT_TRUE(identical(serial, r));
+}
+
+}  // namespace
+}  // namespace paceline
