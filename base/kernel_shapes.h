@@ -1,0 +1,61 @@
+// The kernel vocabulary that models/ and hardware/ share without knowing each other: dtypes,
+// GEMM and attention shapes, memory-bound kernel kinds and collectives. models/ describes a
+// training step in these terms; hardware/ prices them; sim/parallel connects the two.
+#ifndef PACELINE_BASE_KERNEL_SHAPES_H_
+#define PACELINE_BASE_KERNEL_SHAPES_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace paceline {
+
+enum class DType { kFp32, kTf32, kBf16, kFp16, kFp8 };
+double bytes_per_element(DType dtype);
+std::string_view to_string(DType dtype);
+
+// Memory-bound kernels, as the calibration tool measures them.
+enum class MemoryKernel {
+  kNone,
+  kElementwise,   // add, scale, residual, dropout
+  kGelu,
+  kSwiglu,
+  kSquaredRelu,
+  kLayerNorm,
+  kRmsNorm,
+  kSoftmax,
+  kCrossEntropy,
+  kRotary,
+  kEmbedding,     // gather / scatter-add of rows
+  kCast,          // dtype conversion with amax (fp8)
+  kPermute,       // MoE token permutation
+  kOptimizer,     // fused optimizer update over parameters
+};
+std::string_view to_string(MemoryKernel kernel);
+
+enum class Collective { kNone, kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+std::string_view to_string(Collective collective);
+
+struct GemmShape {
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t count = 1;  // independent GEMMs of this shape (grouped, e.g. local experts)
+  DType dtype = DType::kBf16;
+};
+
+// Fused (flash) attention over one rank's shard. causal: each query sees keys up to itself.
+struct AttentionShape {
+  int64_t batch = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t seq_q = 0;
+  int64_t seq_kv = 0;
+  int64_t head_dim = 0;
+  bool causal = true;
+  bool backward = false;
+  DType dtype = DType::kBf16;
+};
+
+}  // namespace paceline
+
+#endif  // PACELINE_BASE_KERNEL_SHAPES_H_

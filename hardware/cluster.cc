@@ -1,0 +1,171 @@
+#include "hardware/cluster.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "base/data_root.h"
+#include "base/yaml_reader.h"
+#include "hardware/internal/sourced_value.h"
+
+namespace paceline {
+namespace {
+
+LinkSpec read_link_file(const std::string& path) {
+  const YamlDocument document = load_yaml_file(path);
+  YamlMap map(document.root, document.file, "link");
+  std::map<std::string, std::string> field_sources;
+  LinkSpec link;
+  link.name = map.required<std::string>("name");
+  map.get<std::string>("description", "");
+  map.choice("kind", {"intra_node", "network"});
+  internal::read_sources(map);
+  link.bandwidth = internal::read_sourced_required<BytesPerSecond>(map, "bandwidth", field_sources, "");
+  link.latency = internal::read_sourced_required<Seconds>(map, "latency", field_sources, "");
+  link.bandwidth_efficiency = internal::read_sourced_required<double>(map, "bandwidth_efficiency", field_sources, "");
+  map.finish();
+  return link;
+}
+
+void check_link(YamlMap& map, const LinkSpec& link) {
+  if (!(link.bandwidth > BytesPerSecond(0))) map.fail("bandwidth", "must be positive");
+  if (link.latency < Seconds(0)) map.fail("latency", "must not be negative");
+  if (link.bandwidth_efficiency <= 0.0 || link.bandwidth_efficiency > 1.0) {
+    map.fail("bandwidth_efficiency", fmt::format("= {} must be a fraction in (0, 1]", link.bandwidth_efficiency));
+  }
+}
+
+// A link given by name, or inline with unset fields taken from `defaults`.
+LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<LinkSpec>& defaults) {
+  const std::string catalog = default_link_catalog();
+  const YAML::Node node = parent.node(key);
+  if (node.IsScalar()) return load_link(node.Scalar(), catalog, location_of(node, parent.file()));
+  YamlMap map = parent.map(key);
+  std::optional<LinkSpec> base = defaults;
+  if (map.has("link")) base = load_link(map.required<std::string>("link"), catalog, map.location("link"));
+  LinkSpec link;
+  link.name = base ? base->name : "inline";
+  std::map<std::string, std::string> unused;
+  auto bandwidth = internal::read_sourced<BytesPerSecond>(map, "bandwidth", unused, "");
+  auto latency = internal::read_sourced<Seconds>(map, "latency", unused, "");
+  auto efficiency = internal::read_sourced<double>(map, "bandwidth_efficiency", unused, "");
+  if (!bandwidth && !base) map.fail("bandwidth", "is required (or name a catalog `link`)");
+  if ((!latency || !efficiency) && !base) {
+    map.fail_here(fmt::format("give latency and bandwidth_efficiency, or name a catalog `link` (known: {})",
+                              fmt::join(catalog_links(catalog), ", ")));
+  }
+  link.bandwidth = bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
+  link.latency = latency.value_or(base ? base->latency : Seconds(0));
+  link.bandwidth_efficiency = efficiency.value_or(base ? base->bandwidth_efficiency : 1.0);
+  if (bandwidth || latency || efficiency) link.name = "inline";
+  check_link(map, link);
+  return link;
+}
+
+// The catalog network link whose NIC bandwidth equals `bandwidth`, if any.
+std::optional<LinkSpec> network_link_of_bandwidth(BytesPerSecond bandwidth) {
+  const std::string catalog = default_link_catalog();
+  for (const std::string& name : catalog_links(catalog)) {
+    const LinkSpec link = read_link_file(catalog + "/" + name + ".yaml");
+    if (std::abs(link.bandwidth / bandwidth - 1.0) < 1e-9) return link;
+  }
+  return std::nullopt;
+}
+
+NetworkSpec read_network(YamlMap& cluster) {
+  YamlMap map = cluster.map("inter_node");
+  NetworkSpec network;
+  network.nics_per_node = map.required<int>("nics_per_node");
+  if (network.nics_per_node < 1) map.fail("nics_per_node", "must be at least 1");
+  const std::string catalog = default_link_catalog();
+  std::optional<LinkSpec> base;
+  if (map.has("link")) base = load_link(map.required<std::string>("link"), catalog, map.location("link"));
+  const std::optional<BytesPerSecond> nic_bandwidth = map.optional<BytesPerSecond>("nic_bandwidth");
+  if (!base && !nic_bandwidth) map.fail("nic_bandwidth", "is required (or name a catalog `link`)");
+  if (!base) base = network_link_of_bandwidth(*nic_bandwidth);
+  const std::optional<Seconds> latency = map.optional<Seconds>("latency");
+  const std::optional<double> efficiency = map.optional<double>("bandwidth_efficiency");
+  if (!base && (!latency || !efficiency)) {
+    map.fail_here(fmt::format("no catalog network link has nic_bandwidth {} Gb/s: give latency and "
+                              "bandwidth_efficiency, or name a `link` (known: {})",
+                              *nic_bandwidth / GbitPerSecond(1), fmt::join(catalog_links(catalog), ", ")));
+  }
+  network.nic.name = base ? base->name : "inline";
+  network.nic.bandwidth = nic_bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
+  network.nic.latency = latency.value_or(base ? base->latency : Seconds(0));
+  network.nic.bandwidth_efficiency = efficiency.value_or(base ? base->bandwidth_efficiency : 1.0);
+  if (!(network.nic.bandwidth > BytesPerSecond(0))) map.fail("nic_bandwidth", "must be positive");
+  if (network.nic.latency < Seconds(0)) map.fail("latency", "must not be negative");
+  if (network.nic.bandwidth_efficiency <= 0.0 || network.nic.bandwidth_efficiency > 1.0) {
+    map.fail("bandwidth_efficiency", "must be a fraction in (0, 1]");
+  }
+  network.topology = map.choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
+  network.oversubscription = map.get<double>("oversubscription", 1.0);
+  if (network.oversubscription < 1.0) {
+    map.fail("oversubscription", fmt::format("= {} must be at least 1 (1: non-blocking)", network.oversubscription));
+  }
+  map.finish();
+  return network;
+}
+
+}  // namespace
+
+ClusterSpec read_cluster(YamlMap& map) {
+  ClusterSpec cluster;
+  const YAML::Node gpu = map.node("gpu");
+  if (!gpu) map.fail("gpu", "is required");
+  if (gpu.IsMap()) {
+    YamlMap inline_gpu = map.map("gpu");
+    cluster.gpu = read_gpu(inline_gpu);
+  } else {
+    cluster.gpu = resolve_gpu(map.required<std::string>("gpu"), default_gpu_catalog(), map.location("gpu"));
+  }
+  cluster.nodes = map.get<int>("nodes", 1);
+  if (cluster.nodes < 1) map.fail("nodes", fmt::format("= {} must be at least 1", cluster.nodes));
+  cluster.gpus_per_node = map.get<int>("gpus_per_node", 1);
+  if (cluster.gpus_per_node < 1) map.fail("gpus_per_node", fmt::format("= {} must be at least 1", cluster.gpus_per_node));
+
+  std::optional<LinkSpec> intra_default;
+  if (!cluster.gpu.intra_node_link.empty()) {
+    intra_default = load_link(cluster.gpu.intra_node_link, default_link_catalog(), map.location("gpu"));
+  }
+  if (map.has("intra_node")) {
+    cluster.intra_node = read_link(map, "intra_node", intra_default);
+  } else if (intra_default) {
+    cluster.intra_node = *intra_default;
+  } else if (cluster.gpus_per_node > 1) {
+    map.fail("intra_node", fmt::format("is required: gpu {} names no default intra-node link", cluster.gpu.name));
+  }
+  if (map.has("inter_node")) {
+    cluster.inter_node = read_network(map);
+  } else if (cluster.nodes > 1) {
+    map.fail("inter_node", fmt::format("is required for {} nodes", cluster.nodes));
+  }
+  map.finish();
+  return cluster;
+}
+
+std::string default_link_catalog() { return data_root() + "/hardware/catalog/links"; }
+
+std::vector<std::string> catalog_links(const std::string& catalog_dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+LinkSpec load_link(const std::string& name, const std::string& catalog_dir, const SourceLocation& where) {
+  const std::string path = catalog_dir + "/" + name + ".yaml";
+  if (!std::filesystem::exists(path)) {
+    throw InputError(where, fmt::format("link '{}' is not in the link catalog ({}); known links: {}", name,
+                                        catalog_dir, fmt::join(catalog_links(catalog_dir), ", ")));
+  }
+  return read_link_file(path);
+}
+
+}  // namespace paceline

@@ -1,0 +1,131 @@
+#include "hardware/gpu_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/data_root.h"
+#include "base/yaml_reader.h"
+#include "hardware/internal/sourced_value.h"
+
+namespace paceline {
+namespace {
+
+template <typename T>
+std::optional<T> sourced(YamlMap& map, std::string_view key, GpuSpec& gpu, const std::string& prefix) {
+  return internal::read_sourced<T>(map, key, gpu.field_sources, prefix);
+}
+
+template <typename T>
+T sourced_required(YamlMap& map, std::string_view key, GpuSpec& gpu, const std::string& prefix) {
+  return internal::read_sourced_required<T>(map, key, gpu.field_sources, prefix);
+}
+
+double fraction(YamlMap& map, std::string_view key, GpuSpec& gpu, const std::string& prefix) {
+  const double value = sourced_required<double>(map, key, gpu, prefix);
+  if (value <= 0.0 || value > 1.0) map.fail(key, fmt::format("= {} must be a fraction in (0, 1]", value));
+  return value;
+}
+
+template <typename Q>
+Q positive_quantity(YamlMap& map, std::string_view key, GpuSpec& gpu, const std::string& prefix) {
+  const Q value = sourced_required<Q>(map, key, gpu, prefix);
+  if (!(value > Q(0))) map.fail(key, "must be positive");
+  return value;
+}
+
+void read_kernels(YamlMap& map, GpuSpec& gpu) {
+  KernelEfficiency& k = gpu.kernels;
+  k.overhead = sourced_required<Seconds>(map, "overhead", gpu, "kernels.");
+  if (k.overhead < Seconds(0)) map.fail("overhead", "must not be negative");
+  YamlMap gemm = map.map("gemm");
+  k.gemm_max_efficiency = fraction(gemm, "max_efficiency", gpu, "kernels.gemm.");
+  k.gemm_fp8_max_efficiency =
+      gemm.has("fp8_max_efficiency") ? fraction(gemm, "fp8_max_efficiency", gpu, "kernels.gemm.") : 0.0;
+  k.gemm_tile_m = sourced_required<int64_t>(gemm, "tile_m", gpu, "kernels.gemm.");
+  k.gemm_tile_n = sourced_required<int64_t>(gemm, "tile_n", gpu, "kernels.gemm.");
+  if (k.gemm_tile_m < 1 || k.gemm_tile_n < 1) gemm.fail("tile_m", "tiles must be at least 1");
+  k.gemm_k_half = sourced_required<double>(gemm, "k_half", gpu, "kernels.gemm.");
+  if (k.gemm_k_half < 0.0) gemm.fail("k_half", "must not be negative");
+  gemm.finish();
+  YamlMap attention = map.map("attention");
+  k.attention_forward_efficiency = fraction(attention, "forward_efficiency", gpu, "kernels.attention.");
+  k.attention_backward_efficiency = fraction(attention, "backward_efficiency", gpu, "kernels.attention.");
+  k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, "kernels.attention.");
+  if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
+  attention.finish();
+  YamlMap memory = map.map("memory_bound");
+  k.memory_bandwidth_efficiency = fraction(memory, "bandwidth_efficiency", gpu, "kernels.memory_bound.");
+  memory.finish();
+  map.finish();
+}
+
+}  // namespace
+
+GpuSpec read_gpu(YamlMap& map) {
+  GpuSpec gpu;
+  gpu.name = map.required<std::string>("name");
+  gpu.description = map.get<std::string>("description", gpu.name);
+  gpu.vendor = map.get<std::string>("vendor", "");
+  gpu.architecture = map.get<std::string>("architecture", "");
+  gpu.sources = internal::read_sources(map);
+  gpu.intra_node_link = map.get<std::string>("intra_node", "");
+  gpu.memory_capacity = positive_quantity<Bytes>(map, "memory_capacity", gpu, "");
+  gpu.memory_bandwidth = positive_quantity<BytesPerSecond>(map, "memory_bandwidth", gpu, "");
+  gpu.sm_count = static_cast<int>(sourced_required<int64_t>(map, "sm_count", gpu, ""));
+  if (gpu.sm_count < 1) map.fail("sm_count", "must be at least 1");
+  gpu.boost_clock = sourced<Hertz>(map, "boost_clock", gpu, "").value_or(Hertz(0));
+  gpu.l2_cache = sourced<Bytes>(map, "l2_cache", gpu, "").value_or(Bytes(0));
+  gpu.power = sourced<Watts>(map, "power", gpu, "").value_or(Watts(0));
+  YamlMap peak = map.map("peak_dense");
+  for (const DType dtype : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16, DType::kFp8}) {
+    const std::string key(to_string(dtype));
+    if (auto value = sourced<FlopPerSecond>(peak, key, gpu, "peak_dense.")) {
+      if (!(*value > FlopPerSecond(0))) peak.fail(key, "must be positive");
+      gpu.peak_dense[static_cast<int>(dtype)] = *value;
+    }
+  }
+  sourced<FlopPerSecond>(peak, "fp64", gpu, "peak_dense.");
+  for (const DType required : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+    if (!gpu.peak(required)) peak.fail(to_string(required), "is required");
+  }
+  peak.finish();
+  YamlMap kernels = map.map("kernels");
+  read_kernels(kernels, gpu);
+  if (gpu.peak(DType::kFp8) && gpu.kernels.gemm_fp8_max_efficiency == 0.0) {
+    map.fail("kernels", "gpu has an fp8 peak, so kernels.gemm.fp8_max_efficiency is required");
+  }
+  map.finish();
+  return gpu;
+}
+
+std::string default_gpu_catalog() { return data_root() + "/hardware/catalog/gpus"; }
+
+std::vector<std::string> catalog_gpus(const std::string& catalog_dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+GpuSpec load_gpu_file(const std::string& path) {
+  const YamlDocument document = load_yaml_file(path);
+  YamlMap root(document.root, document.file, "gpu");
+  return read_gpu(root);
+}
+
+GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where) {
+  const std::string extension = std::filesystem::path(reference).extension().string();
+  if (extension == ".yaml" || extension == ".yml") return load_gpu_file(reference);
+  const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";
+  if (std::filesystem::exists(catalog_file)) return load_gpu_file(catalog_file);
+  throw InputError(where, fmt::format("gpu = '{}' is not in the GPU catalog ({}) and is not a path to a .yaml; "
+                                      "known GPUs: {}",
+                                      reference, catalog_dir, fmt::join(catalog_gpus(catalog_dir), ", ")));
+}
+
+}  // namespace paceline

@@ -1,0 +1,68 @@
+// GpuSpec: one GPU model's datasheet figures and the op-timer efficiency parameters, each
+// with the source it came from (hardware/catalog/gpus/<name>.yaml).
+#ifndef PACELINE_HARDWARE_GPU_SPEC_H_
+#define PACELINE_HARDWARE_GPU_SPEC_H_
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/input_error.h"
+#include "base/kernel_shapes.h"
+#include "base/units.h"
+
+namespace paceline {
+
+class YamlMap;
+
+// The op timer's efficiency model (see hardware/op_timer.h for how each figure is used).
+struct KernelEfficiency {
+  Seconds overhead;                   // fixed time per kernel: launch gap and tail
+  double gemm_max_efficiency = 0.0;   // of the dense peak, for a large well-shaped GEMM
+  double gemm_fp8_max_efficiency = 0.0;
+  int64_t gemm_tile_m = 128;
+  int64_t gemm_tile_n = 128;
+  double gemm_k_half = 0.0;           // K at which per-tile efficiency halves: K/(K + k_half)
+  double attention_forward_efficiency = 0.0;
+  double attention_backward_efficiency = 0.0;
+  double attention_seq_half = 0.0;    // sequence at which attention efficiency halves
+  double memory_bandwidth_efficiency = 0.0;  // of the HBM bandwidth, for streaming kernels
+};
+
+struct GpuSpec {
+  std::string name;
+  std::string description;
+  std::string vendor;
+  std::string architecture;
+  Bytes memory_capacity;
+  BytesPerSecond memory_bandwidth;
+  int sm_count = 0;
+  Hertz boost_clock;
+  Bytes l2_cache;
+  Watts power;
+  // Dense peak per dtype, indexed by DType; absent where the GPU has no such units (fp8 on A100).
+  std::array<std::optional<FlopPerSecond>, 5> peak_dense;
+  KernelEfficiency kernels;
+  std::string intra_node_link;  // the catalog link of its usual node (hardware/catalog/links)
+  // Citations by key, and the source cited for each field ("peak_dense.bf16" → "klockwood").
+  std::map<std::string, std::string> sources;
+  std::map<std::string, std::string> field_sources;
+
+  std::optional<FlopPerSecond> peak(DType dtype) const { return peak_dense[static_cast<int>(dtype)]; }
+};
+
+// Reads a GPU mapping (catalog file or inline scenario form). Every quantity may be a plain
+// value or {value, source, note}; `source` is a key of `sources:` or a citation.
+GpuSpec read_gpu(YamlMap& map);
+
+std::string default_gpu_catalog();  // <data root>/hardware/catalog/gpus
+std::vector<std::string> catalog_gpus(const std::string& catalog_dir);
+GpuSpec load_gpu_file(const std::string& path);
+// A catalog name or a path to a GPU YAML file; throws InputError at `where` listing the catalog.
+GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where);
+
+}  // namespace paceline
+
+#endif  // PACELINE_HARDWARE_GPU_SPEC_H_

@@ -1,0 +1,777 @@
+#include "models/layer_graph.h"
+
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "base/check.h"
+
+namespace paceline {
+
+namespace {
+
+// How a forward op's backward is formed.
+enum class Recipe {
+  kWeightGemm,       // x·W: an input-gradient GEMM and a weight-gradient GEMM
+  kActivationGemm,   // a product of two activations (unfused attention): two input-gradient GEMMs
+  kAttention,        // fused attention backward
+  kMemory,           // one memory-bound backward pass
+  kCommunication,    // the transposed collective (or nothing)
+  kNoGradient,       // nothing flows back (e.g. the embedding's gather of token ids)
+};
+
+}  // namespace
+
+// Declares forward ops with their backward recipes, then derives recomputation and backward.
+class LayerGraphBuilder {
+ public:
+  explicit LayerGraphBuilder(const LayerShard& shard) : shard_(shard) {}
+
+  struct Forward {
+    Op op;
+    std::vector<int> inputs;  // forward ops whose output this op reads
+    Recipe recipe = Recipe::kMemory;
+    Bytes backward_bytes;             // kMemory: traffic of the backward pass
+    MemoryKernel backward_kernel = MemoryKernel::kNone;
+    CommSpec backward_comm;           // kCommunication: the transposed collective
+    CommSpec regather_for_wgrad;      // kWeightGemm with sequence parallelism: input re-gather
+    Bytes grad_cast_bytes;            // fp8: cast of the output gradient before the GEMMs
+    bool recompute_selective = false; // recomputed under selective recompute
+  };
+
+  int add(Forward f) {
+    forwards_.push_back(std::move(f));
+    return static_cast<int>(forwards_.size() - 1);
+  }
+  Forward& at(int index) { return forwards_[index]; }
+
+  // The block's input is held by `holder` (its first reader) under full recompute.
+  void set_input_holder(int holder, Bytes input_bytes) {
+    input_holder_ = holder;
+    input_bytes_ = input_bytes;
+  }
+
+  LayerGraph build(int64_t parameters, int64_t parameters_total);
+
+ private:
+  OpId add_vertex(LayerGraph& g, Op op, const std::vector<OpId>& after) {
+    const OpId id = static_cast<OpId>(boost::add_vertex(op, g.graph_));
+    g.by_phase_[static_cast<int>(op.phase)].push_back(id);
+    for (const OpId a : after) boost::add_edge(a, id, g.graph_);
+    return id;
+  }
+
+  const LayerShard& shard_;
+  std::vector<Forward> forwards_;
+  int input_holder_ = -1;
+  Bytes input_bytes_;
+};
+
+LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total) {
+  LayerGraph g;
+  g.parameters = parameters;
+  g.parameters_total = parameters_total;
+  const size_t n = forwards_.size();
+  const bool full = shard_.recompute == Recompute::kFull;
+  std::vector<bool> recomputed(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    recomputed[i] = full || (shard_.recompute == Recompute::kSelective && forwards_[i].recompute_selective);
+  }
+
+  // Forward ops. A recomputed op keeps nothing in forward; its recompute copy keeps it.
+  std::vector<OpId> forward_id(n);
+  for (size_t i = 0; i < n; ++i) {
+    Op op = forwards_[i].op;
+    op.phase = Phase::kForward;
+    if (recomputed[i]) op.saved = Bytes(0);
+    if (full && static_cast<int>(i) == input_holder_) op.saved = input_bytes_;
+    std::vector<OpId> after;
+    for (const int input : forwards_[i].inputs) after.push_back(forward_id[input]);
+    forward_id[i] = add_vertex(g, op, after);
+  }
+  g.forward_exit_ = forward_id[n - 1];
+
+  // Recompute copies, in forward order, right before the backward pass needs them.
+  std::vector<OpId> recompute_id(n, UINT32_MAX);
+  for (size_t i = 0; i < n; ++i) {
+    if (!recomputed[i]) continue;
+    Op op = forwards_[i].op;
+    op.phase = Phase::kRecompute;
+    op.name += ".recompute";
+    std::vector<OpId> after;
+    for (const int input : forwards_[i].inputs) {
+      if (recomputed[input]) after.push_back(recompute_id[input]);
+    }
+    recompute_id[i] = add_vertex(g, op, after);
+  }
+
+  // Backward, in reverse forward order. grad_in[i]: the ops producing the gradient of op i's
+  // inputs; the gradient of op i's output comes from grad_in of its consumers.
+  std::vector<std::vector<int>> consumers(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (const int input : forwards_[i].inputs) consumers[input].push_back(static_cast<int>(i));
+  }
+  std::vector<std::vector<OpId>> grad_in(n);
+  std::vector<OpId> holder_release;
+  for (size_t r = n; r-- > 0;) {
+    const Forward& f = forwards_[r];
+    std::vector<OpId> grad_out;
+    for (const int c : consumers[r]) grad_out.insert(grad_out.end(), grad_in[c].begin(), grad_in[c].end());
+    std::vector<OpId> after = grad_out;
+    if (recompute_id[r] != UINT32_MAX) after.push_back(recompute_id[r]);
+    // The op whose saved tensors a backward op consumes (and then frees).
+    const OpId saver = recompute_id[r] != UINT32_MAX ? recompute_id[r] : forward_id[r];
+
+    auto backward_op = [&](std::string suffix, Phase phase, OpKind kind) {
+      Op op;
+      op.name = f.op.name + "." + suffix;
+      op.phase = phase;
+      op.kind = kind;
+      return op;
+    };
+    if (f.grad_cast_bytes > Bytes(0)) {
+      Op cast = backward_op("grad_cast", Phase::kBackwardInput, OpKind::kMemoryBound);
+      cast.memory_kernel = MemoryKernel::kCast;
+      cast.bytes = f.grad_cast_bytes;
+      const OpId id = add_vertex(g, cast, after);
+      after = {id};
+    }
+    switch (f.recipe) {
+      case Recipe::kWeightGemm: {
+        // dX = dY·Wᵀ (M×K from M×N and N×K); dW = Xᵀ·dY (K×N, reducing over M).
+        const GemmShape& s = f.op.gemm;
+        Op dgrad = backward_op("dgrad", Phase::kBackwardInput, OpKind::kGemm);
+        dgrad.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype};
+        dgrad.flop = f.op.flop;
+        dgrad.bytes = f.op.bytes;
+        dgrad.transient = Bytes(static_cast<double>(s.m * s.k * s.count) * bytes_per_element(shard_.activation_dtype));
+        const OpId dgrad_id = add_vertex(g, dgrad, after);
+        std::vector<OpId> wgrad_after = after;
+        if (f.regather_for_wgrad.collective != Collective::kNone) {
+          Op gather = backward_op("input_regather", Phase::kBackwardWeight, OpKind::kCommunication);
+          gather.comm = f.regather_for_wgrad;
+          gather.transient = f.regather_for_wgrad.size;
+          wgrad_after.push_back(add_vertex(g, gather, after));
+        }
+        Op wgrad = backward_op("wgrad", Phase::kBackwardWeight, OpKind::kGemm);
+        wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype};
+        wgrad.flop = f.op.flop;
+        wgrad.bytes = f.op.bytes;
+        const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);
+        g.graph_[saver].released_by = wgrad_id;
+        grad_in[r] = {dgrad_id};
+        break;
+      }
+      case Recipe::kActivationGemm: {
+        // C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC, both needed by earlier ops.
+        const GemmShape& s = f.op.gemm;
+        Op da = backward_op("dgrad_a", Phase::kBackwardInput, OpKind::kGemm);
+        da.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype};
+        da.flop = f.op.flop;
+        da.bytes = f.op.bytes;
+        Op db = backward_op("dgrad_b", Phase::kBackwardInput, OpKind::kGemm);
+        db.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype};
+        db.flop = f.op.flop;
+        db.bytes = f.op.bytes;
+        const OpId a = add_vertex(g, da, after);
+        const OpId b = add_vertex(g, db, after);
+        g.graph_[saver].released_by = b;
+        grad_in[r] = {a, b};
+        break;
+      }
+      case Recipe::kAttention: {
+        Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kAttention);
+        bwd.attention = f.op.attention;
+        bwd.attention.backward = true;
+        // Flash attention backward: five matrix products against the forward's two.
+        bwd.flop = f.op.flop * 2.5;
+        bwd.bytes = f.op.bytes * 2.0;
+        bwd.transient = f.op.transient;
+        const OpId id = add_vertex(g, bwd, after);
+        g.graph_[saver].released_by = id;
+        grad_in[r] = {id};
+        break;
+      }
+      case Recipe::kMemory: {
+        Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kMemoryBound);
+        bwd.memory_kernel = f.backward_kernel == MemoryKernel::kNone ? f.op.memory_kernel : f.backward_kernel;
+        bwd.bytes = f.backward_bytes;
+        bwd.flop = f.op.flop * 2.0;
+        const OpId id = add_vertex(g, bwd, after);
+        g.graph_[saver].released_by = id;
+        grad_in[r] = {id};
+        break;
+      }
+      case Recipe::kCommunication: {
+        if (f.backward_comm.collective == Collective::kNone) {
+          // The gradient passes through unchanged (e.g. after a forward all-reduce).
+          grad_in[r] = grad_out;
+          if (recompute_id[r] != UINT32_MAX) grad_in[r].push_back(recompute_id[r]);
+          break;
+        }
+        Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kCommunication);
+        bwd.comm = f.backward_comm;
+        bwd.transient = f.backward_comm.size;
+        grad_in[r] = {add_vertex(g, bwd, after)};
+        break;
+      }
+      case Recipe::kNoGradient:
+        grad_in[r] = {};
+        break;
+    }
+    if (static_cast<int>(r) == input_holder_ && full) holder_release = grad_in[r];
+  }
+  // Under full recompute the block input is freed after the block's last input-gradient op.
+  if (full && input_holder_ >= 0 && !holder_release.empty()) {
+    g.graph_[forward_id[input_holder_]].released_by = holder_release.back();
+  }
+
+  // The construction above only adds edges forward in insertion order; check it is a DAG.
+  std::vector<OpId> order;
+  boost::topological_sort(g.graph_, std::back_inserter(order));
+  return g;
+}
+
+std::vector<OpId> LayerGraph::predecessors(OpId id) const {
+  std::vector<OpId> result;
+  for (auto [it, end] = boost::in_edges(id, graph_); it != end; ++it) {
+    result.push_back(static_cast<OpId>(boost::source(*it, graph_)));
+  }
+  return result;
+}
+
+std::vector<OpId> LayerGraph::forward_entries() const {
+  std::vector<OpId> entries;
+  for (const OpId id : ops(Phase::kForward)) {
+    if (boost::in_degree(id, graph_) == 0) entries.push_back(id);
+  }
+  return entries;
+}
+
+std::vector<OpId> LayerGraph::backward_entries() const {
+  std::vector<OpId> entries;
+  for (int phase = static_cast<int>(Phase::kRecompute); phase <= static_cast<int>(Phase::kBackwardWeight); ++phase) {
+    for (const OpId id : by_phase_[phase]) {
+      bool has_backward_predecessor = false;
+      for (auto [it, end] = boost::in_edges(id, graph_); it != end; ++it) {
+        if (graph_[boost::source(*it, graph_)].phase != Phase::kForward) has_backward_predecessor = true;
+      }
+      if (!has_backward_predecessor) entries.push_back(id);
+    }
+  }
+  std::sort(entries.begin(), entries.end());
+  return entries;
+}
+
+std::vector<OpId> LayerGraph::backward_exits() const {
+  std::vector<OpId> exits;
+  for (const OpId id : ops(Phase::kBackwardInput)) {
+    bool feeds_input_gradient = false;
+    for (auto [it, end] = boost::out_edges(id, graph_); it != end; ++it) {
+      if (graph_[boost::target(*it, graph_)].phase == Phase::kBackwardInput) feeds_input_gradient = true;
+    }
+    if (!feeds_input_gradient) exits.push_back(id);
+  }
+  return exits;
+}
+
+Flop LayerGraph::flop(Phase phase) const {
+  Flop total;
+  for (const OpId id : ops(phase)) total += graph_[id].flop;
+  return total;
+}
+
+Bytes LayerGraph::saved_activations() const {
+  Bytes total;
+  for (const OpId id : ops(Phase::kForward)) total += graph_[id].saved;
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------
+// The blocks. Notation (per rank, per micro-batch): b micro-batch, s = seq/cp local sequence,
+// T = b·s tokens, Ts = T/tp tokens in sequence-parallel regions (T without SP), H hidden,
+// e bytes per activation element.
+
+namespace {
+
+struct Dims {
+  int64_t tokens;     // T
+  int64_t sp_tokens;  // Ts
+  double e;           // bytes per activation element
+  bool sp;            // sequence parallel with tp > 1
+  int tp;
+};
+
+Dims dims_of(const LayerShard& shard) {
+  Dims d;
+  d.tokens = shard.micro_batch * (shard.seq_len / shard.cp);
+  d.sp = shard.sequence_parallel && shard.tp > 1;
+  d.sp_tokens = d.sp ? d.tokens / shard.tp : d.tokens;
+  d.e = bytes_per_element(shard.activation_dtype);
+  d.tp = shard.tp;
+  return d;
+}
+
+Bytes elements(double count, double bytes_each) { return Bytes(count * bytes_each); }
+
+using Forward = LayerGraphBuilder::Forward;
+
+Forward memory_op(std::string name, MemoryKernel kernel, Bytes traffic, Bytes saved, Bytes backward_traffic,
+                  std::vector<int> inputs) {
+  Forward f;
+  f.op.name = std::move(name);
+  f.op.kind = OpKind::kMemoryBound;
+  f.op.memory_kernel = kernel;
+  f.op.bytes = traffic;
+  f.op.saved = saved;
+  f.recipe = Recipe::kMemory;
+  f.backward_bytes = backward_traffic;
+  f.inputs = std::move(inputs);
+  return f;
+}
+
+// A GEMM Y[m×n] = X[m×k]·W[k×n] repeated `count` times; `saved` is what backward keeps of X.
+Forward weight_gemm(std::string name, int64_t m, int64_t n, int64_t k, int64_t count, DType dtype, double e,
+                    Bytes saved, std::vector<int> inputs) {
+  Forward f;
+  f.op.name = std::move(name);
+  f.op.kind = OpKind::kGemm;
+  f.op.gemm = GemmShape{m, n, k, count, dtype};
+  f.op.flop = Flop(2.0 * m * n * k * count);
+  const double in = bytes_per_element(dtype);
+  f.op.bytes = Bytes(count * (in * (m * k + k * n) + e * m * n));
+  f.op.saved = saved;
+  f.op.transient = elements(static_cast<double>(m * n * count), e);
+  f.recipe = Recipe::kWeightGemm;
+  f.inputs = std::move(inputs);
+  return f;
+}
+
+Forward collective(std::string name, Collective forward, Collective backward, CommGroup group, Bytes size,
+                   std::vector<int> inputs) {
+  Forward f;
+  f.op.name = std::move(name);
+  f.op.kind = OpKind::kCommunication;
+  f.op.comm = CommSpec{forward, group, size};
+  f.op.transient = forward == Collective::kNone ? Bytes(0) : size;
+  f.recipe = Recipe::kCommunication;
+  f.backward_comm = CommSpec{backward, group, size};
+  f.inputs = std::move(inputs);
+  return f;
+}
+
+DType gemm_dtype(const LayerShard& shard) { return shard.fp8 ? DType::kFp8 : shard.activation_dtype; }
+
+// Bytes a GEMM input of `count` elements is kept in: fp8 GEMMs keep their fp8 cast.
+double saved_input_bytes(const LayerShard& shard, double e) { return shard.fp8 ? 1.0 : e; }
+
+// fp8: the cast (with transpose) of a GEMM input that no fused norm already wrote in fp8 —
+// reads e bytes and writes two fp8 copies per element. Returns the op the GEMM reads.
+int add_input_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, const std::string& gemm_name,
+                   double count, int input) {
+  if (!shard.fp8) return input;
+  Forward cast = memory_op(gemm_name + ".input_cast", MemoryKernel::kCast, Bytes(count * (e + 2.0)), Bytes(0),
+                           Bytes(0), {input});
+  cast.recipe = Recipe::kCommunication;  // the gradient passes straight through a cast
+  return b.add(cast);
+}
+
+// fp8: the cast (with transpose) of a GEMM's output gradient before its backward GEMMs.
+void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int gemm) {
+  if (!shard.fp8) return;
+  const GemmShape& s = b.at(gemm).op.gemm;
+  b.at(gemm).grad_cast_bytes = Bytes(static_cast<double>(s.m * s.n * s.count) * (e + 2.0));
+}
+
+// Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
+// Returns the index of the gathered (or plain) norm output for the GEMMs to read.
+int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, std::string name,
+             int input, bool gather_after) {
+  const MemoryKernel kernel = m.norm == Norm::kRmsNorm ? MemoryKernel::kRmsNorm : MemoryKernel::kLayerNorm;
+  const double rows = static_cast<double>(d.sp_tokens * m.hidden);
+  // Reads x, writes y (plus an fp8 copy when the following GEMM runs in fp8); keeps x.
+  // Backward reads x and dy, writes dx.
+  const double out_bytes = d.e + (shard.fp8 ? 1.0 : 0.0);
+  const int norm = b.add(memory_op(std::move(name), kernel, Bytes(rows * (d.e + out_bytes)), elements(rows, d.e),
+                                   Bytes(rows * 3.0 * d.e), {input}));
+  b.at(norm).op.flop = Flop(rows * 5.0);
+  if (!gather_after) return norm;
+  return b.add(collective(b.at(norm).op.name + ".gather", Collective::kAllGather, Collective::kReduceScatter,
+                          CommGroup::kTensor, elements(static_cast<double>(d.tokens * m.hidden), d.e), {norm}));
+}
+
+// Before a column-parallel GEMM without sequence parallelism: identity forward, all-reduce of
+// the input gradient backward (Megatron's `f`).
+int add_column_parallel_entry(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, const std::string& name,
+                              int input) {
+  if (d.tp == 1 || d.sp) return input;
+  return b.add(collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce, CommGroup::kTensor,
+                          elements(static_cast<double>(d.tokens * m.hidden), d.e), {input}));
+}
+
+// After a row-parallel GEMM: all-reduce (or reduce-scatter with SP) of its partial sums.
+int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, const std::string& name,
+                          int input) {
+  if (d.tp == 1) return input;
+  const Bytes size = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  if (d.sp) {
+    return b.add(collective(name + ".reduce_scatter", Collective::kReduceScatter, Collective::kAllGather,
+                            CommGroup::kTensor, size, {input}));
+  }
+  return b.add(collective(name + ".allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor, size,
+                          {input}));
+}
+
+// dropout(x) + residual: keeps the dropout mask (one byte per element) when dropout is on.
+int add_residual(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, std::string name, int branch, int residual) {
+  const double rows = static_cast<double>(d.sp_tokens * m.hidden);
+  const bool dropout = m.dropout > 0.0;
+  // Reads branch and residual, writes the sum (and a mask); backward reads dy (and the mask)
+  // and writes the branch gradient.
+  return b.add(memory_op(std::move(name), MemoryKernel::kElementwise, Bytes(rows * (3.0 * d.e + (dropout ? 1.0 : 0.0))),
+                         Bytes(dropout ? rows : 0.0), Bytes(rows * (2.0 * d.e + (dropout ? 1.0 : 0.0))),
+                         {branch, residual}));
+}
+
+void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
+                   int& out) {
+  const int64_t heads = m.heads / shard.tp;
+  const int64_t kv_heads = std::max<int64_t>(1, m.kv_heads / shard.tp);
+  const int64_t q_width = heads * m.head_dim;
+  const int64_t kv_width = kv_heads * m.head_dim;
+  const int64_t s = shard.seq_len / shard.cp;
+  const double T = static_cast<double>(d.tokens);
+
+  const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp);
+  const int qkv_input = add_column_parallel_entry(b, m, d, "attn.qkv", norm);
+  // Column-parallel QKV projection; keeps its (sequence-sharded under SP) input. Under fp8 the
+  // norm writes the fp8 input itself (Transformer Engine's LayerNormLinear).
+  const double in_rows = static_cast<double>(d.sp_tokens * m.hidden);
+  const int qkv = b.add(weight_gemm("attn.qkv", d.tokens, q_width + 2 * kv_width, m.hidden, 1, gemm_dtype(shard),
+                                    d.e, Bytes(in_rows * saved_input_bytes(shard, d.e)), {qkv_input}));
+  add_grad_cast(b, shard, d.e, qkv);
+  if (m.linear_bias || m.qkv_bias) b.at(qkv).op.bytes += elements(T * (q_width + 2 * kv_width), 2.0 * d.e);
+  if (d.sp) b.at(qkv).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
+                                                     elements(static_cast<double>(d.tokens * m.hidden), d.e)};
+  int last = qkv;
+  if (m.qk_norm) {
+    const double rows = T * (q_width + kv_width);
+    last = b.add(memory_op("attn.qk_norm", MemoryKernel::kRmsNorm, elements(rows, 2.0 * d.e), elements(rows, d.e),
+                           elements(rows, 3.0 * d.e), {last}));
+  }
+  if (m.position == Position::kRope) {
+    const double rows = T * (q_width + kv_width);
+    last = b.add(memory_op("attn.rotary", MemoryKernel::kRotary, elements(rows, 2.0 * d.e), Bytes(0),
+                           elements(rows, 2.0 * d.e), {last}));
+  }
+
+  // The attention core. Queries, keys and values are kept for backward.
+  const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
+  const double causal_fraction = 0.5;
+  if (shard.attention_kernel == AttentionKernel::kFlash) {
+    // Ring attention splits the keys into cp blocks, passed around the ring while the local
+    // block is computed; with the load-balanced causal split every step does equal work.
+    const int steps = shard.cp;
+    const double attention_flop = 4.0 * shard.micro_batch * heads * static_cast<double>(s) * s * m.head_dim *
+                                  causal_fraction;
+    int previous = last;
+    const Bytes kv_block = elements(T * 2.0 * kv_width, d.e);
+    int kv_in = -1;
+    for (int step = 0; step < steps; ++step) {
+      Forward f;
+      f.op.name = steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step);
+      f.op.kind = OpKind::kAttention;
+      f.op.attention = AttentionShape{shard.micro_batch, heads, kv_heads, s, steps == 1 ? s : s / 2, m.head_dim,
+                                      steps == 1, false, shard.activation_dtype};
+      f.op.flop = Flop(attention_flop);
+      f.op.bytes = Bytes(static_cast<double>(qkv_bytes / Bytes(1)) + T * q_width * d.e);
+      // Q, K, V and the softmax statistics (fp32 per query and head) are kept once.
+      f.op.saved = step == 0 ? qkv_bytes + Bytes(4.0 * shard.micro_batch * heads * s) : Bytes(0);
+      f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
+      f.recipe = Recipe::kAttention;
+      f.inputs = {previous};
+      if (kv_in >= 0) f.inputs.push_back(kv_in);
+      const int core = b.add(f);
+      if (step + 1 < steps) {
+        // The next key/value block arrives over the ring while this one is computed; backward
+        // sends keys, values and their gradients.
+        Forward ring = collective(fmt::format("attn.ring.step{}", step), Collective::kSendRecv,
+                                  Collective::kSendRecv, CommGroup::kContext, kv_block, {last});
+        ring.backward_comm.size = kv_block * 2.0;
+        if (kv_in >= 0) ring.inputs = {kv_in};
+        kv_in = b.add(ring);
+      }
+      previous = core;
+    }
+    last = previous;
+  } else {
+    // Unfused attention (Korthikanti et al. 2022): QKᵀ, softmax, dropout, then ·V, with the
+    // s×s score tensors kept for backward unless selectively recomputed.
+    const double scores = static_cast<double>(shard.micro_batch) * heads * s * s;
+    Forward qk;
+    qk.op.name = "attn.scores";
+    qk.op.kind = OpKind::kGemm;
+    qk.op.gemm = GemmShape{s, s, m.head_dim, shard.micro_batch * heads, shard.activation_dtype};
+    qk.op.flop = Flop(2.0 * scores * m.head_dim);
+    qk.op.bytes = elements(2.0 * T * q_width + scores, d.e);
+    qk.op.saved = elements(T * (q_width + kv_width), d.e);
+    qk.op.transient = elements(scores, d.e);
+    qk.recipe = Recipe::kActivationGemm;
+    qk.inputs = {last};
+    const int qk_id = b.add(qk);
+    Forward softmax = memory_op("attn.softmax", MemoryKernel::kSoftmax, elements(scores, 2.0 * d.e),
+                                elements(scores, d.e), elements(scores, 3.0 * d.e), {qk_id});
+    softmax.recompute_selective = true;
+    int probs = b.add(softmax);
+    if (m.dropout > 0.0) {
+      Forward drop = memory_op("attn.dropout", MemoryKernel::kElementwise, elements(scores, 2.0 * d.e + 1.0),
+                               Bytes(scores), elements(scores, 2.0 * d.e + 1.0), {probs});
+      drop.recompute_selective = true;
+      probs = b.add(drop);
+    }
+    Forward av;
+    av.op.name = "attn.context";
+    av.op.kind = OpKind::kGemm;
+    av.op.gemm = GemmShape{s, m.head_dim, s, shard.micro_batch * heads, shard.activation_dtype};
+    av.op.flop = Flop(2.0 * scores * m.head_dim);
+    av.op.bytes = elements(scores + 2.0 * T * q_width, d.e);
+    // Keeps V and the (dropped-out) probabilities; the probabilities are recomputed under
+    // selective recompute, V is not.
+    av.op.saved = elements(T * kv_width, d.e) +
+                  (shard.recompute == Recompute::kSelective ? Bytes(0) : elements(scores, d.e));
+    av.recipe = Recipe::kActivationGemm;
+    av.inputs = {probs, last};
+    last = b.add(av);
+  }
+
+  // Row-parallel output projection; keeps its input.
+  const int proj_input = add_input_cast(b, shard, d.e, "attn.proj", T * q_width, last);
+  const int proj = b.add(weight_gemm("attn.proj", d.tokens, m.hidden, q_width, 1, gemm_dtype(shard), d.e,
+                                     elements(T * q_width, saved_input_bytes(shard, d.e)), {proj_input}));
+  add_grad_cast(b, shard, d.e, proj);
+  const int reduced = add_row_parallel_exit(b, m, d, "attn.proj", proj);
+  out = add_residual(b, m, d, "attn.residual", reduced, residual);
+}
+
+// Dense MLP: fc1 (column-parallel, gated: gate and up together), activation, fc2 (row-parallel).
+int add_dense_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int input,
+                  int64_t ffn_hidden, int tp, const std::string& prefix) {
+  const int64_t f = ffn_hidden / tp;
+  const double T = static_cast<double>(d.tokens);
+  const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
+  const double in_rows = static_cast<double>(d.sp_tokens * m.hidden);
+  const int fc1 = b.add(weight_gemm(prefix + ".fc1", d.tokens, fc1_width, m.hidden, 1, gemm_dtype(shard), d.e,
+                                    Bytes(in_rows * saved_input_bytes(shard, d.e)), {input}));
+  add_grad_cast(b, shard, d.e, fc1);
+  if (m.linear_bias) b.at(fc1).op.bytes += elements(T * fc1_width, 2.0 * d.e);
+  if (d.sp && tp > 1) {
+    b.at(fc1).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
+                                            elements(static_cast<double>(d.tokens * m.hidden), d.e)};
+  }
+  // The activation keeps its input; gated: reads gate and up, writes one; backward writes both.
+  const MemoryKernel kernel = m.activation == Activation::kSwiglu       ? MemoryKernel::kSwiglu
+                              : m.activation == Activation::kSquaredRelu ? MemoryKernel::kSquaredRelu
+                                                                         : MemoryKernel::kGelu;
+  const double act_in = T * fc1_width;
+  const double act_out = T * f;
+  const int act = b.add(memory_op(prefix + ".act", kernel, elements(act_in + act_out, d.e), elements(act_in, d.e),
+                                  elements(2.0 * act_in + act_out, d.e), {fc1}));
+  b.at(act).op.flop = Flop(act_out * 8.0);
+  const int fc2_input = add_input_cast(b, shard, d.e, prefix + ".fc2", act_out, act);
+  const int fc2 = b.add(weight_gemm(prefix + ".fc2", d.tokens, m.hidden, f, 1, gemm_dtype(shard), d.e,
+                                    elements(act_out, saved_input_bytes(shard, d.e)), {fc2_input}));
+  add_grad_cast(b, shard, d.e, fc2);
+  return fc2;
+}
+
+// Mixture of experts: router, token permutation, all-to-all dispatch over the expert-parallel
+// group, local experts as grouped GEMMs, all-to-all combine, un-permutation. Experts are not
+// split by TP; with TP the block's tokens are sequence-sharded (Megatron requires SP for MoE+TP).
+int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int input) {
+  const MoeSpec& moe = *m.moe;
+  const double Ts = static_cast<double>(d.sp_tokens);
+  const double H = static_cast<double>(m.hidden);
+  // Router: fp32 logits over experts, softmax and top-k.
+  Forward router = weight_gemm("moe.router", d.sp_tokens, moe.experts, m.hidden, 1, DType::kFp32, d.e,
+                               elements(Ts * H, d.e), {input});
+  const int router_id = b.add(router);
+  const int topk = b.add(memory_op("moe.topk", MemoryKernel::kSoftmax, elements(Ts * moe.experts, 8.0),
+                                   elements(Ts * moe.experts, 4.0), elements(Ts * moe.experts, 12.0), {router_id}));
+  // Each token is copied to its top-k experts.
+  const double routed = Ts * moe.top_k;
+  const int permute = b.add(memory_op("moe.permute", MemoryKernel::kPermute, elements(2.0 * routed * H, d.e),
+                                      Bytes(0), elements(2.0 * routed * H, d.e), {input, topk}));
+  int tokens_in = permute;
+  const int local_experts = moe.experts / shard.ep;
+  if (shard.ep > 1) {
+    // Each rank sends the tokens bound for other ranks' experts: (ep−1)/ep of its routed tokens.
+    const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
+    tokens_in = b.add(collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+                                 sent, {permute}));
+  }
+  // Load on this rank: its experts receive `routed` tokens on average; the busiest expert gets
+  // `imbalance` times its share (capped by the capacity factor, beyond which tokens drop), and
+  // the rank with it carries (local_experts − 1 + imbalance)/local_experts of the mean.
+  double imbalance = moe.imbalance;
+  if (moe.capacity_factor > 0.0) imbalance = std::min(imbalance, moe.capacity_factor);
+  const double rank_tokens = routed * (local_experts - 1 + imbalance) / local_experts;
+  const int64_t per_expert = static_cast<int64_t>(std::ceil(rank_tokens / local_experts));
+  const int64_t f = moe.ffn_hidden;
+  const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
+  const double e = d.e;
+  const double rows = static_cast<double>(per_expert * local_experts);
+  const int fc1_input = add_input_cast(b, shard, e, "moe.expert_fc1", rows * H, tokens_in);
+  const int fc1 = b.add(weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts,
+                                    gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
+                                    {fc1_input}));
+  add_grad_cast(b, shard, e, fc1);
+  const MemoryKernel kernel = m.activation == Activation::kSwiglu       ? MemoryKernel::kSwiglu
+                              : m.activation == Activation::kSquaredRelu ? MemoryKernel::kSquaredRelu
+                                                                         : MemoryKernel::kGelu;
+  const int act = b.add(memory_op("moe.expert_act", kernel, elements(rows * (fc1_width + f), e),
+                                  elements(rows * fc1_width, e), elements(rows * (2.0 * fc1_width + f), e), {fc1}));
+  const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
+  const int fc2 = b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
+                                    elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
+  add_grad_cast(b, shard, e, fc2);
+  int tokens_out = fc2;
+  if (shard.ep > 1) {
+    const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
+    tokens_out = b.add(collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+                                  sent, {fc2}));
+  }
+  // Un-permute and weight by the router probabilities: keeps the expert outputs for backward.
+  int combined = b.add(memory_op("moe.unpermute", MemoryKernel::kPermute, elements(routed * H * 2.0 + Ts * H, d.e),
+                                 elements(routed * H, d.e), elements(routed * H * 3.0, d.e), {tokens_out, topk}));
+  if (moe.shared_experts > 0) {
+    // Shared experts: a dense MLP on the block's tokens beside the routed ones.
+    Dims local = d;
+    local.tokens = d.sp_tokens;
+    local.sp = false;
+    const int shared = add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
+                                     "moe.shared");
+    combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
+                               elements(2.0 * Ts * H, d.e), {combined, shared}));
+  }
+  return combined;
+}
+
+// Parameters one rank holds of a block after TP (and EP for experts).
+int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  const ParameterCount count = count_parameters(m);
+  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  if (!moe) return (count.per_dense_layer - 2 * norm_params) / shard.tp + 2 * norm_params;
+  const int64_t experts = m.moe->experts * count.per_expert;
+  const int64_t rest = count.per_moe_layer - experts;
+  return (rest - 2 * norm_params - m.hidden * m.moe->experts) / shard.tp + 2 * norm_params +
+         m.hidden * m.moe->experts + experts / shard.ep;
+}
+
+}  // namespace
+
+LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  PACELINE_CHECK(!moe || m.moe.has_value(), "an MoE block of a dense model");
+  LayerGraphBuilder b(shard);
+  const Dims d = dims_of(shard);
+  // The block input: a placeholder holding the residual stream (no kernel, no gradient).
+  Forward input = collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {});
+  const int residual = b.add(input);
+  int after_attention = 0;
+  add_attention(b, m, shard, d, residual, after_attention);
+  const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe);
+  int mlp_out = 0;
+  if (moe) {
+    mlp_out = add_moe_mlp(b, m, shard, d, norm);
+  } else {
+    const int entry = add_column_parallel_entry(b, m, d, "mlp.fc1", norm);
+    const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp, "mlp");
+    mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2);
+  }
+  add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);
+  // Under full recompute the block keeps only its input, held by its first reader.
+  b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
+  const ParameterCount count = count_parameters(m);
+  return b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer);
+}
+
+LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
+  LayerGraphBuilder b(shard);
+  const Dims d = dims_of(shard);
+  const double T = static_cast<double>(d.tokens);
+  const double H = static_cast<double>(m.hidden);
+  // Vocab-parallel lookup: each TP rank gathers the rows of its vocabulary shard (zeros
+  // elsewhere), then the partial embeddings are summed over TP. Backward scatter-adds the
+  // gradient into the fp32 embedding gradient.
+  Forward lookup = memory_op("embedding.lookup", MemoryKernel::kEmbedding, elements(T * H, 2.0 * d.e), Bytes(0),
+                             Bytes(T * H * (d.e + 8.0)), {});
+  int last = b.add(lookup);
+  if (m.position == Position::kLearned) {
+    last = b.add(memory_op("embedding.position", MemoryKernel::kElementwise, elements(T * H, 3.0 * d.e), Bytes(0),
+                           elements(T * H, d.e + 8.0), {last}));
+  }
+  last = add_row_parallel_exit(b, m, d, "embedding", last);
+  if (m.dropout > 0.0) {
+    const double rows = static_cast<double>(d.sp_tokens) * H;
+    b.add(memory_op("embedding.dropout", MemoryKernel::kElementwise, Bytes(rows * (2.0 * d.e + 1.0)), Bytes(rows),
+                    Bytes(rows * (2.0 * d.e + 1.0)), {last}));
+  }
+  const ParameterCount count = count_parameters(m);
+  return b.build(count.embedding / shard.tp, count.embedding);
+}
+
+LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
+  LayerGraphBuilder b(shard);
+  const Dims d = dims_of(shard);
+  const double T = static_cast<double>(d.tokens);
+  const int64_t vocab = m.vocab / shard.tp;
+  Forward input = collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {});
+  const int residual = b.add(input);
+  const int norm = add_norm(b, m, shard, d, "head.norm", residual, d.sp);
+  const int entry = add_column_parallel_entry(b, m, d, "head.logits", norm);
+  // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
+  const int logits = b.add(weight_gemm("head.logits", d.tokens, vocab, m.hidden, 1, shard.activation_dtype, d.e,
+                                       elements(static_cast<double>(d.sp_tokens * m.hidden), d.e), {entry}));
+  if (d.sp) {
+    b.at(logits).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
+                                               elements(static_cast<double>(d.tokens * m.hidden), d.e)};
+  }
+  // Vocab-parallel softmax cross-entropy in fp32: reads the logits, keeps the fp32 softmax for
+  // backward; max, sum and target logit are all-reduced over TP (3 floats per token).
+  Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 4.0)),
+                           Bytes(T * vocab * 4.0), Bytes(T * vocab * (4.0 + d.e)), {logits});
+  loss.op.transient = Bytes(T * vocab * 4.0);
+  const int loss_id = b.add(loss);
+  if (shard.tp > 1) {
+    b.add(collective("head.cross_entropy.allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor,
+                     Bytes(T * 3.0 * 4.0), {loss_id}));
+  }
+  b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
+  const ParameterCount count = count_parameters(m);
+  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  return b.build(count.output / shard.tp + norm_params, count.output + norm_params);
+}
+
+std::string_view to_string(CommGroup group) {
+  switch (group) {
+    case CommGroup::kTensor: return "tp";
+    case CommGroup::kContext: return "cp";
+    case CommGroup::kExpert: return "ep";
+    case CommGroup::kData: return "dp";
+    case CommGroup::kPipeline: return "pp";
+  }
+  return "?";
+}
+
+std::string_view to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kBackwardInput: return "backward_input";
+    case Phase::kBackwardWeight: return "backward_weight";
+  }
+  return "?";
+}
+
+}  // namespace paceline

@@ -1,0 +1,92 @@
+// LayerGraph: the operator DAG of one transformer block (or the embedding, or the output head
+// with its loss) as one rank runs it — forward, recomputation and backward ops, with data
+// dependencies as edges.
+//
+// The graph is built for a LayerShard: the micro-batch shape and the tensor, context and
+// expert parallel degrees that split the block, so GEMM shapes, attention shapes, activation
+// bytes and the collectives inside the block are the ones a rank really runs (Megatron-LM's
+// column/row split with optional sequence parallelism; ring attention for context parallelism;
+// all-to-all token dispatch for expert parallelism). Everything outside the block — pipeline
+// stages, data-parallel reductions, schedules — belongs to sim/parallel.
+//
+// Ops are added in an order that is a valid execution order within each phase; edges carry
+// the data dependencies (forward data flow, gradient flow, and each backward op's need for
+// the recomputed forward op).
+#ifndef PACELINE_MODELS_LAYER_GRAPH_H_
+#define PACELINE_MODELS_LAYER_GRAPH_H_
+
+#include <boost/graph/adjacency_list.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "models/model_spec.h"
+#include "models/op.h"
+
+namespace paceline {
+
+using OpId = uint32_t;
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class AttentionKernel { kFlash, kUnfused };
+
+// How one rank sees a block.
+struct LayerShard {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;     // the full training sequence
+  int tp = 1;              // tensor parallel
+  int cp = 1;              // context parallel (ring attention)
+  int ep = 1;              // expert parallel
+  bool sequence_parallel = false;
+  DType activation_dtype = DType::kBf16;  // bf16 or fp16 activations and weights
+  bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
+  Recompute recompute = Recompute::kNone;
+  AttentionKernel attention_kernel = AttentionKernel::kFlash;
+};
+
+class LayerGraph {
+ public:
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+
+  const Graph& graph() const { return graph_; }
+  size_t num_ops() const { return boost::num_vertices(graph_); }
+  const Op& op(OpId id) const { return graph_[id]; }
+  // Ops that must finish before `id` (within this graph), in the order they were declared.
+  std::vector<OpId> predecessors(OpId id) const;
+  // Ops of a phase in execution order.
+  const std::vector<OpId>& ops(Phase phase) const { return by_phase_[static_cast<int>(phase)]; }
+
+  // Forward ops that read the block's input (they wait for the previous block's output).
+  std::vector<OpId> forward_entries() const;
+  // The forward op producing the block's output.
+  OpId forward_exit() const { return forward_exit_; }
+  // Recompute/backward ops that need the gradient of the block's output.
+  std::vector<OpId> backward_entries() const;
+  // Input-gradient ops producing the gradient of the block's input.
+  std::vector<OpId> backward_exits() const;
+
+  // Totals over a phase.
+  Flop flop(Phase phase) const;
+  // Activations kept from forward to backward (sum of `saved` of forward ops).
+  Bytes saved_activations() const;
+  // Parameters this rank holds for the block (after TP/EP sharding).
+  int64_t parameters = 0;
+  // Parameters of the block before sharding and of one token's path (for MoE: active experts).
+  int64_t parameters_total = 0;
+
+ private:
+  friend class LayerGraphBuilder;
+  Graph graph_;
+  std::vector<OpId> by_phase_[4];
+  OpId forward_exit_ = 0;
+};
+
+// One transformer block. `moe` selects the mixture-of-experts feed-forward.
+LayerGraph build_transformer_layer(const ModelSpec& model, const LayerShard& shard, bool moe);
+// Token (and learned position) embedding, vocab-parallel over TP.
+LayerGraph build_embedding(const ModelSpec& model, const LayerShard& shard);
+// Final norm, output projection (vocab-parallel over TP) and softmax cross-entropy loss.
+LayerGraph build_output_head(const ModelSpec& model, const LayerShard& shard);
+
+}  // namespace paceline
+
+#endif  // PACELINE_MODELS_LAYER_GRAPH_H_

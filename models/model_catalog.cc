@@ -1,0 +1,45 @@
+#include "models/model_catalog.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/data_root.h"
+#include "base/yaml_reader.h"
+#include "models/hf_config.h"
+
+namespace paceline {
+
+std::string default_model_catalog() { return data_root() + "/models/catalog"; }
+
+std::vector<std::string> catalog_models(const std::string& catalog_dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ModelSpec load_model_file(const std::string& path) {
+  const YamlDocument document = load_yaml_file(path);
+  YamlMap root(document.root, document.file, "model");
+  return read_model(root);
+}
+
+ModelSpec resolve_model(const std::string& reference, const std::string& catalog_dir,
+                        const SourceLocation& where) {
+  const std::filesystem::path path(reference);
+  const std::string extension = path.extension().string();
+  if (extension == ".json") return load_hf_config(reference);
+  if (extension == ".yaml" || extension == ".yml") return load_model_file(reference);
+  const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";
+  if (std::filesystem::exists(catalog_file)) return load_model_file(catalog_file);
+  throw InputError(where, fmt::format("model = '{}' is not in the model catalog ({}) and is not a path "
+                                      "to a .yaml or config .json; known models: {}",
+                                      reference, catalog_dir, fmt::join(catalog_models(catalog_dir), ", ")));
+}
+
+}  // namespace paceline

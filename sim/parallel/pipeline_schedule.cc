@@ -1,0 +1,107 @@
+#include "sim/parallel/pipeline_schedule.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "base/check.h"
+
+namespace paceline {
+namespace {
+
+using Kind = PipelineAction::Kind;
+
+std::vector<PipelineAction> gpipe(int microbatches) {
+  std::vector<PipelineAction> actions;
+  for (int mb = 0; mb < microbatches; ++mb) actions.push_back({Kind::kForward, mb, 0});
+  for (int mb = 0; mb < microbatches; ++mb) actions.push_back({Kind::kBackward, mb, 0});
+  return actions;
+}
+
+std::vector<PipelineAction> one_f_one_b(int stages, int stage, int microbatches) {
+  std::vector<PipelineAction> actions;
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  int forward = 0;
+  int backward = 0;
+  for (; forward < warmup; ++forward) actions.push_back({Kind::kForward, forward, 0});
+  while (forward < microbatches) {
+    actions.push_back({Kind::kForward, forward++, 0});
+    actions.push_back({Kind::kBackward, backward++, 0});
+  }
+  while (backward < microbatches) actions.push_back({Kind::kBackward, backward++, 0});
+  return actions;
+}
+
+// Megatron-LM's interleaved schedule: virtual micro-batch k of a stage is micro-batch
+// (k / (p·v))·p + k mod p on chunk (k / p) mod v for forwards, and on chunk v−1−((k / p) mod v)
+// for backwards. Warm-up runs (p−s−1)·2 + (v−1)·p forwards.
+std::vector<PipelineAction> interleaved(int stages, int stage, int microbatches, int chunks) {
+  const int total = microbatches * chunks;
+  auto microbatch_of = [&](int k) { return (k / (stages * chunks)) * stages + k % stages; };
+  auto forward_chunk = [&](int k) { return (k / stages) % chunks; };
+  auto backward_chunk = [&](int k) { return chunks - 1 - (k / stages) % chunks; };
+  const int warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  std::vector<PipelineAction> actions;
+  int forward = 0;
+  int backward = 0;
+  for (; forward < warmup; ++forward) {
+    actions.push_back({Kind::kForward, microbatch_of(forward), forward_chunk(forward)});
+  }
+  while (forward < total) {
+    actions.push_back({Kind::kForward, microbatch_of(forward), forward_chunk(forward)});
+    ++forward;
+    actions.push_back({Kind::kBackward, microbatch_of(backward), backward_chunk(backward)});
+    ++backward;
+  }
+  for (; backward < total; ++backward) {
+    actions.push_back({Kind::kBackward, microbatch_of(backward), backward_chunk(backward)});
+  }
+  return actions;
+}
+
+std::vector<PipelineAction> zero_bubble_h1(int stages, int stage, int microbatches) {
+  std::vector<PipelineAction> actions;
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  std::deque<int> deferred;  // micro-batches whose W pass is still to run
+  int forward = 0;
+  int backward = 0;
+  for (; forward < warmup; ++forward) actions.push_back({Kind::kForward, forward, 0});
+  auto backward_input = [&] {
+    actions.push_back({Kind::kBackwardInput, backward, 0});
+    deferred.push_back(backward++);
+  };
+  // Steady state: F, B, and the oldest W once more than `warmup` are pending.
+  while (forward < microbatches) {
+    actions.push_back({Kind::kForward, forward++, 0});
+    backward_input();
+    if (static_cast<int>(deferred.size()) > warmup) {
+      actions.push_back({Kind::kBackwardWeight, deferred.front(), 0});
+      deferred.pop_front();
+    }
+  }
+  // Cool-down: each deferred W runs while the next B's gradient is on its way.
+  while (backward < microbatches) {
+    if (!deferred.empty()) {
+      actions.push_back({Kind::kBackwardWeight, deferred.front(), 0});
+      deferred.pop_front();
+    }
+    backward_input();
+  }
+  for (const int mb : deferred) actions.push_back({Kind::kBackwardWeight, mb, 0});
+  return actions;
+}
+
+}  // namespace
+
+std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int microbatches,
+                                              int chunks) {
+  PACELINE_CHECK(stages >= 1 && stage >= 0 && stage < stages && microbatches >= 1 && chunks >= 1);
+  switch (schedule) {
+    case Schedule::kGpipe: return gpipe(microbatches);
+    case Schedule::kOneFOneB: return one_f_one_b(stages, stage, microbatches);
+    case Schedule::kInterleavedOneFOneB: return interleaved(stages, stage, microbatches, chunks);
+    case Schedule::kZeroBubble: return zero_bubble_h1(stages, stage, microbatches);
+  }
+  return {};
+}
+
+}  // namespace paceline

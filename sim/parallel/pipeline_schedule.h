@@ -1,0 +1,39 @@
+// Pipeline schedules: the order in which one stage runs the forward and backward passes of
+// its micro-batches (and model chunks, when interleaved).
+//
+//   gpipe             all forwards, then all backwards (Huang et al. 2019)
+//   1f1b              p−s−1 warm-up forwards, then one forward / one backward, then the
+//                     remaining backwards (PipeDream-Flush; Narayanan et al. 2021)
+//   interleaved-1f1b  1f1b over v model chunks per stage, in Megatron-LM's order of virtual
+//                     micro-batches (Narayanan et al. SC'21, §2.2.2)
+//   zero-bubble       ZB-H1 (Qi et al. 2023): 1f1b with each backward split into an input-
+//                     gradient pass B and a weight-gradient pass W; stage s defers p−s−1 of its
+//                     W passes and runs each deferred W just before a B, in the slots where
+//                     1f1b would wait for the next stage's gradient.
+#ifndef PACELINE_SIM_PARALLEL_PIPELINE_SCHEDULE_H_
+#define PACELINE_SIM_PARALLEL_PIPELINE_SCHEDULE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+struct PipelineAction {
+  enum class Kind { kForward, kBackward, kBackwardInput, kBackwardWeight };
+  Kind kind;
+  int microbatch;
+  int chunk;  // model chunk on this stage (0 unless interleaved)
+
+  friend bool operator==(const PipelineAction&, const PipelineAction&) = default;
+};
+
+// The actions of `stage` (0-based) of `stages`, for `microbatches` micro-batches and
+// `chunks` model chunks per stage.
+std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int microbatches,
+                                              int chunks);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_PARALLEL_PIPELINE_SCHEDULE_H_

@@ -1,0 +1,138 @@
+#include "sim/parallel/rank_layout.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace paceline {
+
+RankLayout::RankLayout(const Parallelism& parallelism, int gpus_per_node)
+    : parallelism_(parallelism), gpus_per_node_(gpus_per_node) {
+  const std::array<int, 4> size = {parallelism.tp, parallelism.cp, parallelism.dp, parallelism.pp};
+  int stride = 1;
+  for (const RankDim dim : parallelism.rank_order) {
+    stride_[static_cast<int>(dim)] = stride;
+    stride *= size[static_cast<int>(dim)];
+  }
+  num_ranks_ = stride;
+}
+
+RankCoord RankLayout::coord(int rank) const {
+  auto along = [&](RankDim dim, int size) { return (rank / stride_[static_cast<int>(dim)]) % size; };
+  return RankCoord{along(RankDim::kTensor, parallelism_.tp), along(RankDim::kContext, parallelism_.cp),
+                   along(RankDim::kData, parallelism_.dp), along(RankDim::kPipeline, parallelism_.pp)};
+}
+
+int RankLayout::rank_of(const RankCoord& c) const {
+  return c.tp * stride_[static_cast<int>(RankDim::kTensor)] + c.cp * stride_[static_cast<int>(RankDim::kContext)] +
+         c.dp * stride_[static_cast<int>(RankDim::kData)] + c.pp * stride_[static_cast<int>(RankDim::kPipeline)];
+}
+
+RankCoord RankLayout::with_data_index(RankCoord c, int index) const {
+  c.cp = index % parallelism_.cp;
+  c.dp = index / parallelism_.cp;
+  return c;
+}
+
+std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
+  const RankCoord c = coord(rank);
+  const Parallelism& p = parallelism_;
+  std::vector<int> result;
+  const int d = data_index(c);
+  const int data_size = p.dp * p.cp;
+  switch (kind) {
+    case GroupKind::kTensor:
+      for (int i = 0; i < p.tp; ++i) result.push_back(rank_of(RankCoord{i, c.cp, c.dp, c.pp}));
+      break;
+    case GroupKind::kContext:
+      for (int i = 0; i < p.cp; ++i) result.push_back(rank_of(RankCoord{c.tp, i, c.dp, c.pp}));
+      break;
+    case GroupKind::kData:
+      for (int i = 0; i < data_size; ++i) result.push_back(rank_of(with_data_index(c, i)));
+      break;
+    case GroupKind::kExpert:
+      for (int i = 0; i < p.ep; ++i) result.push_back(rank_of(with_data_index(c, d - d % p.ep + i)));
+      break;
+    case GroupKind::kExpertData:
+      for (int i = d % p.ep; i < data_size; i += p.ep) result.push_back(rank_of(with_data_index(c, i)));
+      break;
+    case GroupKind::kDataShard:
+      for (int i = 0; i < p.zero_shard; ++i) result.push_back(rank_of(with_data_index(c, d - d % p.zero_shard + i)));
+      break;
+    case GroupKind::kDataReplica:
+      for (int i = d % p.zero_shard; i < data_size; i += p.zero_shard) result.push_back(rank_of(with_data_index(c, i)));
+      break;
+    case GroupKind::kModel:
+      for (int s = 0; s < p.pp; ++s) {
+        for (int t = 0; t < p.tp; ++t) result.push_back(rank_of(RankCoord{t, c.cp, c.dp, s}));
+      }
+      break;
+    case GroupKind::kEmbedding:
+      result.push_back(rank_of(RankCoord{c.tp, c.cp, c.dp, 0}));
+      if (p.pp > 1) result.push_back(rank_of(RankCoord{c.tp, c.cp, c.dp, p.pp - 1}));
+      break;
+    case GroupKind::kForwardSend:
+      result = {rank, rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + 1) % p.pp})};
+      break;
+    case GroupKind::kForwardRecv:
+      result = {rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + p.pp - 1) % p.pp}), rank};
+      break;
+    case GroupKind::kBackwardSend:
+      result = {rank, rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + p.pp - 1) % p.pp})};
+      break;
+    case GroupKind::kBackwardRecv:
+      result = {rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + 1) % p.pp}), rank};
+      break;
+  }
+  std::sort(result.begin(), result.end());
+  result.erase(std::unique(result.begin(), result.end()), result.end());
+  return result;
+}
+
+GroupPlacement RankLayout::placement(GroupKind kind) const {
+  const std::vector<int> group = members(kind, 0);
+  const int first_node = node(group.front());
+  const int per_node = static_cast<int>(
+      std::count_if(group.begin(), group.end(), [&](int r) { return node(r) == first_node; }));
+  return GroupPlacement{static_cast<int>(group.size()), per_node};
+}
+
+GroupPlacement RankLayout::link_placement(int stage, bool forward) const {
+  const int from = rank_of(RankCoord{0, 0, 0, stage});
+  const int to_stage = forward ? (stage + 1) % parallelism_.pp : (stage + parallelism_.pp - 1) % parallelism_.pp;
+  const int to = rank_of(RankCoord{0, 0, 0, to_stage});
+  return GroupPlacement{2, node(from) == node(to) ? 2 : 1};
+}
+
+uint32_t RankLayout::instance(GroupKind kind, int rank) const {
+  // Pipeline links are named by their sender; every other group by its lowest member.
+  int representative = 0;
+  switch (kind) {
+    case GroupKind::kForwardSend:
+    case GroupKind::kBackwardSend: representative = rank; break;
+    case GroupKind::kForwardRecv:
+    case GroupKind::kBackwardRecv: {
+      const RankCoord c = coord(rank);
+      const int sender_stage = kind == GroupKind::kForwardRecv ? (c.pp + parallelism_.pp - 1) % parallelism_.pp
+                                                                : (c.pp + 1) % parallelism_.pp;
+      representative = this->rank_of(RankCoord{c.tp, c.cp, c.dp, sender_stage});
+      break;
+    }
+    default: representative = members(kind, rank).front(); break;
+  }
+  // Sends and receives of one link share an instance: a send's kind and its receive's kind map
+  // to the same number.
+  uint32_t family = static_cast<uint32_t>(kind);
+  if (kind == GroupKind::kForwardRecv) family = static_cast<uint32_t>(GroupKind::kForwardSend);
+  if (kind == GroupKind::kBackwardRecv) family = static_cast<uint32_t>(GroupKind::kBackwardSend);
+  PACELINE_CHECK(static_cast<uint64_t>(num_ranks_) * kNumGroupKinds < UINT32_MAX, "too many ranks");
+  return family * static_cast<uint32_t>(num_ranks_) + static_cast<uint32_t>(representative);
+}
+
+std::vector<uint32_t> RankLayout::instances(int rank) const {
+  std::vector<uint32_t> result(kNumGroupKinds);
+  for (int k = 0; k < kNumGroupKinds; ++k) result[k] = instance(static_cast<GroupKind>(k), rank);
+  return result;
+}
+
+}  // namespace paceline

@@ -1,0 +1,77 @@
+// RankLayout: where each rank of a parallel layout sits, and the groups it belongs to.
+//
+// Ranks are numbered with the `rank_order` dimensions innermost first — by default
+// tp-cp-dp-pp as Megatron-LM orders them, so a tensor-parallel group shares a node and
+// pipeline stages are farthest apart. Expert-parallel groups are blocks of `ep` consecutive
+// data-like indices (over cp and dp together), as expert ranks are drawn from the
+// data-parallel ranks.
+#ifndef PACELINE_SIM_PARALLEL_RANK_LAYOUT_H_
+#define PACELINE_SIM_PARALLEL_RANK_LAYOUT_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hardware/collective_model.h"
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+struct RankCoord {
+  int tp = 0;
+  int cp = 0;
+  int dp = 0;
+  int pp = 0;
+};
+
+// The groups a rank joins; each is a SyncPoint slot of the rank's program.
+enum class GroupKind : uint32_t {
+  kTensor,        // tp ranks: tensor-parallel collectives
+  kContext,       // cp ranks: ring attention
+  kExpert,        // ep ranks: token all-to-all
+  kData,          // dp·cp ranks: dense gradient reduction
+  kDataShard,     // zero_shard ranks: ZeRO / FSDP sharding
+  kDataReplica,   // dp·cp / zero_shard ranks: HSDP replicas of one shard
+  kExpertData,    // dp·cp / ep ranks: expert gradient reduction
+  kModel,         // tp·pp ranks: gradient-norm reduction before the step
+  kEmbedding,     // first and last stage: tied embedding gradients
+  kForwardSend,   // this stage → next stage (activations)
+  kForwardRecv,   // previous stage → this stage
+  kBackwardSend,  // this stage → previous stage (gradients)
+  kBackwardRecv,  // next stage → this stage
+};
+inline constexpr int kNumGroupKinds = 13;
+
+class RankLayout {
+ public:
+  RankLayout(const Parallelism& parallelism, int gpus_per_node);
+
+  int num_ranks() const { return num_ranks_; }
+  RankCoord coord(int rank) const;
+  int rank_of(const RankCoord& coord) const;
+  int node(int rank) const { return rank / gpus_per_node_; }
+
+  // The members of `rank`'s group of `kind`, in rank order (pipeline links: sender, receiver).
+  std::vector<int> members(GroupKind kind, int rank) const;
+  // How the group of `kind` containing rank 0 sits on nodes.
+  GroupPlacement placement(GroupKind kind) const;
+  // Placement of a pipeline link from `stage` to the next (or previous) stage of rank 0's column.
+  GroupPlacement link_placement(int stage, bool forward) const;
+  // A unique id for `rank`'s group of `kind` (equal for all members).
+  uint32_t instance(GroupKind kind, int rank) const;
+  // The group instance of every kind for `rank`, indexed by GroupKind.
+  std::vector<uint32_t> instances(int rank) const;
+
+ private:
+  int data_index(const RankCoord& c) const { return c.cp + parallelism_.cp * c.dp; }
+  RankCoord with_data_index(RankCoord c, int index) const;
+
+  Parallelism parallelism_;
+  int gpus_per_node_;
+  int num_ranks_;
+  std::array<int, 4> stride_{};  // by RankDim
+};
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_PARALLEL_RANK_LAYOUT_H_

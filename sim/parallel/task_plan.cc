@@ -1,0 +1,239 @@
+#include "sim/parallel/task_plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "base/check.h"
+
+namespace paceline {
+namespace {
+
+bool in_pass(Phase phase, PassKind pass) {
+  switch (pass) {
+    case PassKind::kForward: return phase == Phase::kForward;
+    case PassKind::kBackward: return phase != Phase::kForward;
+    case PassKind::kBackwardInput: return phase == Phase::kRecompute || phase == Phase::kBackwardInput;
+    case PassKind::kBackwardWeight: return phase == Phase::kBackwardWeight;
+  }
+  return false;
+}
+
+// Identity ops (a collective of kind none, e.g. Megatron's `f` in forward) cost nothing and
+// run nowhere; their dependents wait for what they waited for.
+bool is_identity(const Op& op) {
+  return op.kind == OpKind::kCommunication && op.comm.collective == Collective::kNone;
+}
+
+StreamKind stream_of(const Op& op) {
+  if (op.kind != OpKind::kCommunication) return StreamKind::kCompute;
+  switch (op.comm.group) {
+    case CommGroup::kTensor: return StreamKind::kTensor;
+    case CommGroup::kContext: return StreamKind::kContext;
+    case CommGroup::kExpert: return StreamKind::kExpert;
+    case CommGroup::kData:
+    case CommGroup::kPipeline: return StreamKind::kData;
+  }
+  return StreamKind::kCompute;
+}
+
+ActivityTag tag_of(const Op& op) {
+  if (op.kind != OpKind::kCommunication) {
+    return op.phase == Phase::kRecompute ? ActivityTag::kRecompute : ActivityTag::kCompute;
+  }
+  switch (op.comm.group) {
+    case CommGroup::kTensor: return ActivityTag::kTensorComm;
+    case CommGroup::kContext: return ActivityTag::kContextComm;
+    case CommGroup::kExpert: return ActivityTag::kExpertComm;
+    case CommGroup::kData: return ActivityTag::kDataComm;
+    case CommGroup::kPipeline: return ActivityTag::kPipelineComm;
+  }
+  return ActivityTag::kCompute;
+}
+
+// An op's dependencies with identity ops looked through; `boundary` is set when the chain
+// reaches the block's input (an op with no predecessor at all).
+void effective_predecessors(const LayerGraph& g, OpId id, std::vector<OpId>& out, bool& boundary) {
+  const std::vector<OpId> predecessors = g.predecessors(id);
+  if (predecessors.empty()) boundary = true;
+  for (const OpId p : predecessors) {
+    if (is_identity(g.op(p))) {
+      effective_predecessors(g, p, out, boundary);
+    } else {
+      out.push_back(p);
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(StreamKind stream) {
+  switch (stream) {
+    case StreamKind::kCompute: return "compute";
+    case StreamKind::kTensor: return "tp";
+    case StreamKind::kContext: return "cp";
+    case StreamKind::kExpert: return "ep";
+    case StreamKind::kData: return "dp";
+    case StreamKind::kSendNext: return "pp send next";
+    case StreamKind::kRecvPrev: return "pp recv prev";
+    case StreamKind::kSendPrev: return "pp send prev";
+    case StreamKind::kRecvNext: return "pp recv next";
+  }
+  return "?";
+}
+
+std::string_view to_string(ActivityTag tag) {
+  switch (tag) {
+    case ActivityTag::kCompute: return "compute";
+    case ActivityTag::kRecompute: return "recompute";
+    case ActivityTag::kTensorComm: return "tp_communication";
+    case ActivityTag::kContextComm: return "cp_communication";
+    case ActivityTag::kExpertComm: return "ep_communication";
+    case ActivityTag::kDataComm: return "dp_communication";
+    case ActivityTag::kPipelineComm: return "pp_communication";
+    case ActivityTag::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+bool is_communication(ActivityTag tag) {
+  return tag != ActivityTag::kCompute && tag != ActivityTag::kRecompute && tag != ActivityTag::kOptimizer;
+}
+
+GroupKind group_of(CommGroup group) {
+  switch (group) {
+    case CommGroup::kTensor: return GroupKind::kTensor;
+    case CommGroup::kContext: return GroupKind::kContext;
+    case CommGroup::kExpert: return GroupKind::kExpert;
+    case CommGroup::kData: return GroupKind::kData;
+    case CommGroup::kPipeline: return GroupKind::kForwardSend;
+  }
+  return GroupKind::kTensor;
+}
+
+OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout)
+    : timer_(timer), collectives_(collectives) {
+  for (int k = 0; k < kNumGroupKinds; ++k) {
+    const auto kind = static_cast<GroupKind>(k);
+    if (kind >= GroupKind::kForwardSend) continue;  // links are placed per stage
+    placements_[k] = layout.placement(kind);
+  }
+}
+
+Seconds OpPricer::duration(const Op& op) const {
+  switch (op.kind) {
+    case OpKind::kGemm: return timer_.gemm(op.gemm);
+    case OpKind::kAttention: return timer_.attention(op.attention);
+    case OpKind::kMemoryBound: return timer_.memory_bound(op.memory_kernel, op.bytes);
+    case OpKind::kCommunication:
+      return collectives_.time(op.comm.collective, op.comm.size, placement(group_of(op.comm.group)));
+  }
+  return Seconds(0);
+}
+
+TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, std::string name) {
+  TaskPlan plan;
+  plan.name = std::move(name);
+  plan.pass = pass;
+  plan.op_task.assign(g.num_ops(), kNone);
+
+  // The pass's ops in declaration order (a valid execution order).
+  std::vector<OpId> ops;
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    if (in_pass(g.op(id).phase, pass) && !is_identity(g.op(id))) ops.push_back(id);
+  }
+  // Which ops a task on another stream waits for: the compute run must end after them.
+  std::vector<bool> feeds_other_stream(g.num_ops(), false);
+  std::vector<bool> is_exit(g.num_ops(), false);
+  if (pass == PassKind::kForward) {
+    is_exit[g.forward_exit()] = true;
+  } else if (pass != PassKind::kBackwardWeight) {
+    for (const OpId id : g.backward_exits()) is_exit[id] = true;
+  }
+  for (const OpId id : ops) {
+    std::vector<OpId> predecessors;
+    bool boundary = false;
+    effective_predecessors(g, id, predecessors, boundary);
+    for (const OpId p : predecessors) {
+      if (stream_of(g.op(p)) != stream_of(g.op(id))) feeds_other_stream[p] = true;
+    }
+  }
+
+  uint32_t open = kNone;  // the compute task still taking ops
+  std::set<uint32_t> open_deps;
+  for (const OpId id : ops) {
+    const Op& op = g.op(id);
+    std::vector<OpId> predecessors;
+    bool boundary = false;
+    effective_predecessors(g, id, predecessors, boundary);
+    // Dependencies as templates (same pass) or as external ops (another pass).
+    std::set<uint32_t> deps;
+    std::vector<OpId> external;
+    for (const OpId p : predecessors) {
+      if (!in_pass(g.op(p).phase, pass)) {
+        if (pass == PassKind::kBackwardWeight && g.op(p).phase != Phase::kForward) external.push_back(p);
+        continue;
+      }
+      deps.insert(plan.op_task[p]);
+    }
+    // The block's input or output gradient: only ops with no predecessor in any backward pass.
+    if (pass != PassKind::kForward && pass != PassKind::kBackwardWeight) {
+      bool has_backward_predecessor = false;
+      for (const OpId p : predecessors) has_backward_predecessor |= g.op(p).phase != Phase::kForward;
+      boundary = boundary || !has_backward_predecessor;
+    }
+    if (pass == PassKind::kBackwardWeight) boundary = false;
+
+    const StreamKind stream = stream_of(op);
+    const Seconds duration = pricer.duration(op);
+    bool join = stream == StreamKind::kCompute && open != kNone && external.empty() &&
+                (!boundary || plan.tasks[open].entry);
+    if (join) {
+      for (const uint32_t d : deps) {
+        const bool satisfied = d == open || plan.tasks[d].stream == StreamKind::kCompute || open_deps.count(d);
+        if (!satisfied) join = false;
+      }
+    }
+    if (!join) {
+      TaskTemplate task;
+      task.stream = stream;
+      task.group = op.kind == OpKind::kCommunication ? group_of(op.comm.group) : GroupKind::kTensor;
+      task.tag = tag_of(op);
+      task.entry = boundary;
+      task.first_op = static_cast<uint32_t>(plan.ops.size());
+      task.external_deps = external;
+      for (const uint32_t d : deps) task.deps.push_back(d);
+      plan.tasks.push_back(task);
+      open = stream == StreamKind::kCompute ? static_cast<uint32_t>(plan.tasks.size() - 1) : kNone;
+      open_deps = deps;
+    }
+    const uint32_t index = static_cast<uint32_t>(plan.tasks.size() - 1);
+    TaskTemplate& task = plan.tasks[index];
+    for (const uint32_t d : deps) {
+      if (d != index && std::find(task.deps.begin(), task.deps.end(), d) == task.deps.end()) task.deps.push_back(d);
+    }
+    plan.op_task[id] = index;
+    plan.ops.push_back(PlannedOp{op.name, duration, op.phase, op.kind, op.flop});
+    ++task.num_ops;
+    task.duration = task.duration + to_sim_time(duration);
+    task.flop += op.flop;
+    plan.flop += op.flop;
+    if (op.phase == Phase::kForward || op.phase == Phase::kRecompute) {
+      task.alloc_bytes += static_cast<int64_t>(op.saved / Bytes(1));
+    }
+    task.transient_bytes = std::max(task.transient_bytes, static_cast<int64_t>(op.transient / Bytes(1)));
+    task.exit = task.exit || is_exit[id];
+    if (stream == StreamKind::kCompute) plan.last_compute = index;
+    if (feeds_other_stream[id] || is_exit[id]) open = kNone;
+  }
+
+  // Frees: a task frees what the ops it releases kept (they may belong to another pass).
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    if (op.released_by == UINT32_MAX || op.saved <= Bytes(0)) continue;
+    const uint32_t releaser = plan.op_task[op.released_by];
+    if (releaser != kNone) plan.tasks[releaser].free_bytes += static_cast<int64_t>(op.saved / Bytes(1));
+  }
+  return plan;
+}
+
+}  // namespace paceline

@@ -1,0 +1,121 @@
+// TaskPlan: one pass (forward, backward, …) of a LayerGraph cut into engine-task templates,
+// with durations priced on the cluster.
+//
+// Consecutive compute ops become one task when nothing outside the run waits for an op inside
+// it and nothing outside feeds an op after its start — so a run of kernels that only follow one
+// another on the compute stream costs one event instead of dozens, and the result is the same
+// as replaying them one by one. Each collective is its own task on its group's stream. The
+// ops behind every task stay listed, so a trace shows every kernel.
+//
+// A plan is built once per distinct block and instantiated for every (layer, micro-batch).
+#ifndef PACELINE_SIM_PARALLEL_TASK_PLAN_H_
+#define PACELINE_SIM_PARALLEL_TASK_PLAN_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware/collective_model.h"
+#include "hardware/op_timer.h"
+#include "models/layer_graph.h"
+#include "sim/engine/program.h"
+#include "sim/parallel/rank_layout.h"
+
+namespace paceline {
+
+// The streams of every rank's program, in this order.
+enum class StreamKind : uint32_t {
+  kCompute,
+  kTensor,
+  kContext,
+  kExpert,
+  kData,
+  kSendNext,
+  kRecvPrev,
+  kSendPrev,
+  kRecvNext,
+};
+inline constexpr int kNumStreams = 9;
+std::string_view to_string(StreamKind stream);
+
+// What a task spends its time on, for the breakdown.
+enum class ActivityTag : uint8_t {
+  kCompute,
+  kRecompute,
+  kTensorComm,
+  kContextComm,
+  kExpertComm,
+  kDataComm,
+  kPipelineComm,
+  kOptimizer,
+};
+inline constexpr int kNumActivityTags = 8;
+std::string_view to_string(ActivityTag tag);
+bool is_communication(ActivityTag tag);
+
+// Which phases of a LayerGraph a pass runs.
+enum class PassKind {
+  kForward,        // forward
+  kBackward,       // recompute, input and weight gradients together
+  kBackwardInput,  // recompute and input gradients (zero-bubble B)
+  kBackwardWeight  // weight gradients (zero-bubble W)
+};
+
+struct PlannedOp {
+  std::string name;
+  Seconds duration;
+  Phase phase;
+  OpKind kind;
+  Flop flop;
+};
+
+struct TaskTemplate {
+  StreamKind stream = StreamKind::kCompute;
+  GroupKind group = GroupKind::kTensor;  // communication tasks: the group they run over
+  SimTime duration;
+  std::vector<uint32_t> deps;       // templates of the same plan
+  std::vector<OpId> external_deps;  // ops of another pass of the same block instance
+  bool entry = false;               // waits for the block's input (or output gradient)
+  bool exit = false;                // produces the block's output (or input gradient)
+  int64_t alloc_bytes = 0;
+  int64_t free_bytes = 0;
+  int64_t transient_bytes = 0;
+  ActivityTag tag = ActivityTag::kCompute;
+  uint32_t first_op = 0;  // its ops: ops[first_op, first_op + num_ops)
+  uint32_t num_ops = 0;
+  Flop flop;
+};
+
+struct TaskPlan {
+  std::string name;
+  PassKind pass = PassKind::kForward;
+  std::vector<PlannedOp> ops;
+  std::vector<TaskTemplate> tasks;
+  std::vector<uint32_t> op_task;  // graph op → template (kNone outside this pass or skipped)
+  Flop flop;                      // all ops of the pass
+  uint32_t last_compute = kNone;  // the last template on the compute stream
+};
+
+// Prices ops: compute on the op timer, collectives over the group each runs on.
+class OpPricer {
+ public:
+  OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout);
+  Seconds duration(const Op& op) const;
+  const GroupPlacement& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
+  const OpTimer& timer() const { return timer_; }
+  const CollectiveModel& collectives() const { return collectives_; }
+
+ private:
+  const OpTimer& timer_;
+  const CollectiveModel& collectives_;
+  std::array<GroupPlacement, kNumGroupKinds> placements_;
+};
+
+GroupKind group_of(CommGroup group);
+
+TaskPlan plan_pass(const LayerGraph& graph, PassKind pass, const OpPricer& pricer, std::string name);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_PARALLEL_TASK_PLAN_H_

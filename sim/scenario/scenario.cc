@@ -1,0 +1,318 @@
+#include "sim/scenario/scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "base/yaml_reader.h"
+#include "models/model_catalog.h"
+
+namespace paceline {
+namespace {
+
+int at_least_one(YamlMap& map, std::string_view key, int fallback) {
+  const int value = map.get<int>(key, fallback);
+  if (value < 1) map.fail(key, fmt::format("= {} must be at least 1", value));
+  return value;
+}
+
+std::vector<RankDim> read_rank_order(YamlMap& map) {
+  const std::string text = map.get<std::string>("rank_order", "tp-cp-dp-pp");
+  std::vector<RankDim> order;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('-', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    if (part == "tp") order.push_back(RankDim::kTensor);
+    if (part == "cp") order.push_back(RankDim::kContext);
+    if (part == "dp") order.push_back(RankDim::kData);
+    if (part == "pp") order.push_back(RankDim::kPipeline);
+    start = end + 1;
+  }
+  std::vector<RankDim> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::vector<RankDim>{RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline}) {
+    map.fail("rank_order", fmt::format("= '{}' is not an order of tp, cp, dp and pp, innermost first "
+                                       "(e.g. tp-cp-dp-pp)", text));
+  }
+  return order;
+}
+
+Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given) {
+  Parallelism p;
+  p.tp = at_least_one(map, "tp", 1);
+  p.pp = at_least_one(map, "pp", 1);
+  p.cp = at_least_one(map, "cp", 1);
+  p.ep = at_least_one(map, "ep", 1);
+  dp_given = map.has("dp");
+  p.dp = dp_given ? at_least_one(map, "dp", 1) : 1;
+  p.virtual_stages = at_least_one(map, "virtual_stages", 1);
+  schedule_given = map.has("schedule");
+  const std::string schedule = map.choice("schedule", {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"},
+                                          p.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b");
+  p.schedule = schedule == "gpipe"              ? Schedule::kGpipe
+               : schedule == "interleaved-1f1b" ? Schedule::kInterleavedOneFOneB
+               : schedule == "zero-bubble"      ? Schedule::kZeroBubble
+                                                : Schedule::kOneFOneB;
+  p.sequence_parallel = map.get<bool>("sequence_parallel", p.tp > 1);
+  p.zero = map.get<int>("zero", 0);
+  if (p.zero < 0 || p.zero > 3) {
+    map.fail("zero", fmt::format("= {} is out of range; expected 0 (none), 1 (optimizer states), 2 (+ gradients) "
+                                 "or 3 (+ parameters, FSDP)", p.zero));
+  }
+  p.zero_shard = map.get<int>("zero_shard", 0);
+  if (map.has("layers_per_stage")) {
+    const YAML::Node list = map.node("layers_per_stage");
+    if (!list.IsSequence()) map.fail("layers_per_stage", "must be a list of layer counts, one per pipeline stage");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int layers = read_scalar<int>(list[i], map.file(), fmt::format("{}[{}]", map.field("layers_per_stage"), i));
+      if (layers < 0) map.fail("layers_per_stage", "layer counts must not be negative");
+      p.layers_per_stage.push_back(layers);
+    }
+  }
+  p.rank_order = read_rank_order(map);
+  map.finish();
+  return p;
+}
+
+Training read_training(YamlMap& map, const ModelSpec& model) {
+  Training t;
+  t.global_batch = map.required<int64_t>("global_batch");
+  if (t.global_batch < 1) map.fail("global_batch", fmt::format("= {} must be at least 1", t.global_batch));
+  t.micro_batch = map.get<int64_t>("micro_batch", 1);
+  if (t.micro_batch < 1) map.fail("micro_batch", fmt::format("= {} must be at least 1", t.micro_batch));
+  t.seq_len = map.get<int64_t>("seq_len", model.seq_len);
+  if (t.seq_len < 1) map.fail("seq_len", fmt::format("= {} must be at least 1", t.seq_len));
+  if (model.position == Position::kLearned && t.seq_len > model.seq_len) {
+    map.fail("seq_len", fmt::format("= {} exceeds the learned position table of model {} ({} positions)", t.seq_len,
+                                    model.name, model.seq_len));
+  }
+  const std::string precision = map.choice("precision", {"fp32", "fp16", "bf16", "fp8"}, "bf16");
+  t.precision = precision == "fp32"   ? Precision::kFp32
+                : precision == "fp16" ? Precision::kFp16
+                : precision == "fp8"  ? Precision::kFp8
+                                      : Precision::kBf16;
+  const std::string recompute = map.choice("recompute", {"none", "selective", "full"}, "none");
+  t.recompute = recompute == "full" ? Recompute::kFull : recompute == "selective" ? Recompute::kSelective : Recompute::kNone;
+  const std::string attention = map.choice("attention", {"flash", "unfused"}, "flash");
+  t.attention = attention == "unfused" ? AttentionKernel::kUnfused : AttentionKernel::kFlash;
+  const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
+  t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
+  t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
+  t.overlap_param_gather = map.get<bool>("overlap_param_gather", true);
+  t.grad_bucket_parameters = map.get<int64_t>("grad_bucket_parameters", t.grad_bucket_parameters);
+  if (t.grad_bucket_parameters < 1) map.fail("grad_bucket_parameters", "must be at least 1");
+  map.finish();
+  return t;
+}
+
+// Cross-field rules, each reported at the field a user would change.
+void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& training, bool dp_given,
+              bool schedule_given) {
+  Parallelism& p = s.parallelism;
+  const ModelSpec& m = s.model;
+  auto fail_parallel = [&](std::string_view key, const std::string& message) {
+    if (parallelism) parallelism->fail(key, message);
+    root.fail("parallelism", message);
+  };
+  const int gpus = s.num_gpus();
+  const int model_parallel = p.tp * p.pp * p.cp;
+  if (dp_given) {
+    if (model_parallel * p.dp != gpus) {
+      fail_parallel("dp", fmt::format("= {}: tp·pp·cp·dp = {}·{}·{}·{} = {} but the cluster has {} GPUs", p.dp, p.tp,
+                                      p.pp, p.cp, p.dp, model_parallel * p.dp, gpus));
+    }
+  } else if (gpus % model_parallel != 0) {
+    fail_parallel("tp", fmt::format("tp·pp·cp = {} does not divide the cluster's {} GPUs", model_parallel, gpus));
+  } else {
+    p.dp = gpus / model_parallel;
+  }
+  if (m.heads % p.tp != 0) fail_parallel("tp", fmt::format("= {} does not divide model.heads = {}", p.tp, m.heads));
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
+    fail_parallel("tp", fmt::format("= {} and model.kv_heads = {}: one must divide the other", p.tp, m.kv_heads));
+  }
+  if (m.ffn_hidden % p.tp != 0) {
+    fail_parallel("tp", fmt::format("= {} does not divide model.ffn_hidden = {}", p.tp, m.ffn_hidden));
+  }
+  if (p.tp == 1) p.sequence_parallel = false;
+  if (p.ep > 1) {
+    if (!m.moe) fail_parallel("ep", fmt::format("= {} needs a mixture-of-experts model; {} is dense", p.ep, m.name));
+    if (m.moe->experts % p.ep != 0) {
+      fail_parallel("ep", fmt::format("= {} does not divide model.moe.experts = {}", p.ep, m.moe->experts));
+    }
+    if ((p.dp * p.cp) % p.ep != 0) {
+      fail_parallel("ep", fmt::format("= {} does not divide dp·cp = {} (expert ranks come from the data-parallel "
+                                      "ranks)", p.ep, p.dp * p.cp));
+    }
+  }
+  if (m.moe && p.tp > 1 && !p.sequence_parallel) {
+    fail_parallel("sequence_parallel", "must be true for a mixture-of-experts model with tp > 1");
+  }
+  const Training& t = s.training;
+  if (p.cp > 1 && t.seq_len % (2 * p.cp) != 0) {
+    fail_parallel("cp", fmt::format("= {}: training.seq_len = {} must divide into 2·cp = {} chunks (load-balanced "
+                                    "causal split)", p.cp, t.seq_len, 2 * p.cp));
+  }
+  if (p.sequence_parallel && (t.micro_batch * (t.seq_len / p.cp)) % p.tp != 0) {
+    fail_parallel("sequence_parallel", fmt::format("needs micro_batch·seq_len/cp = {} divisible by tp = {}",
+                                                   t.micro_batch * (t.seq_len / p.cp), p.tp));
+  }
+  // Pipeline: stages, virtual stages, schedule.
+  const int virtual_total = p.pp * p.virtual_stages;
+  if (p.virtual_stages > 1 && p.pp == 1) {
+    fail_parallel("virtual_stages", fmt::format("= {} needs pp > 1", p.virtual_stages));
+  }
+  if (p.virtual_stages > 1 && p.schedule != Schedule::kInterleavedOneFOneB) {
+    fail_parallel("schedule", fmt::format("= {} runs one model chunk per stage; virtual_stages = {} needs "
+                                          "interleaved-1f1b", to_string(p.schedule), p.virtual_stages));
+  }
+  if (p.schedule == Schedule::kInterleavedOneFOneB && p.virtual_stages == 1) {
+    fail_parallel(schedule_given ? "schedule" : "virtual_stages", "interleaved-1f1b needs virtual_stages > 1");
+  }
+  if (!p.layers_per_stage.empty()) {
+    if (static_cast<int>(p.layers_per_stage.size()) != virtual_total) {
+      fail_parallel("layers_per_stage", fmt::format("has {} entries; expected pp·virtual_stages = {}",
+                                                    p.layers_per_stage.size(), virtual_total));
+    }
+    const int sum = std::accumulate(p.layers_per_stage.begin(), p.layers_per_stage.end(), 0);
+    if (sum != m.layers) {
+      fail_parallel("layers_per_stage", fmt::format("sums to {} layers; model {} has {}", sum, m.name, m.layers));
+    }
+  } else if (m.layers < virtual_total) {
+    fail_parallel("pp", fmt::format("pp·virtual_stages = {} exceeds model.layers = {}", virtual_total, m.layers));
+  } else {
+    // Even split; a remainder goes one layer each to the inner stages first (the first and last
+    // stages also carry the embedding and the output head).
+    p.layers_per_stage.assign(virtual_total, m.layers / virtual_total);
+    int remainder = m.layers % virtual_total;
+    for (int i = 1; i < virtual_total - 1 && remainder > 0; ++i, --remainder) ++p.layers_per_stage[i];
+    // With two virtual stages there are no inner ones: the one extra layer goes first.
+    if (remainder > 0) ++p.layers_per_stage[0];
+  }
+  // Batch.
+  if (t.global_batch % (t.micro_batch * p.dp) != 0) {
+    training.fail("global_batch", fmt::format("= {} is not a multiple of micro_batch·dp = {}·{}", t.global_batch,
+                                              t.micro_batch, p.dp));
+  }
+  const int64_t microbatches = t.num_microbatches(p.dp);
+  if (p.schedule == Schedule::kInterleavedOneFOneB && microbatches % p.pp != 0) {
+    training.fail("global_batch", fmt::format("gives {} micro-batches per pipeline; interleaved-1f1b needs a "
+                                              "multiple of pp = {}", microbatches, p.pp));
+  }
+  // Sharding.
+  const int shard_domain = p.dp * p.cp;
+  if (p.zero_shard == 0) p.zero_shard = shard_domain;
+  if (p.zero_shard < 1 || shard_domain % p.zero_shard != 0) {
+    fail_parallel("zero_shard", fmt::format("= {} must divide dp·cp = {}", p.zero_shard, shard_domain));
+  }
+  if (t.precision == Precision::kFp8 && !s.cluster.gpu.peak(DType::kFp8)) {
+    training.fail("precision", fmt::format("= fp8 needs fp8 tensor cores; {} has none (no peak_dense.fp8)",
+                                           s.cluster.gpu.name));
+  }
+}
+
+}  // namespace
+
+DType Scenario::compute_dtype() const {
+  switch (training.precision) {
+    case Precision::kFp32: return DType::kFp32;
+    case Precision::kFp16: return DType::kFp16;
+    case Precision::kBf16:
+    case Precision::kFp8: return DType::kBf16;
+  }
+  return DType::kBf16;
+}
+
+Scenario read_scenario(YamlMap& root) {
+  Scenario s;
+  s.file = root.file();
+  const YAML::Node model = root.node("model");
+  if (!model) root.fail("model", "is required: a catalog name, a path, or a mapping");
+  if (model.IsMap()) {
+    YamlMap inline_model = root.map("model");
+    s.model = read_model(inline_model);
+  } else {
+    s.model = resolve_model(root.required<std::string>("model"), default_model_catalog(), root.location("model"));
+  }
+  YamlMap cluster = root.map("cluster");
+  s.cluster = read_cluster(cluster);
+  bool dp_given = false;
+  bool schedule_given = false;
+  std::optional<YamlMap> parallelism = root.optional_map("parallelism");
+  if (parallelism) {
+    s.parallelism = read_parallelism(*parallelism, dp_given, schedule_given);
+  } else {
+    s.parallelism.sequence_parallel = false;
+  }
+  YamlMap training = root.map("training");
+  s.training = read_training(training, s.model);
+  if (std::optional<YamlMap> simulation = root.optional_map("simulation")) {
+    s.simulation.fidelity = simulation->choice("fidelity", {"symmetric", "full"}, "symmetric") == "full"
+                                ? Fidelity::kFull
+                                : Fidelity::kSymmetric;
+    simulation->finish();
+  }
+  const std::string fallback_name =
+      s.file.empty() ? s.model.name : std::filesystem::path(s.file).stem().string();
+  s.name = root.get<std::string>("name", fallback_name);
+  root.finish();
+  validate(s, root, parallelism ? &*parallelism : nullptr, training, dp_given, schedule_given);
+  return s;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  const YamlDocument document = load_yaml_file(path);
+  YamlMap root(document.root, document.file, "");
+  return read_scenario(root);
+}
+
+Scenario load_scenario_text(const std::string& text, const std::string& name) {
+  const YamlDocument document = load_yaml_text(text, name);
+  YamlMap root(document.root, document.file, "");
+  return read_scenario(root);
+}
+
+std::string to_string(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::kOneFOneB: return "1f1b";
+    case Schedule::kInterleavedOneFOneB: return "interleaved-1f1b";
+    case Schedule::kZeroBubble: return "zero-bubble";
+  }
+  return "?";
+}
+
+std::string to_string(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
+  }
+  return "?";
+}
+
+std::string to_string(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string to_string(Fidelity fidelity) { return fidelity == Fidelity::kFull ? "full" : "symmetric"; }
+
+std::string to_string(RankDim dim) {
+  switch (dim) {
+    case RankDim::kTensor: return "tp";
+    case RankDim::kContext: return "cp";
+    case RankDim::kData: return "dp";
+    case RankDim::kPipeline: return "pp";
+  }
+  return "?";
+}
+
+}  // namespace paceline

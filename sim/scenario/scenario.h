@@ -1,0 +1,92 @@
+// Scenario: one prediction request — a model, a cluster, a parallel layout and a training
+// setup — validated, with every default resolved. See README.md for the YAML format.
+#ifndef PACELINE_SIM_SCENARIO_SCENARIO_H_
+#define PACELINE_SIM_SCENARIO_SCENARIO_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hardware/cluster.h"
+#include "models/layer_graph.h"
+#include "models/model_spec.h"
+
+namespace paceline {
+
+class YamlMap;
+
+enum class Schedule { kGpipe, kOneFOneB, kInterleavedOneFOneB, kZeroBubble };
+enum class Precision { kFp32, kFp16, kBf16, kFp8 };
+enum class Fidelity { kSymmetric, kFull };
+enum class Optimizer { kAdam, kSgd };
+
+// The four rank dimensions, innermost first in `rank_order`.
+enum class RankDim { kTensor, kContext, kData, kPipeline };
+
+struct Parallelism {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int cp = 1;
+  int ep = 1;
+  int virtual_stages = 1;
+  Schedule schedule = Schedule::kOneFOneB;
+  bool sequence_parallel = false;
+  int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
+  int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
+  std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
+  std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
+};
+
+struct Training {
+  int64_t global_batch = 0;  // sequences per optimizer step
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;
+  Precision precision = Precision::kBf16;
+  Recompute recompute = Recompute::kNone;
+  AttentionKernel attention = AttentionKernel::kFlash;
+  Optimizer optimizer = Optimizer::kAdam;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  // Gradient bucket size for data-parallel reduction (Megatron-LM's DDP default: 40M
+  // parameters, distributed_data_parallel_config.py `bucket_size`).
+  int64_t grad_bucket_parameters = 40'000'000;
+
+  int64_t num_microbatches(int dp) const { return global_batch / (micro_batch * dp); }
+};
+
+struct Simulation {
+  Fidelity fidelity = Fidelity::kSymmetric;
+};
+
+struct Scenario {
+  std::string name;
+  std::string file;  // where it was read from ("" for text)
+  ModelSpec model;
+  ClusterSpec cluster;
+  Parallelism parallelism;
+  Training training;
+  Simulation simulation;
+
+  int num_gpus() const { return cluster.num_gpus(); }
+  int64_t tokens_per_iteration() const { return training.global_batch * training.seq_len; }
+  // The dtype of activations and of non-fp8 GEMMs.
+  DType compute_dtype() const;
+};
+
+// Reads and validates a scenario mapping; errors name the file, line, column and field.
+Scenario read_scenario(YamlMap& map);
+Scenario load_scenario_file(const std::string& path);
+// `name` stands for the file in error messages.
+Scenario load_scenario_text(const std::string& text, const std::string& name);
+
+std::string to_string(Schedule schedule);
+std::string to_string(Precision precision);
+std::string to_string(Recompute recompute);
+std::string to_string(Fidelity fidelity);
+std::string to_string(RankDim dim);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_SCENARIO_SCENARIO_H_

@@ -1,0 +1,65 @@
+// Tests hardware/cluster.h: links from the catalog, inline overrides and errors.
+#include "hardware/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include "base/yaml_reader.h"
+
+namespace paceline {
+namespace {
+
+ClusterSpec cluster_of(const std::string& text) {
+  const YamlDocument doc = load_yaml_text(text, "c.yaml");
+  YamlMap map(doc.root, doc.file, "cluster");
+  return read_cluster(map);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    cluster_of(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Cluster, IntraNodeDefaultsToTheGpusLink) {
+  const ClusterSpec c = cluster_of("gpu: h100-sxm5-80gb\ngpus_per_node: 8\n");
+  EXPECT_EQ(c.intra_node.name, "nvlink4");
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth / GBPerSecond(1), 450.0);
+  EXPECT_EQ(c.num_gpus(), 8);
+}
+
+TEST(Cluster, InlineBandwidthKeepsTheCatalogLatency) {
+  const ClusterSpec c = cluster_of(
+      "gpu: a100-sxm4-80gb\nnodes: 2\ngpus_per_node: 8\nintra_node: {bandwidth: 300 GB/s}\n"
+      "inter_node: {nics_per_node: 8, nic_bandwidth: 200 Gb/s}\n");
+  const LinkSpec nvlink3 = load_link("nvlink3", default_link_catalog(), {});
+  EXPECT_EQ(c.intra_node.latency, nvlink3.latency);
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth / GBPerSecond(1), 300.0);
+  // 200 Gb/s matches the ib-hdr catalog link, whose latency and efficiency apply.
+  ASSERT_TRUE(c.inter_node.has_value());
+  EXPECT_EQ(c.inter_node->nic.name, "ib-hdr");
+  EXPECT_DOUBLE_EQ(c.inter_node->nic.bandwidth / GbitPerSecond(1), 200.0);
+}
+
+TEST(Cluster, MultiNodeNeedsANetwork) {
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 4\ngpus_per_node: 8\n"),
+            "c.yaml:1:1: cluster.inter_node is required for 4 nodes");
+}
+
+TEST(Cluster, UnknownLinkListsTheCatalog) {
+  const std::string message = error_of("gpu: h100-sxm5-80gb\nintra_node: nvlink9\n");
+  EXPECT_EQ(message.rfind("c.yaml:2:13: link 'nvlink9' is not in the link catalog", 0), 0u) << message;
+  EXPECT_NE(message.find("nvlink4"), std::string::npos);
+}
+
+TEST(Cluster, OversubscriptionBelowOneIsRejected) {
+  const std::string message = error_of(
+      "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+      "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s, oversubscription: 0.5}\n");
+  EXPECT_NE(message.find("cluster.inter_node.oversubscription = 0.5 must be at least 1"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace paceline

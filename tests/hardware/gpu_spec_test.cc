@@ -1,0 +1,76 @@
+// Tests hardware/gpu_spec.h: every catalog GPU loads with a source for every figure, and
+// bad GPU files fail with positioned messages.
+#include "hardware/gpu_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "base/yaml_reader.h"
+
+namespace paceline {
+namespace {
+
+TEST(GpuCatalog, HasTheGpusTheDesignNames) {
+  const std::vector<std::string> names = catalog_gpus(default_gpu_catalog());
+  for (const char* required : {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h100-sxm5-96gb-500w",
+                               "h200-sxm-141gb", "b200", "mi300x"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
+  }
+}
+
+// Conformance over every catalog GPU: loads, physically sane, every figure cited.
+TEST(GpuCatalog, EveryGpuLoadsWithSources) {
+  for (const std::string& name : catalog_gpus(default_gpu_catalog())) {
+    SCOPED_TRACE(name);
+    const GpuSpec gpu = resolve_gpu(name, default_gpu_catalog(), {});
+    EXPECT_EQ(gpu.name, name);
+    EXPECT_GT(gpu.memory_capacity, GiB(16));
+    EXPECT_GT(gpu.memory_bandwidth, TBPerSecond(1));
+    // Tensor-core bf16 is at least 4× plain fp32 on every GPU here.
+    EXPECT_GT(*gpu.peak(DType::kBf16), *gpu.peak(DType::kFp32) * 4.0);
+    EXPECT_FALSE(gpu.intra_node_link.empty());
+    for (const char* field : {"memory_capacity", "memory_bandwidth", "sm_count", "peak_dense.bf16",
+                              "kernels.overhead", "kernels.gemm.max_efficiency", "kernels.attention.forward_efficiency",
+                              "kernels.memory_bound.bandwidth_efficiency"}) {
+      ASSERT_TRUE(gpu.field_sources.count(field)) << field << " has no source";
+      const std::string& source = gpu.field_sources.at(field);
+      // A source is a key of `sources:` or a citation in its own words.
+      EXPECT_TRUE(gpu.sources.count(source) || source.size() > 12) << field << ": " << source;
+    }
+  }
+}
+
+TEST(GpuSpec, RejectsAnEfficiencyAboveOne) {
+  const std::string text = R"(name: bad
+memory_capacity: 80 GiB
+memory_bandwidth: 2 TB/s
+sm_count: 100
+peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s}
+kernels:
+  overhead: 2 us
+  gemm: {max_efficiency: 1.5, tile_m: 128, tile_n: 128, k_half: 64}
+  attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100}
+  memory_bound: {bandwidth_efficiency: 0.9}
+)";
+  const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
+  YamlMap map(doc.root, doc.file, "gpu");
+  try {
+    read_gpu(map);
+    FAIL() << "1.5 is not an efficiency";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "gpu.yaml:8:26: gpu.kernels.gemm.max_efficiency = 1.5 must be a fraction in (0, 1]");
+  }
+}
+
+TEST(GpuSpec, UnknownGpuListsTheCatalog) {
+  try {
+    resolve_gpu("h1000", default_gpu_catalog(), SourceLocation{"s.yaml", 3, 8});
+    FAIL();
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("s.yaml:3:8: gpu = 'h1000' is not in the GPU catalog", 0), 0u) << message;
+    EXPECT_NE(message.find("h100-sxm5-80gb"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace paceline

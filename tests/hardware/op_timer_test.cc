@@ -1,0 +1,72 @@
+// Tests hardware/op_timer.h: GEMM, attention and memory-bound times against their formulas.
+#include "hardware/op_timer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace paceline {
+namespace {
+
+GpuSpec h100() { return resolve_gpu("h100-sxm5-80gb", default_gpu_catalog(), {}); }
+
+TEST(OpTimer, LargeSquareGemmRunsAtPeakTimesCatalogEfficiency) {
+  // 8192³ bf16 on an H100: tiles of 128×256 → 64·32 = 2048 tiles over 132 SMs = 16 waves
+  // (15.5 rounded up), utilization 2048/(16·132) = 0.9697; K factor 8192/(8192 + k_half).
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const GemmShape shape{8192, 8192, 8192, 1, DType::kBf16};
+  const KernelEfficiency& k = gpu.kernels;
+  const double utilization = 2048.0 / (16.0 * 132.0);
+  const double efficiency = k.gemm_max_efficiency * utilization * 8192.0 / (8192.0 + k.gemm_k_half);
+  EXPECT_NEAR(timer.gemm_efficiency(shape), efficiency, 1e-12);
+  const Seconds expected = Flop(2.0 * 8192.0 * 8192.0 * 8192.0) / (*gpu.peak(DType::kBf16) * efficiency) + k.overhead;
+  EXPECT_NEAR(timer.gemm(shape) / Seconds(1), expected / Seconds(1), 1e-15);
+  // And it lands in the range measured on Hopper: 769–798 TFLOP/s (catalog sources).
+  const double tflops = 2.0 * 8192.0 * 8192.0 * 8192.0 / (timer.gemm(shape) / Seconds(1)) / 1e12;
+  EXPECT_GT(tflops, 700.0);
+  EXPECT_LT(tflops, 850.0);
+}
+
+TEST(OpTimer, SkinnyGemmIsMemoryBound) {
+  // M = 1 (a GEMV): the 8192×8192 bf16 weights (128 MiB) dominate: time ≈ bytes / bandwidth.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const GemmShape shape{1, 8192, 8192, 1, DType::kBf16};
+  const double bytes = 2.0 * (8192.0 + 8192.0 * 8192.0) + 2.0 * 8192.0;
+  const Seconds expected = Bytes(bytes) / (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency) +
+                           gpu.kernels.overhead;
+  EXPECT_NEAR(timer.gemm(shape) / Seconds(1), expected / Seconds(1), 1e-15);
+}
+
+TEST(OpTimer, Fp8GemmIsFasterThanBf16) {
+  const OpTimer timer(h100());
+  EXPECT_LT(timer.gemm({8192, 8192, 8192, 1, DType::kFp8}), timer.gemm({8192, 8192, 8192, 1, DType::kBf16}));
+}
+
+TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
+  // b=1, h=32, s=8192, d=128 causal: 4·s²·d·h·½ = 1.1e12 FLOP forward; backward 2.5×.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, false, DType::kBf16};
+  const double flop = 4.0 * 8192.0 * 8192.0 * 128.0 * 32.0 * 0.5;
+  EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), flop);
+  const double efficiency =
+      gpu.kernels.attention_forward_efficiency * 8192.0 / (8192.0 + gpu.kernels.attention_seq_half);
+  EXPECT_NEAR(timer.attention(shape) / Seconds(1),
+              (Flop(flop) / (*gpu.peak(DType::kBf16) * efficiency) + gpu.kernels.overhead) / Seconds(1), 1e-15);
+  shape.backward = true;
+  EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), 2.5 * flop);
+}
+
+TEST(OpTimer, MemoryBoundKernelStreamsAtEffectiveBandwidth) {
+  // 1 GiB through HBM at 3.35 TB/s · efficiency, plus the kernel overhead.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const Seconds expected = GiB(1) / (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency) + gpu.kernels.overhead;
+  EXPECT_DOUBLE_EQ(timer.memory_bound(MemoryKernel::kGelu, GiB(1)) / Seconds(1), expected / Seconds(1));
+  EXPECT_EQ(timer.memory_bound(MemoryKernel::kGelu, Bytes(0)), Seconds(0));
+}
+
+}  // namespace
+}  // namespace paceline

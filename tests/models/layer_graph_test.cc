@@ -1,0 +1,165 @@
+// Tests models/layer_graph.h: GEMM shapes, FLOPs and the activations a block keeps, against
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models").
+#include "models/layer_graph.h"
+
+#include <gtest/gtest.h>
+
+#include "models/model_catalog.h"
+
+namespace paceline {
+namespace {
+
+// A GPT-style model (MHA, GeLU 4h MLP, LayerNorm, dropout) with round numbers.
+ModelSpec gpt_like() {
+  ModelSpec m;
+  m.name = "test-gpt";
+  m.layers = 4;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.head_dim = 64;
+  m.ffn_hidden = 4096;
+  m.vocab = 32000;
+  m.seq_len = 2048;
+  m.activation = Activation::kGelu;
+  m.norm = Norm::kLayerNorm;
+  m.dropout = 0.1;
+  return m;
+}
+
+LayerShard shard(int tp, bool sp, Recompute recompute = Recompute::kNone) {
+  LayerShard s;
+  s.micro_batch = 2;
+  s.seq_len = 2048;
+  s.tp = tp;
+  s.sequence_parallel = sp;
+  s.recompute = recompute;
+  return s;
+}
+
+double sbh(const ModelSpec& m, const LayerShard& s) {
+  return static_cast<double>(s.micro_batch) * s.seq_len * m.hidden;
+}
+
+TEST(LayerGraph, ActivationsMatchKorthikantiWithTensorAndSequenceParallelism) {
+  // Korthikanti eq. with TP and SP, attention kept by a fused kernel (no s² tensors):
+  // sbh·34/t bytes per layer in 16-bit activations with 1-byte dropout masks.
+  const ModelSpec m = gpt_like();
+  for (const int t : {1, 2, 4, 8}) {
+    const LayerShard s = shard(t, /*sp=*/true);
+    const LayerGraph g = build_transformer_layer(m, s, /*moe=*/false);
+    const double expected = sbh(m, s) * 34.0 / t;
+    // The flash kernel also keeps its softmax statistics: 4 bytes per query and head.
+    const double statistics = 4.0 * s.micro_batch * (m.heads / t) * s.seq_len;
+    EXPECT_DOUBLE_EQ(g.saved_activations() / Bytes(1), expected + statistics) << "tp " << t;
+  }
+}
+
+TEST(LayerGraph, ActivationsMatchKorthikantiWithTensorParallelismOnly) {
+  // Without SP the norms, dropout masks and the QKV/fc1 inputs are replicated: sbh·(10 + 24/t).
+  const ModelSpec m = gpt_like();
+  const LayerShard s = shard(4, /*sp=*/false);
+  const LayerGraph g = build_transformer_layer(m, s, /*moe=*/false);
+  const double statistics = 4.0 * s.micro_batch * (m.heads / 4) * s.seq_len;
+  EXPECT_DOUBLE_EQ(g.saved_activations() / Bytes(1), sbh(m, s) * (10.0 + 24.0 / 4) + statistics);
+}
+
+TEST(LayerGraph, UnfusedAttentionKeepsTheScoreTensors) {
+  // Korthikanti's full formula: sbh·(34 + 5as/h)/t with TP+SP, and 34/t under selective
+  // recompute (the 5·a·s²·b bytes of scores are recomputed instead of kept).
+  const ModelSpec m = gpt_like();
+  LayerShard s = shard(2, /*sp=*/true);
+  s.attention_kernel = AttentionKernel::kUnfused;
+  const double a = m.heads, h = static_cast<double>(m.hidden), seq = static_cast<double>(s.seq_len);
+  EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1),
+                   sbh(m, s) * (34.0 + 5.0 * a * seq / h) / 2.0);
+  s.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1), sbh(m, s) * 34.0 / 2.0);
+}
+
+TEST(LayerGraph, FullRecomputeKeepsOnlyTheLayerInput) {
+  // Korthikanti: 2·sbh/t per layer with SP (the input, sequence-sharded).
+  const ModelSpec m = gpt_like();
+  const LayerShard s = shard(4, /*sp=*/true, Recompute::kFull);
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  EXPECT_DOUBLE_EQ(g.saved_activations() / Bytes(1), 2.0 * sbh(m, s) / 4.0);
+  // The recompute pass re-runs the whole forward: same FLOPs.
+  EXPECT_DOUBLE_EQ(g.flop(Phase::kRecompute) / Flop(1), g.flop(Phase::kForward) / Flop(1));
+}
+
+TEST(LayerGraph, ForwardFlopsAreTwiceMatmulParametersPlusAttention) {
+  // Llama 3 8B, one rank: forward FLOPs per token = 2·(matmul parameters of a layer) +
+  // attention 4·s·d·heads·½ (causal) per token; element-wise ops add a little on top, so
+  // compare the GEMM and attention ops only.
+  const ModelSpec m = resolve_model("llama3-8b", default_model_catalog(), {});
+  LayerShard s;
+  s.micro_batch = 1;
+  s.seq_len = 8192;
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  double gemm_and_attention = 0.0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    if (g.op(id).kind == OpKind::kGemm || g.op(id).kind == OpKind::kAttention) gemm_and_attention += g.op(id).flop / Flop(1);
+  }
+  const double tokens = 8192.0;
+  const double matmul_parameters = 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096 + 3.0 * 4096 * 14336;
+  const double attention = 4.0 * 8192 * 128 * 32 * 0.5;  // per token
+  EXPECT_DOUBLE_EQ(gemm_and_attention / tokens, 2.0 * matmul_parameters + attention);
+  // Backward: twice the GEMM FLOPs (input and weight gradients), 2.5× the attention.
+  double backward = 0.0;
+  for (const OpId id : g.ops(Phase::kBackwardInput)) backward += g.op(id).flop / Flop(1);
+  for (const OpId id : g.ops(Phase::kBackwardWeight)) backward += g.op(id).flop / Flop(1);
+  EXPECT_NEAR(backward / tokens, 4.0 * matmul_parameters + 2.5 * attention, 0.01 * backward / tokens);
+}
+
+TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
+  const ModelSpec m = gpt_like();
+  const LayerGraph g = build_transformer_layer(m, shard(4, /*sp=*/true), false);
+  int gathers = 0, scatters = 0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    const Op& op = g.op(id);
+    if (op.name == "attn.qkv") {
+      // Column-parallel: N = 3·h/t, M = b·s (gathered), K = h.
+      EXPECT_EQ(op.gemm.m, 2 * 2048);
+      EXPECT_EQ(op.gemm.n, 3 * 1024 / 4);
+      EXPECT_EQ(op.gemm.k, 1024);
+    }
+    if (op.comm.collective == Collective::kAllGather) ++gathers;
+    if (op.comm.collective == Collective::kReduceScatter) ++scatters;
+  }
+  // SP: an all-gather before and a reduce-scatter after each of attention and MLP.
+  EXPECT_EQ(gathers, 2);
+  EXPECT_EQ(scatters, 2);
+}
+
+TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 8;
+  const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+  int all_to_all = 0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    const Op& op = g.op(id);
+    if (op.comm.collective == Collective::kAllToAll) ++all_to_all;
+    if (op.name == "moe.expert_fc1") {
+      // One local expert (8/8) receives its share: 4096 tokens · top-2 / 8 experts · 8 ranks
+      // = 4096·2 tokens on this rank, all to its one expert.
+      EXPECT_EQ(op.gemm.count, 1);
+      EXPECT_EQ(op.gemm.m, 4096 * 2);
+      EXPECT_EQ(op.gemm.n, 2 * 14336);
+    }
+  }
+  EXPECT_EQ(all_to_all, 2);  // dispatch and combine
+}
+
+TEST(LayerGraph, BackwardExitsAndEntriesAreTheBlockBoundary) {
+  const ModelSpec m = gpt_like();
+  const LayerGraph g = build_transformer_layer(m, shard(1, false), false);
+  EXPECT_FALSE(g.forward_entries().empty());
+  EXPECT_FALSE(g.backward_entries().empty());
+  EXPECT_FALSE(g.backward_exits().empty());
+  EXPECT_EQ(g.op(g.forward_exit()).name, "mlp.residual");
+}
+
+}  // namespace
+}  // namespace paceline
