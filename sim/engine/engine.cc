@@ -14,7 +14,7 @@ namespace {
 
 // What a scheduled event finishes: one rank's task, or every member of a rendezvous.
 struct Completion {
-  uint32_t rank;  // kNone for a rendezvous
+  uint32_t rank;  // kNoId for a rendezvous
   uint32_t id;    // the task, or the rendezvous slot
 };
 
@@ -81,7 +81,7 @@ class RunState {
       auto event = queue_.pop();
       now_ = event.time;
       ++result_.events;
-      if (event.payload.rank != kNone) {
+      if (event.payload.rank != kNoId) {
         complete(event.payload.rank, event.payload.id);
       } else {
         complete_rendezvous(event.payload.id);
@@ -108,7 +108,7 @@ class RunState {
     if (state.pending_dependencies[task] != 0) return;
     if (state.stream_busy[t.stream] || state.stream_next[t.stream] != p.stream_position(task)) return;
     state.stream_busy[t.stream] = 1;
-    if (t.resource != kNone) {
+    if (t.resource != kNoId) {
       if (state.resource_free[t.resource] == 0) {
         state.resource_waiters[t.resource].push_back(task);
         return;
@@ -128,7 +128,7 @@ class RunState {
       state.outcome.peak_memory_time = now_;
     }
     if (setups_[rank].record_spans) state.start_times[task] = now_;
-    if (t.sync == kNone) {
+    if (t.sync == kNoId) {
       queue_.push(now_ + t.duration, Completion{rank, task});
       return;
     }
@@ -158,7 +158,7 @@ class RunState {
           if (setups_[member_rank].record_spans) ranks_[member_rank].start_times[member_task] = now_;
         }
       }
-      queue_.push(now_ + meeting.duration, Completion{kNone, slot});
+      queue_.push(now_ + meeting.duration, Completion{kNoId, slot});
     }
   }
 
@@ -196,7 +196,7 @@ class RunState {
     // The stream moves on; a released resource unit goes to the longest waiter.
     state.stream_busy[t.stream] = 0;
     ++state.stream_next[t.stream];
-    if (t.resource != kNone) {
+    if (t.resource != kNoId) {
       auto& waiters = state.resource_waiters[t.resource];
       if (waiters.empty()) {
         ++state.resource_free[t.resource];
@@ -223,7 +223,7 @@ class RunState {
         if (state.stream_next[s] >= tasks.size()) continue;
         const TaskId stuck = tasks[state.stream_next[s]];
         const char* reason = state.pending_dependencies[stuck] != 0 ? "waits for a dependency"
-                             : p.task(stuck).sync != kNone       ? "waits for a rendezvous"
+                             : p.task(stuck).sync != kNoId       ? "waits for a rendezvous"
                                                                  : "waits for a resource";
         fail_check("deadlock", __FILE__, __LINE__,
                    fmt::format("rank {} stream '{}' task {} (label {}) {} that never comes; {} tasks unfinished",

@@ -25,10 +25,10 @@ SyncId ProgramBuilder::add_sync(SyncPoint sync) {
 
 TaskId ProgramBuilder::add_task(const Task& task) {
   PACELINE_CHECK(task.stream < stream_names_.size(), "task on an unknown stream");
-  PACELINE_CHECK(task.sync == kNone || task.sync < syncs_.size(), "task with an unknown sync");
-  PACELINE_CHECK(task.resource == kNone || task.resource < resources_.size(),
+  PACELINE_CHECK(task.sync == kNoId || task.sync < syncs_.size(), "task with an unknown sync");
+  PACELINE_CHECK(task.resource == kNoId || task.resource < resources_.size(),
                  "task with an unknown resource");
-  PACELINE_CHECK(tasks_.size() < kNone - 1, "too many tasks in one program");
+  PACELINE_CHECK(tasks_.size() < kNoId - 1, "too many tasks in one program");
   tasks_.push_back(task);
   return static_cast<TaskId>(tasks_.size() - 1);
 }
@@ -37,6 +37,11 @@ void ProgramBuilder::add_dependency(TaskId before, TaskId after) {
   PACELINE_CHECK(before < tasks_.size() && after < tasks_.size() && before != after,
                  "dependency between unknown tasks");
   edges_.emplace_back(before, after);
+}
+
+void ProgramBuilder::set_alloc(TaskId id, int64_t bytes) {
+  PACELINE_CHECK(id < tasks_.size(), "set_alloc on an unknown task");
+  tasks_[id].alloc_at_start_bytes = bytes;
 }
 
 Program ProgramBuilder::build() && {

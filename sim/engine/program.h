@@ -26,7 +26,7 @@ using TaskId = uint32_t;
 using StreamId = uint32_t;
 using ResourceId = uint32_t;
 using SyncId = uint32_t;
-inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+inline constexpr uint32_t kNoId = std::numeric_limits<uint32_t>::max();
 
 // A rendezvous point. Member ranks meet at the instance their group table maps `slot` to;
 // `sequence` distinguishes successive rendezvous of one group; `members` ranks must arrive.
@@ -40,8 +40,8 @@ struct Task {
   StreamId stream = 0;
   // How long the task runs once started. For a rendezvous: the time from the last arrival.
   SimTime duration;
-  SyncId sync = kNone;          // index into Program::syncs(), or kNone
-  ResourceId resource = kNone;  // a resource unit held while running, or kNone
+  SyncId sync = kNoId;          // index into Program::syncs(), or kNoId
+  ResourceId resource = kNoId;  // a resource unit held while running, or kNoId
   // Memory effects on the rank, in bytes: allocated when the task starts (and kept),
   // freed when it ends, and held only while it runs.
   int64_t alloc_at_start_bytes = 0;
@@ -108,6 +108,8 @@ class ProgramBuilder {
   TaskId add_task(const Task& task);
   // `before` must finish before `after` starts.
   void add_dependency(TaskId before, TaskId after);
+  // Sets the memory a task allocates when it starts.
+  void set_alloc(TaskId id, int64_t bytes);
   size_t num_tasks() const { return tasks_.size(); }
 
   // Checks the references (streams, syncs, resources, dependency ids) and lays out the

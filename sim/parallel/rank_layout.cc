@@ -28,6 +28,11 @@ int RankLayout::rank_of(const RankCoord& c) const {
          c.dp * stride_[static_cast<int>(RankDim::kData)] + c.pp * stride_[static_cast<int>(RankDim::kPipeline)];
 }
 
+RankCoord RankLayout::with_expert_index(RankCoord c, int index) const {
+  c.tp = index % parallelism_.tp;
+  return with_data_index(c, index / parallelism_.tp);
+}
+
 RankCoord RankLayout::with_data_index(RankCoord c, int index) const {
   c.cp = index % parallelism_.cp;
   c.dp = index / parallelism_.cp;
@@ -50,12 +55,17 @@ std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
     case GroupKind::kData:
       for (int i = 0; i < data_size; ++i) result.push_back(rank_of(with_data_index(c, i)));
       break;
-    case GroupKind::kExpert:
-      for (int i = 0; i < p.ep; ++i) result.push_back(rank_of(with_data_index(c, d - d % p.ep + i)));
+    case GroupKind::kExpert: {
+      const int e = expert_index(c);
+      for (int i = e - e % p.ep; i < e - e % p.ep + p.ep; ++i) result.push_back(rank_of(with_expert_index(c, i)));
       break;
-    case GroupKind::kExpertData:
-      for (int i = d % p.ep; i < data_size; i += p.ep) result.push_back(rank_of(with_data_index(c, i)));
+    }
+    case GroupKind::kExpertData: {
+      for (int i = expert_index(c) % p.ep; i < p.tp * data_size; i += p.ep) {
+        result.push_back(rank_of(with_expert_index(c, i)));
+      }
       break;
+    }
     case GroupKind::kDataShard:
       for (int i = 0; i < p.zero_shard; ++i) result.push_back(rank_of(with_data_index(c, d - d % p.zero_shard + i)));
       break;

@@ -2,9 +2,10 @@
 //
 // Ranks are numbered with the `rank_order` dimensions innermost first — by default
 // tp-cp-dp-pp as Megatron-LM orders them, so a tensor-parallel group shares a node and
-// pipeline stages are farthest apart. Expert-parallel groups are blocks of `ep` consecutive
-// data-like indices (over cp and dp together), as expert ranks are drawn from the
-// data-parallel ranks.
+// pipeline stages are farthest apart. Expert layers fold their own layout over the ranks of a
+// stage (Megatron-Core's "MoE parallel folding", expert tensor parallelism 1): expert-parallel
+// groups are blocks of `ep` consecutive ranks in tp-cp-dp order, and each expert is
+// replicated over the tp·cp·dp/ep ranks of its expert-data group.
 #ifndef PACELINE_SIM_PARALLEL_RANK_LAYOUT_H_
 #define PACELINE_SIM_PARALLEL_RANK_LAYOUT_H_
 
@@ -32,7 +33,7 @@ enum class GroupKind : uint32_t {
   kData,          // dp·cp ranks: dense gradient reduction
   kDataShard,     // zero_shard ranks: ZeRO / FSDP sharding
   kDataReplica,   // dp·cp / zero_shard ranks: HSDP replicas of one shard
-  kExpertData,    // dp·cp / ep ranks: expert gradient reduction
+  kExpertData,    // tp·dp·cp / ep ranks: expert gradient reduction
   kModel,         // tp·pp ranks: gradient-norm reduction before the step
   kEmbedding,     // first and last stage: tied embedding gradients
   kForwardSend,   // this stage → next stage (activations)
@@ -65,6 +66,8 @@ class RankLayout {
  private:
   int data_index(const RankCoord& c) const { return c.cp + parallelism_.cp * c.dp; }
   RankCoord with_data_index(RankCoord c, int index) const;
+  int expert_index(const RankCoord& c) const { return c.tp + parallelism_.tp * data_index(c); }
+  RankCoord with_expert_index(RankCoord c, int index) const;
 
   Parallelism parallelism_;
   int gpus_per_node_;

@@ -134,7 +134,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
   TaskPlan plan;
   plan.name = std::move(name);
   plan.pass = pass;
-  plan.op_task.assign(g.num_ops(), kNone);
+  plan.op_task.assign(g.num_ops(), kNoId);
 
   // The pass's ops in declaration order (a valid execution order).
   std::vector<OpId> ops;
@@ -158,7 +158,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     }
   }
 
-  uint32_t open = kNone;  // the compute task still taking ops
+  uint32_t open = kNoId;  // the compute task still taking ops
   std::set<uint32_t> open_deps;
   for (const OpId id : ops) {
     const Op& op = g.op(id);
@@ -185,8 +185,8 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
 
     const StreamKind stream = stream_of(op);
     const Seconds duration = pricer.duration(op);
-    bool join = stream == StreamKind::kCompute && open != kNone && external.empty() &&
-                (!boundary || plan.tasks[open].entry);
+    bool join = stream == StreamKind::kCompute && open != kNoId && external.empty() &&
+                (!boundary || plan.tasks[open].entry) && plan.tasks[open].tag == tag_of(op);
     if (join) {
       for (const uint32_t d : deps) {
         const bool satisfied = d == open || plan.tasks[d].stream == StreamKind::kCompute || open_deps.count(d);
@@ -203,7 +203,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       task.external_deps = external;
       for (const uint32_t d : deps) task.deps.push_back(d);
       plan.tasks.push_back(task);
-      open = stream == StreamKind::kCompute ? static_cast<uint32_t>(plan.tasks.size() - 1) : kNone;
+      open = stream == StreamKind::kCompute ? static_cast<uint32_t>(plan.tasks.size() - 1) : kNoId;
       open_deps = deps;
     }
     const uint32_t index = static_cast<uint32_t>(plan.tasks.size() - 1);
@@ -223,7 +223,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     task.transient_bytes = std::max(task.transient_bytes, static_cast<int64_t>(op.transient / Bytes(1)));
     task.exit = task.exit || is_exit[id];
     if (stream == StreamKind::kCompute) plan.last_compute = index;
-    if (feeds_other_stream[id] || is_exit[id]) open = kNone;
+    if (feeds_other_stream[id] || is_exit[id]) open = kNoId;
   }
 
   // Frees: a task frees what the ops it releases kept (they may belong to another pass).
@@ -231,7 +231,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     const Op& op = g.op(id);
     if (op.released_by == UINT32_MAX || op.saved <= Bytes(0)) continue;
     const uint32_t releaser = plan.op_task[op.released_by];
-    if (releaser != kNone) plan.tasks[releaser].free_bytes += static_cast<int64_t>(op.saved / Bytes(1));
+    if (releaser != kNoId) plan.tasks[releaser].free_bytes += static_cast<int64_t>(op.saved / Bytes(1));
   }
   return plan;
 }

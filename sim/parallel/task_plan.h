@@ -92,9 +92,9 @@ struct TaskPlan {
   PassKind pass = PassKind::kForward;
   std::vector<PlannedOp> ops;
   std::vector<TaskTemplate> tasks;
-  std::vector<uint32_t> op_task;  // graph op → template (kNone outside this pass or skipped)
+  std::vector<uint32_t> op_task;  // graph op → template (kNoId outside this pass or skipped)
   Flop flop;                      // all ops of the pass
-  uint32_t last_compute = kNone;  // the last template on the compute stream
+  uint32_t last_compute = kNoId;  // the last template on the compute stream
 };
 
 // Prices ops: compute on the op timer, collectives over the group each runs on.

@@ -142,9 +142,9 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     if (m.moe->experts % p.ep != 0) {
       fail_parallel("ep", fmt::format("= {} does not divide model.moe.experts = {}", p.ep, m.moe->experts));
     }
-    if ((p.dp * p.cp) % p.ep != 0) {
-      fail_parallel("ep", fmt::format("= {} does not divide dp·cp = {} (expert ranks come from the data-parallel "
-                                      "ranks)", p.ep, p.dp * p.cp));
+    if ((p.tp * p.dp * p.cp) % p.ep != 0) {
+      fail_parallel("ep", fmt::format("= {} does not divide tp·dp·cp = {} (expert layers fold their expert-parallel "
+                                      "groups over the ranks of a pipeline stage)", p.ep, p.tp * p.dp * p.cp));
     }
   }
   if (m.moe && p.tp > 1 && !p.sequence_parallel) {

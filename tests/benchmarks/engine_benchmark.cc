@@ -15,11 +15,11 @@ Engine make_workload(uint32_t ranks, uint32_t tasks) {
   ProgramBuilder b;
   const StreamId compute = b.add_stream("compute");
   const StreamId comm = b.add_stream("comm");
-  TaskId previous = kNone;
+  TaskId previous = kNoId;
   uint32_t sequence = 0;
   for (uint32_t i = 0; i < tasks; ++i) {
     const TaskId work = b.add_task({.stream = compute, .duration = to_sim_time(Microseconds(1 + i % 7))});
-    if (previous != kNone) b.add_dependency(previous, work);
+    if (previous != kNoId) b.add_dependency(previous, work);
     previous = work;
     if (i % 4 == 3) {
       const SyncId sync = b.add_sync({.slot = 0, .sequence = sequence++, .members = 8});

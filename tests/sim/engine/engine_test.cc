@@ -170,13 +170,13 @@ Engine tied_workload() {
   ProgramBuilder b;
   const StreamId compute = b.add_stream("compute");
   const StreamId comm = b.add_stream("comm");
-  TaskId previous = kNone;
+  TaskId previous = kNoId;
   for (uint32_t i = 0; i < 50; ++i) {
     const TaskId work = b.add_task({.stream = compute, .duration = us(1), .alloc_at_start_bytes = 7});
     const SyncId sync = b.add_sync({.slot = 0, .sequence = i, .members = 8});
     const TaskId reduce = b.add_task({.stream = comm, .duration = us(1), .sync = sync, .free_at_end_bytes = 7});
     b.add_dependency(work, reduce);
-    if (previous != kNone) b.add_dependency(previous, work);
+    if (previous != kNoId) b.add_dependency(previous, work);
     previous = work;
   }
   auto p = share(std::move(b));

@@ -1,0 +1,31 @@
+#include "sim/memory/static_memory.h"
+
+namespace paceline {
+
+ParameterBytes parameter_bytes(const Training& training) {
+  ParameterBytes bytes;
+  const bool fp32 = training.precision == Precision::kFp32;
+  bytes.weight = fp32 ? 4.0 : 2.0;
+  // Transformer Engine keeps an fp8 copy of each GEMM weight between micro-batches.
+  bytes.fp8_weight = training.precision == Precision::kFp8 ? 1.0 : 0.0;
+  bytes.gradient = 4.0;
+  // Adam: master weights (mixed precision only) and two fp32 moments; SGD: momentum.
+  const double master = fp32 ? 0.0 : 4.0;
+  bytes.optimizer = master + (training.optimizer == Optimizer::kAdam ? 8.0 : 4.0);
+  return bytes;
+}
+
+StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
+                           int64_t gemm_parameters, int shard) {
+  const ParameterBytes bytes = parameter_bytes(training);
+  const double p = static_cast<double>(parameters);
+  const double n = shard;
+  StaticMemory memory;
+  memory.weight_bytes = static_cast<int64_t>((sharding.weights ? p / n : p) * bytes.weight +
+                                             static_cast<double>(gemm_parameters) * bytes.fp8_weight);
+  memory.gradient_bytes = static_cast<int64_t>((sharding.gradients ? p / n : p) * bytes.gradient);
+  memory.optimizer_bytes = static_cast<int64_t>((sharding.optimizer ? p / n : p) * bytes.optimizer);
+  return memory;
+}
+
+}  // namespace paceline

@@ -1,0 +1,49 @@
+// StaticMemory: what a rank keeps resident through the whole step — weights, gradients and
+// optimizer state — given the parameters it holds and how ZeRO / FSDP shards them.
+//
+// Bytes per parameter under mixed precision (Megatron-LM and PyTorch FSDP alike): 2 for the
+// bf16/fp16 weights, 4 for the fp32 gradient accumulation buffer (Megatron's main_grad; bf16
+// training forces fp32 accumulation), and 12 for Adam's fp32 master weights and two moments
+// (Rajbhandari et al., ZeRO, SC'20, §3.1: "16Ψ" = 2 + 2 + 12 with 16-bit grads; paceline keeps
+// the 4-byte gradient Megatron allocates). ZeRO-1 shards the 12, ZeRO-2 also the gradients,
+// ZeRO-3 also the weights. fp32 training has 4-byte weights and no master copy.
+#ifndef PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
+#define PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
+
+#include <cstdint>
+
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+struct StaticMemory {
+  int64_t weight_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
+};
+
+// Per-parameter byte counts of a scenario's precision and optimizer.
+struct ParameterBytes {
+  double weight = 2.0;     // the working copy the kernels read
+  double fp8_weight = 0.0;  // fp8 copies of GEMM weights (fp8 training)
+  double gradient = 4.0;   // accumulation buffer
+  double optimizer = 12.0;  // master copy and moments
+};
+ParameterBytes parameter_bytes(const Training& training);
+
+// Which of a rank's states are divided over its ZeRO shard group.
+struct Sharding {
+  bool weights = false;    // ZeRO-3
+  bool gradients = false;  // ZeRO-2 (and ZeRO-3 without pipelining)
+  bool optimizer = false;  // ZeRO-1 and up
+};
+
+// `parameters`: held by the rank after tensor/pipeline/expert sharding; `shard`: the size of
+// the group the sharded states are divided over.
+StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
+                           int64_t gemm_parameters, int shard);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_MEMORY_STATIC_MEMORY_H_

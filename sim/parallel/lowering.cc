@@ -1,0 +1,629 @@
+#include "sim/parallel/lowering.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "base/check.h"
+#include "sim/parallel/pipeline_schedule.h"
+
+namespace paceline {
+
+bool per_microbatch_fsdp(const Parallelism& p) { return p.zero >= 3 && p.pp == 1; }
+
+namespace {
+
+enum class BlockKind { kEmbedding, kDense, kMoe, kHead };
+
+// A distinct block (embedding, dense layer, MoE layer, head) and its passes, priced once.
+struct BlockPlans {
+  std::shared_ptr<const LayerGraph> graph;
+  uint32_t forward = kNoId;  // indices into the shared plan list
+  uint32_t backward = kNoId;
+  uint32_t backward_input = kNoId;
+  uint32_t backward_weight = kNoId;
+  int64_t parameters = 0;         // held by one rank after TP and EP
+  int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
+};
+
+// One block occurrence on a stage: which kind and which layer.
+struct BlockRef {
+  BlockKind kind;
+  int32_t block;  // layer index, or -1 embedding, -2 head
+};
+
+// Everything shared by the stages of one lowering.
+struct Context {
+  const Scenario& scenario;
+  const RankLayout& layout;
+  const OpPricer& pricer;
+  const CollectiveModel& collectives;
+  std::vector<std::shared_ptr<const TaskPlan>> plans;
+  std::map<BlockKind, BlockPlans> blocks;
+  std::vector<std::vector<BlockRef>> virtual_stage_blocks;  // by virtual stage
+  std::array<uint32_t, kNumGroupKinds> members{};           // rendezvous size per group kind
+  int64_t microbatches = 0;
+  int virtual_stages_total = 1;
+  bool zero_bubble = false;
+};
+
+LayerShard shard_of(const Scenario& s) {
+  LayerShard shard;
+  shard.micro_batch = s.training.micro_batch;
+  shard.seq_len = s.training.seq_len;
+  shard.tp = s.parallelism.tp;
+  shard.cp = s.parallelism.cp;
+  shard.ep = s.parallelism.ep;
+  shard.sequence_parallel = s.parallelism.sequence_parallel;
+  shard.activation_dtype = s.compute_dtype();
+  shard.fp8 = s.training.precision == Precision::kFp8;
+  shard.recompute = s.training.recompute;
+  shard.attention_kernel = s.training.attention;
+  return shard;
+}
+
+BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::string& name, int64_t expert_parameters) {
+  BlockPlans block;
+  block.graph = std::make_shared<const LayerGraph>(std::move(graph));
+  block.parameters = block.graph->parameters;
+  block.expert_parameters = expert_parameters;
+  auto add = [&](PassKind pass, const char* suffix) {
+    c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
+    return static_cast<uint32_t>(c.plans.size() - 1);
+  };
+  block.forward = add(PassKind::kForward, ".forward");
+  if (c.zero_bubble) {
+    block.backward_input = add(PassKind::kBackwardInput, ".backward_input");
+    block.backward_weight = add(PassKind::kBackwardWeight, ".backward_weight");
+  } else {
+    block.backward = add(PassKind::kBackward, ".backward");
+  }
+  (void)kind;
+  return block;
+}
+
+// Builds the program of one pipeline stage.
+class StageBuilder {
+ public:
+  StageBuilder(const Context& c, int stage) : c_(c), stage_(stage) {
+    for (int k = 0; k < kNumStreams; ++k) builder_.add_stream(std::string(to_string(static_cast<StreamKind>(k))));
+  }
+
+  StageProgram build();
+
+ private:
+  struct Instance {
+    std::vector<TaskId> exits;
+    TaskId first = kNoId;         // first task
+    TaskId last_compute = kNoId;  // last compute-stream task
+  };
+
+  // A task outside any plan: pipeline transfers, step-level collectives, the optimizer.
+  struct LoneTask {
+    StreamKind stream = StreamKind::kData;
+    Seconds duration;
+    ActivityTag tag = ActivityTag::kDataComm;
+    std::string name;
+    std::vector<TaskId> deps;
+    GroupKind group = GroupKind::kData;
+    bool synchronized = false;  // a rendezvous of `group` (when it has more than one member)
+    uint32_t sequence = 0;
+    int64_t alloc_bytes = 0;
+    int64_t transient_bytes = 0;
+    int32_t block = -3;
+    int32_t microbatch = -1;
+  };
+
+  TaskId add(const LoneTask& spec) {
+    Task task;
+    task.stream = static_cast<StreamId>(spec.stream);
+    task.duration = to_sim_time(spec.duration);
+    task.alloc_at_start_bytes = spec.alloc_bytes;
+    task.transient_bytes = spec.transient_bytes;
+    task.tag = static_cast<uint8_t>(spec.tag);
+    task.label = static_cast<uint32_t>(labels_.size());
+    const uint32_t members = c_.members[static_cast<int>(spec.group)];
+    if (spec.synchronized && members > 1) {
+      task.sync = builder_.add_sync({static_cast<uint32_t>(spec.group), spec.sequence, members});
+    }
+    const TaskId id = builder_.add_task(task);
+    labels_.push_back(TaskLabel{kNoId, static_cast<uint32_t>(names_.size()), spec.block, spec.microbatch});
+    names_.push_back(spec.name);
+    for (const TaskId d : spec.deps) {
+      if (d != kNoId) builder_.add_dependency(d, id);
+    }
+    return id;
+  }
+
+  // A collective of the whole step (not of a block) over `group`, on the data stream.
+  TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string name, std::vector<TaskId> deps) {
+    LoneTask spec;
+    spec.duration = c_.collectives.time(kind, size, c_.layout.placement(group));
+    spec.name = std::move(name);
+    spec.deps = std::move(deps);
+    spec.group = group;
+    spec.synchronized = true;
+    spec.sequence = next_sequence(group);
+    spec.transient_bytes = static_cast<int64_t>(size / Bytes(1));
+    return add(spec);
+  }
+
+  uint32_t next_sequence(GroupKind group) { return sequence_[static_cast<int>(group)]++; }
+
+  Instance instantiate(uint32_t plan_index, const BlockRef& block, int microbatch, const std::vector<TaskId>& entry,
+                       const std::vector<TaskId>* other_pass, std::vector<TaskId>* op_tasks, int64_t free_at_exit);
+  std::vector<BlockRef> chunk_blocks(int chunk) const {
+    return c_.virtual_stage_blocks[chunk * c_.scenario.parallelism.pp + stage_];
+  }
+  const BlockPlans& plans_of(const BlockRef& b) const { return c_.blocks.at(b.kind); }
+  int virtual_stage(int chunk) const { return chunk * c_.scenario.parallelism.pp + stage_; }
+
+  void forward(int microbatch, int chunk);
+  void backward(int microbatch, int chunk, PipelineAction::Kind kind);
+  void weight(int microbatch, int chunk);
+  void step();
+
+  // ZeRO-3 / FSDP: without pipelining, every micro-batch gathers a block's weights before its
+  // forward and backward passes and reduce-scatters its gradients after (PyTorch FSDP's
+  // reshard-after-forward). With pipelining the weights are gathered once per step and the
+  // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
+  // reshard after forward, gradient sync on the last micro-batch only).
+  bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism); }
+  Bytes gathered_weights(const BlockRef& b) const {
+    return Bytes(static_cast<double>(plans_of(b).parameters) * parameter_bytes(c_.scenario.training).weight);
+  }
+  TaskId gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass);
+
+  const Context& c_;
+  int stage_;
+  ProgramBuilder builder_;
+  std::vector<TaskLabel> labels_;
+  std::vector<std::string> names_;
+  std::array<uint32_t, kNumGroupKinds> sequence_{};
+  Flop executed_;
+  Flop recomputed_;
+  // The last finished pass per (chunk, block): gradient ready for the data-parallel reduction.
+  std::map<std::pair<int, int32_t>, TaskId> last_backward_;
+  // Zero-bubble: op → task of each (microbatch, chunk, block) input-gradient pass, for its W pass.
+  std::map<std::tuple<int, int, int32_t>, std::vector<TaskId>> backward_ops_;
+  // Forward exits kept for FSDP prefetch: the previous block's forward exit.
+  TaskId previous_forward_exit_ = kNoId;
+  TaskId previous_backward_exit_ = kNoId;
+  std::map<int32_t, TaskId> start_gathers_;  // ZeRO-1/2 with overlapped parameter gather
+  TaskId last_compute_ = kNoId;
+};
+
+StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const BlockRef& block, int microbatch,
+                                                 const std::vector<TaskId>& entry, const std::vector<TaskId>* other_pass,
+                                                 std::vector<TaskId>* op_tasks, int64_t free_at_exit) {
+  const TaskPlan& plan = *c_.plans[plan_index];
+  const TaskId base = static_cast<TaskId>(builder_.num_tasks());
+  Instance instance;
+  for (uint32_t i = 0; i < plan.tasks.size(); ++i) {
+    const TaskTemplate& t = plan.tasks[i];
+    Task task;
+    task.stream = static_cast<StreamId>(t.stream);
+    task.duration = t.duration;
+    task.alloc_at_start_bytes = t.alloc_bytes;
+    task.free_at_end_bytes = t.free_bytes + (i == plan.last_compute ? free_at_exit : 0);
+    task.transient_bytes = t.transient_bytes;
+    task.tag = static_cast<uint8_t>(t.tag);
+    task.label = static_cast<uint32_t>(labels_.size());
+    if (t.stream != StreamKind::kCompute) {
+      const uint32_t members = c_.members[static_cast<int>(t.group)];
+      const uint32_t sequence = next_sequence(t.group);
+      if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
+    }
+    const TaskId id = builder_.add_task(task);
+    labels_.push_back(TaskLabel{plan_index, i, block.block, microbatch});
+    for (const uint32_t d : t.deps) builder_.add_dependency(base + d, id);
+    if (t.entry) {
+      for (const TaskId e : entry) {
+        if (e != kNoId) builder_.add_dependency(e, id);
+      }
+    }
+    for (const OpId op : t.external_deps) {
+      PACELINE_CHECK(other_pass != nullptr && (*other_pass)[op] != kNoId, "weight pass without its input pass");
+      builder_.add_dependency((*other_pass)[op], id);
+    }
+    if (t.exit) instance.exits.push_back(id);
+    if (t.stream == StreamKind::kCompute) instance.last_compute = id;
+  }
+  if (!plan.tasks.empty()) instance.first = base;
+  if (instance.exits.empty() && instance.last_compute != kNoId) instance.exits.push_back(instance.last_compute);
+  if (op_tasks) {
+    op_tasks->assign(plan.op_task.size(), kNoId);
+    for (size_t op = 0; op < plan.op_task.size(); ++op) {
+      if (plan.op_task[op] != kNoId) (*op_tasks)[op] = base + plan.op_task[op];
+    }
+  }
+  executed_ += plan.flop;
+  for (const TaskTemplate& t : plan.tasks) {
+    if (t.tag == ActivityTag::kRecompute) recomputed_ += t.flop;
+  }
+  if (instance.last_compute != kNoId) last_compute_ = instance.last_compute;
+  return instance;
+}
+
+TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass) {
+  LoneTask spec;
+  const Bytes size = gathered_weights(b);
+  spec.duration = c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard));
+  spec.name = fmt::format("fsdp.{}_weight_gather", pass);
+  spec.deps = {prefetch_after};
+  spec.group = GroupKind::kDataShard;
+  spec.synchronized = true;
+  spec.sequence = next_sequence(GroupKind::kDataShard);
+  // The gathered weights stay until the pass over the block ends (freed by its last task).
+  spec.alloc_bytes = static_cast<int64_t>(size / Bytes(1));
+  spec.block = b.block;
+  spec.microbatch = microbatch;
+  return add(spec);
+}
+
+// A forward pass of one micro-batch through one model chunk: receive the activation from the
+// previous virtual stage, run the blocks, send the activation on.
+void StageBuilder::forward(int microbatch, int chunk) {
+  const int vs = virtual_stage(chunk);
+  const Scenario& s = c_.scenario;
+  const Bytes activation(static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
+                                             (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
+                         static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
+  const int64_t key_stride = c_.virtual_stages_total;
+  std::vector<TaskId> input;
+  if (vs > 0) {
+    LoneTask recv;
+    recv.stream = StreamKind::kRecvPrev;
+    recv.duration = c_.collectives.time(Collective::kSendRecv, activation,
+                                        c_.layout.link_placement((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
+    recv.tag = ActivityTag::kPipelineComm;
+    recv.name = "pp.recv_activation";
+    recv.group = GroupKind::kForwardRecv;
+    recv.synchronized = true;
+    recv.sequence = static_cast<uint32_t>(microbatch * key_stride + vs - 1);
+    recv.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
+    recv.microbatch = microbatch;
+    input = {add(recv)};
+  }
+  for (const BlockRef& block : chunk_blocks(chunk)) {
+    const BlockPlans& plans = plans_of(block);
+    std::vector<TaskId> entry = input;
+    int64_t free_at_exit = 0;
+    if (fsdp()) {
+      entry.push_back(gather_weights(block, microbatch, previous_forward_exit_, "forward"));
+      free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
+    } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
+      entry.push_back(it->second);
+    }
+    const Instance instance = instantiate(plans.forward, block, microbatch, entry, nullptr, nullptr, free_at_exit);
+    previous_forward_exit_ = instance.exits.empty() ? kNoId : instance.exits.back();
+    input = instance.exits;
+  }
+  if (vs + 1 < c_.virtual_stages_total) {
+    LoneTask send;
+    send.stream = StreamKind::kSendNext;
+    send.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_placement(stage_, true));
+    send.tag = ActivityTag::kPipelineComm;
+    send.name = "pp.send_activation";
+    send.deps = input;
+    send.group = GroupKind::kForwardSend;
+    send.synchronized = true;
+    send.sequence = static_cast<uint32_t>(microbatch * key_stride + vs);
+    send.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
+    send.microbatch = microbatch;
+    add(send);
+  }
+}
+
+// A backward pass (or its input-gradient half, for zero-bubble) of one micro-batch through one
+// model chunk, in reverse block order, between gradient transfers.
+void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind) {
+  const int vs = virtual_stage(chunk);
+  const Scenario& s = c_.scenario;
+  const Bytes activation(static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
+                                             (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
+                         static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
+  const int64_t key_stride = c_.virtual_stages_total;
+  std::vector<TaskId> gradient;
+  if (vs + 1 < c_.virtual_stages_total) {
+    LoneTask recv;
+    recv.stream = StreamKind::kRecvNext;
+    recv.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_placement(stage_, true));
+    recv.tag = ActivityTag::kPipelineComm;
+    recv.name = "pp.recv_gradient";
+    recv.group = GroupKind::kBackwardRecv;
+    recv.synchronized = true;
+    recv.sequence = static_cast<uint32_t>(microbatch * key_stride + vs + 1);
+    recv.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
+    recv.microbatch = microbatch;
+    gradient = {add(recv)};
+  }
+  const bool input_only = kind == PipelineAction::Kind::kBackwardInput;
+  std::vector<BlockRef> blocks = chunk_blocks(chunk);
+  std::reverse(blocks.begin(), blocks.end());
+  for (const BlockRef& block : blocks) {
+    const BlockPlans& plans = plans_of(block);
+    std::vector<TaskId> entry = gradient;
+    int64_t free_at_exit = 0;
+    if (fsdp()) {
+      entry.push_back(gather_weights(block, microbatch, previous_backward_exit_, "backward"));
+      // Under zero-bubble the weights stay gathered until the W pass.
+      if (!input_only) free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
+    }
+    std::vector<TaskId>* ops = nullptr;
+    if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
+    const Instance instance = instantiate(input_only ? plans.backward_input : plans.backward, block, microbatch, entry,
+                                          nullptr, ops, free_at_exit);
+    previous_backward_exit_ = instance.exits.empty() ? kNoId : instance.exits.back();
+    gradient = instance.exits;
+    if (!input_only) {
+      last_backward_[{chunk, block.block}] = instance.last_compute;
+      if (fsdp()) {
+        // FSDP reduce-scatters each block's gradients after every micro-batch's backward.
+        step_collective(Collective::kReduceScatter,
+                        Bytes(static_cast<double>(plans.parameters) * parameter_bytes(s.training).gradient),
+                        GroupKind::kDataShard, "fsdp.gradient_reduce_scatter", {instance.last_compute});
+      }
+    }
+  }
+  if (vs > 0) {
+    LoneTask send;
+    send.stream = StreamKind::kSendPrev;
+    send.duration = c_.collectives.time(Collective::kSendRecv, activation,
+                                        c_.layout.link_placement((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
+    send.tag = ActivityTag::kPipelineComm;
+    send.name = "pp.send_gradient";
+    send.deps = gradient;
+    send.group = GroupKind::kBackwardSend;
+    send.synchronized = true;
+    send.sequence = static_cast<uint32_t>(microbatch * key_stride + vs);
+    send.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
+    send.microbatch = microbatch;
+    add(send);
+  }
+}
+
+// Zero-bubble W: the weight gradients of a chunk's blocks for one micro-batch.
+void StageBuilder::weight(int microbatch, int chunk) {
+  const Scenario& s = c_.scenario;
+  std::vector<BlockRef> blocks = chunk_blocks(chunk);
+  std::reverse(blocks.begin(), blocks.end());
+  for (const BlockRef& block : blocks) {
+    const BlockPlans& plans = plans_of(block);
+    const auto key = std::make_tuple(microbatch, chunk, block.block);
+    const int64_t free_at_exit = fsdp() ? static_cast<int64_t>(gathered_weights(block) / Bytes(1)) : 0;
+    const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
+                                          nullptr, free_at_exit);
+    backward_ops_.erase(key);
+    last_backward_[{chunk, block.block}] = instance.last_compute;
+    if (fsdp()) {
+      step_collective(Collective::kReduceScatter,
+                      Bytes(static_cast<double>(plans.parameters) * parameter_bytes(s.training).gradient),
+                      GroupKind::kDataShard, "fsdp.gradient_reduce_scatter", {instance.last_compute});
+    }
+  }
+}
+
+// After the last backward: data-parallel gradient reduction, the tied-embedding gradient
+// exchange, the gradient norm and the optimizer step.
+void StageBuilder::step() {
+  const Scenario& s = c_.scenario;
+  const Parallelism& p = s.parallelism;
+  const ParameterBytes bytes = parameter_bytes(s.training);
+  const bool hybrid = p.zero_shard < p.dp * p.cp;
+  std::vector<TaskId> reductions;
+
+  // Buckets of consecutive blocks (in backward order) holding at least the bucket size, each
+  // reduced as soon as its blocks' last gradients are ready (or after all backward work).
+  struct Bucket {
+    int64_t dense = 0;
+    int64_t expert = 0;
+    std::vector<TaskId> ready;
+  };
+  std::vector<Bucket> buckets(1);
+  for (int chunk = p.virtual_stages - 1; chunk >= 0; --chunk) {
+    std::vector<BlockRef> blocks = chunk_blocks(chunk);
+    std::reverse(blocks.begin(), blocks.end());
+    for (const BlockRef& block : blocks) {
+      const BlockPlans& plans = plans_of(block);
+      Bucket& bucket = buckets.back();
+      bucket.dense += plans.parameters - plans.expert_parameters;
+      bucket.expert += plans.expert_parameters;
+      bucket.ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block}) : last_compute_);
+      if (bucket.dense + bucket.expert >= s.training.grad_bucket_parameters) buckets.emplace_back();
+    }
+  }
+  if (buckets.back().ready.empty()) buckets.pop_back();
+  int index = 0;
+  for (const Bucket& bucket : buckets) {
+    const std::string suffix = fmt::format(" bucket {}", index++);
+    const Bytes dense(static_cast<double>(bucket.dense) * bytes.gradient);
+    const Bytes expert(static_cast<double>(bucket.expert) * bytes.gradient);
+    if (p.zero == 0) {
+      reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
+                                           "dp.gradient_all_reduce" + suffix, bucket.ready));
+    } else if (!fsdp()) {
+      reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
+                                           "dp.gradient_reduce_scatter" + suffix, bucket.ready));
+    }
+    if (hybrid && p.zero >= 1) {
+      // HSDP: shards are all-reduced across the replicas.
+      reductions.push_back(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
+                                           GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,
+                                           {fsdp() ? last_compute_ : reductions.back()}));
+    }
+    if (bucket.expert > 0 && p.tp * p.dp * p.cp / p.ep > 1) {
+      reductions.push_back(step_collective(p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
+                                           GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket.ready));
+    }
+  }
+  // Tied embeddings split over the first and last stage: their gradients are summed.
+  if (s.model.tied_embeddings && p.pp > 1 && (stage_ == 0 || stage_ == p.pp - 1)) {
+    const int32_t holder = stage_ == 0 ? -1 : -2;
+    const int chunk = stage_ == 0 ? 0 : p.virtual_stages - 1;
+    const Bytes size(static_cast<double>(s.model.vocab) / p.tp * static_cast<double>(s.model.hidden) * bytes.gradient);
+    reductions.push_back(step_collective(Collective::kAllReduce, size, GroupKind::kEmbedding,
+                                         "pp.embedding_gradient_all_reduce", {last_backward_.at({chunk, holder})}));
+  }
+  reductions.push_back(last_compute_);
+  // The gradient norm (for clipping) is summed over the model-parallel ranks.
+  const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
+                                      reductions);
+  // The optimizer reads the fp32 gradient and master weights and both moments, writes them
+  // back with the 16-bit working copy, and zeroes the gradient buffer for the next step.
+  int64_t parameters = 0;
+  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
+    for (const BlockRef& block : chunk_blocks(chunk)) parameters += plans_of(block).parameters;
+  }
+  const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
+  const double moments = s.training.optimizer == Optimizer::kAdam ? 2.0 : 1.0;
+  const double master = s.training.precision == Precision::kFp32 ? 0.0 : 1.0;
+  const double per_parameter = bytes.gradient + 2.0 * 4.0 * (master + moments) + bytes.weight;
+  const double zeroed = p.zero >= 2 ? bytes.gradient / shard : bytes.gradient;
+  LoneTask optimizer;
+  optimizer.stream = StreamKind::kCompute;
+  optimizer.duration = c_.pricer.timer().memory_bound(
+      MemoryKernel::kOptimizer, Bytes(static_cast<double>(parameters) * (per_parameter / shard + zeroed)));
+  optimizer.tag = ActivityTag::kOptimizer;
+  optimizer.name = "step.optimizer";
+  optimizer.deps = {norm};
+  const TaskId update = add(optimizer);
+  last_compute_ = update;
+  // ZeRO-1/2 without overlap: the updated weights are gathered before the step ends.
+  if (p.zero >= 1 && !fsdp() && !s.training.overlap_param_gather) {
+    step_collective(Collective::kAllGather, Bytes(static_cast<double>(parameters) * bytes.weight),
+                    GroupKind::kDataShard, "dp.weight_all_gather", {update});
+  }
+}
+
+StageProgram StageBuilder::build() {
+  const Scenario& s = c_.scenario;
+  const Parallelism& p = s.parallelism;
+  const ParameterBytes bytes = parameter_bytes(s.training);
+  // ZeRO-1/2 with overlapped gathers: the previous step's updated weights are gathered per
+  // block while this step's forward passes start (the steady state of Megatron-LM's
+  // --overlap-param-gather); each block's first forward waits for its gather.
+  // ZeRO-3 with pipelining gathers this way too, and keeps the weights for the whole step.
+  if (p.zero >= 1 && !fsdp() && (s.training.overlap_param_gather || p.zero >= 3)) {
+    for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
+      for (const BlockRef& block : chunk_blocks(chunk)) {
+        const Bytes size(static_cast<double>(plans_of(block).parameters) * bytes.weight);
+        start_gathers_[block.block] = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
+                                                      "dp.weight_all_gather", {});
+        if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(size / Bytes(1)));
+      }
+    }
+  }
+  const auto actions = pipeline_schedule(p.schedule, p.pp, stage_, static_cast<int>(c_.microbatches), p.virtual_stages);
+  for (const PipelineAction& action : actions) {
+    switch (action.kind) {
+      case PipelineAction::Kind::kForward: forward(action.microbatch, action.chunk); break;
+      case PipelineAction::Kind::kBackward:
+      case PipelineAction::Kind::kBackwardInput: backward(action.microbatch, action.chunk, action.kind); break;
+      case PipelineAction::Kind::kBackwardWeight: weight(action.microbatch, action.chunk); break;
+    }
+  }
+  step();
+
+  StageProgram stage;
+  stage.stage = stage_;
+  stage.plans = c_.plans;
+  stage.labels = std::move(labels_);
+  stage.names = std::move(names_);
+  int64_t parameters = 0;
+  int64_t expert = 0;
+  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
+    for (const BlockRef& block : chunk_blocks(chunk)) {
+      parameters += plans_of(block).parameters;
+      expert += plans_of(block).expert_parameters;
+    }
+  }
+  stage.parameters = parameters;
+  // Expert states are sharded over the expert-data group, the rest over the ZeRO shard group.
+  const int expert_shard = std::min(p.zero_shard, p.tp * p.dp * p.cp / p.ep);
+  // ZeRO-3 with pipelining accumulates unsharded gradients over the micro-batches.
+  const Sharding sharding{p.zero >= 3, p.zero >= 2 && !(p.zero >= 3 && p.pp > 1), p.zero >= 1};
+  const StaticMemory dense = static_memory(s.training, sharding, parameters - expert, parameters - expert, p.zero_shard);
+  const StaticMemory experts = static_memory(s.training, sharding, expert, expert, std::max(expert_shard, 1));
+  stage.static_memory = StaticMemory{dense.weight_bytes + experts.weight_bytes,
+                                     dense.gradient_bytes + experts.gradient_bytes,
+                                     dense.optimizer_bytes + experts.optimizer_bytes};
+  stage.executed_flop = executed_;
+  stage.recompute_flop = recomputed_;
+  stage.program = std::move(builder_).build();
+  return stage;
+}
+
+}  // namespace
+
+Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& collectives,
+               const LoweringOptions& options) {
+  const Parallelism& p = s.parallelism;
+  const RankLayout layout(p, s.cluster.gpus_per_node);
+  const OpPricer pricer(timer, collectives, layout);
+  Context c{s, layout, pricer, collectives, {}, {}, {}, {}, 0, p.pp * p.virtual_stages,
+            p.schedule == Schedule::kZeroBubble};
+  c.microbatches = s.training.num_microbatches(p.dp);
+
+  // The distinct blocks, planned once.
+  const LayerShard shard = shard_of(s);
+  const ParameterCount count = count_parameters(s.model);
+  c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
+  c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
+  if (s.model.num_moe_layers() < s.model.layers) {
+    c.blocks[BlockKind::kDense] = plan_block(c, BlockKind::kDense, build_transformer_layer(s.model, shard, false), "layer", 0);
+  }
+  if (s.model.moe) {
+    const int64_t expert_parameters = s.model.moe->experts * count.per_expert / p.ep;
+    c.blocks[BlockKind::kMoe] =
+        plan_block(c, BlockKind::kMoe, build_transformer_layer(s.model, shard, true), "moe_layer", expert_parameters);
+  }
+  // Blocks of each virtual stage, in order.
+  int layer = 0;
+  c.virtual_stage_blocks.resize(c.virtual_stages_total);
+  for (int vs = 0; vs < c.virtual_stages_total; ++vs) {
+    auto& blocks = c.virtual_stage_blocks[vs];
+    if (vs == 0) blocks.push_back({BlockKind::kEmbedding, -1});
+    for (int i = 0; i < p.layers_per_stage[vs]; ++i, ++layer) {
+      blocks.push_back({s.model.is_moe_layer(layer) ? BlockKind::kMoe : BlockKind::kDense, layer});
+    }
+    if (vs == c.virtual_stages_total - 1) blocks.push_back({BlockKind::kHead, -2});
+  }
+
+  // Rendezvous sizes: in symmetric fidelity only one rank per stage is simulated, so groups
+  // inside a stage need no partner; pipeline links and cross-stage groups do.
+  const bool full = s.simulation.fidelity == Fidelity::kFull;
+  for (int k = 0; k < kNumGroupKinds; ++k) {
+    const auto kind = static_cast<GroupKind>(k);
+    const int size = static_cast<int>(layout.members(kind, 0).size());
+    uint32_t members = full ? static_cast<uint32_t>(size) : 1;
+    if (kind == GroupKind::kModel && !full) members = static_cast<uint32_t>(p.pp);
+    if (kind == GroupKind::kEmbedding || kind >= GroupKind::kForwardSend) members = static_cast<uint32_t>(size);
+    c.members[k] = members;
+  }
+
+  Lowering lowering;
+  lowering.microbatches = c.microbatches;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    lowering.stages.push_back(std::make_shared<const StageProgram>(StageBuilder(c, stage).build()));
+  }
+  // The simulated ranks: one per stage (symmetric), or all (full).
+  for (int rank = 0; rank < layout.num_ranks(); ++rank) {
+    const RankCoord coord = layout.coord(rank);
+    const bool first_of_stage = coord.tp == 0 && coord.cp == 0 && coord.dp == 0;
+    if (!full && !first_of_stage) continue;
+    const StageProgram& stage = *lowering.stages[coord.pp];
+    RankSetup setup;
+    setup.program = std::shared_ptr<const Program>(lowering.stages[coord.pp], &stage.program);
+    setup.group_instances = layout.instances(rank);
+    setup.initial_memory_bytes = stage.static_memory.total();
+    setup.record_spans = options.record_spans && first_of_stage;
+    lowering.ranks.push_back(std::move(setup));
+    lowering.rank_stage.push_back(coord.pp);
+    lowering.rank_global.push_back(rank);
+  }
+  return lowering;
+}
+
+}  // namespace paceline

@@ -1,0 +1,67 @@
+// Lowering: a Scenario becomes the Programs its ranks run.
+//
+// Each pipeline stage gets one program: its schedule of forward and backward passes over its
+// blocks (embedding, transformer layers, output head) for every micro-batch, the pipeline
+// sends and receives between stages, the data-parallel gradient reduction (bucketed and
+// overlapped with backward when asked), ZeRO/FSDP parameter gathers, the gradient-norm
+// reduction and the optimizer step. `symmetric` fidelity simulates one rank per stage (its
+// tensor/context/data-parallel peers are identical and their collectives are charged on the
+// topology); `full` simulates every rank, all ranks of a stage sharing one program.
+#ifndef PACELINE_SIM_PARALLEL_LOWERING_H_
+#define PACELINE_SIM_PARALLEL_LOWERING_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hardware/collective_model.h"
+#include "hardware/op_timer.h"
+#include "sim/engine/engine.h"
+#include "sim/memory/static_memory.h"
+#include "sim/parallel/rank_layout.h"
+#include "sim/parallel/task_plan.h"
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+// What a task of a stage program is, for traces and reports.
+struct TaskLabel {
+  uint32_t plan = kNoId;  // index into StageProgram::plans, or kNoId for a lone task
+  uint32_t task = 0;      // template within the plan, or index into StageProgram::names
+  int32_t block = 0;      // layer index; -1 embedding, -2 output head, -3 outside blocks
+  int32_t microbatch = -1;
+};
+
+struct StageProgram {
+  int stage = 0;
+  Program program;
+  std::vector<TaskLabel> labels;  // by task
+  std::vector<std::shared_ptr<const TaskPlan>> plans;
+  std::vector<std::string> names;  // lone tasks: pipeline transfers, reductions, optimizer
+  StaticMemory static_memory;
+  int64_t parameters = 0;          // held by one rank of the stage
+  Flop executed_flop;              // all compute of one rank of the stage in one step
+  Flop recompute_flop;             // of which activation recomputation
+};
+
+struct Lowering {
+  std::vector<std::shared_ptr<const StageProgram>> stages;
+  std::vector<RankSetup> ranks;  // the simulated ranks
+  std::vector<int> rank_stage;   // stage of each simulated rank
+  std::vector<int> rank_global;  // global rank number of each simulated rank
+  int64_t microbatches = 0;
+};
+
+struct LoweringOptions {
+  bool record_spans = false;  // keep task spans of the first simulated rank of each stage
+};
+
+// Whether ZeRO-3 gathers weights and reduces gradients per micro-batch (FSDP without pipelining).
+bool per_microbatch_fsdp(const Parallelism& parallelism);
+
+Lowering lower(const Scenario& scenario, const OpTimer& timer, const CollectiveModel& collectives,
+               const LoweringOptions& options);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_PARALLEL_LOWERING_H_

@@ -1,0 +1,296 @@
+#include "sim/report/result.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace paceline {
+namespace {
+
+// Matmul parameters a token passes through in one block (MoE: its top-k experts).
+double active_matmul_parameters(const ModelSpec& m, bool moe) {
+  const double h = static_cast<double>(m.hidden);
+  const double q = static_cast<double>(m.heads * m.head_dim);
+  const double kv = static_cast<double>(m.kv_heads * m.head_dim);
+  const double matrices = m.gated_mlp() ? 3.0 : 2.0;
+  double parameters = h * (q + 2.0 * kv) + q * h;
+  if (!moe) return parameters + matrices * h * static_cast<double>(m.ffn_hidden);
+  const MoeSpec& e = *m.moe;
+  return parameters + h * e.experts + e.top_k * matrices * h * static_cast<double>(e.ffn_hidden) +
+         e.shared_experts * matrices * h * static_cast<double>(e.shared_ffn_hidden);
+}
+
+// Time on the critical rank: compute (by kind), exposed communication (by group), and idle.
+Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& stage) {
+  struct Edge {
+    SimTime time;
+    int delta;
+    uint8_t tag;
+  };
+  std::vector<Edge> edges;
+  for (const TaskSpan& span : run.spans) {
+    if (span.rank != rank || span.end == span.start) continue;
+    const uint8_t tag = stage.program.task(span.task).tag;
+    edges.push_back({span.start, +1, tag});
+    edges.push_back({span.end, -1, tag});
+  }
+  std::stable_sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.time < b.time; });
+  std::array<int, kNumActivityTags> active{};
+  // When several collectives run with no compute beside them, the time is charged to the
+  // first of: pipeline, tensor, context, expert, data.
+  constexpr std::array kExposureOrder = {ActivityTag::kPipelineComm, ActivityTag::kTensorComm,
+                                         ActivityTag::kContextComm, ActivityTag::kExpertComm, ActivityTag::kDataComm};
+  Breakdown b;
+  SimTime previous = SimTime::zero();
+  const SimTime end = run.end;
+  auto account = [&](SimTime until) {
+    if (until <= previous) return;
+    const Seconds length = to_seconds(until) - to_seconds(previous);
+    if (active[static_cast<int>(ActivityTag::kCompute)] > 0) {
+      b.compute += length;
+    } else if (active[static_cast<int>(ActivityTag::kRecompute)] > 0) {
+      b.recompute += length;
+    } else if (active[static_cast<int>(ActivityTag::kOptimizer)] > 0) {
+      b.optimizer += length;
+    } else {
+      bool charged = false;
+      for (const ActivityTag tag : kExposureOrder) {
+        if (!charged && active[static_cast<int>(tag)] > 0) {
+          b.exposed_by_tag[static_cast<int>(tag)] += length;
+          b.exposed_communication += length;
+          charged = true;
+        }
+      }
+      if (!charged) b.pipeline_bubble += length;
+    }
+    previous = until;
+  };
+  for (const Edge& e : edges) {
+    account(e.time);
+    active[e.tag] += e.delta;
+  }
+  account(end);
+  return b;
+}
+
+Json seconds_map(const Breakdown& b) {
+  Json json = Json::object();
+  json.set("compute", b.compute / Seconds(1));
+  json.set("recompute", b.recompute / Seconds(1));
+  json.set("optimizer", b.optimizer / Seconds(1));
+  json.set("exposed_communication", b.exposed_communication / Seconds(1));
+  for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
+                                ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
+    json.set(fmt::format("exposed_{}", to_string(tag)), b.exposed_by_tag[static_cast<int>(tag)] / Seconds(1));
+  }
+  json.set("pipeline_bubble", b.pipeline_bubble / Seconds(1));
+  return json;
+}
+
+}  // namespace
+
+Flop model_flop_per_iteration(const Scenario& s) {
+  const ModelSpec& m = s.model;
+  double per_token = 0.0;
+  for (int layer = 0; layer < m.layers; ++layer) {
+    per_token += 6.0 * active_matmul_parameters(m, m.is_moe_layer(layer)) +
+                 12.0 * static_cast<double>(m.heads * m.head_dim) * static_cast<double>(s.training.seq_len);
+  }
+  per_token += 6.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  return Flop(per_token * static_cast<double>(s.tokens_per_iteration()));
+}
+
+Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& lowering, const RunResult& run) {
+  const Scenario& s = *scenario;
+  Result r;
+  r.scenario = scenario;
+  r.iteration_time = to_seconds(run.end);
+  const double seconds = r.iteration_time / Seconds(1);
+  const double gpus = s.num_gpus();
+  r.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / seconds;
+  r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
+  r.model_flop_per_iteration = model_flop_per_iteration(s);
+  const DType peak_dtype = s.training.precision == Precision::kFp8 ? DType::kFp8 : s.compute_dtype();
+  const double peak = *s.cluster.gpu.peak(peak_dtype) / FlopPerSecond(1);
+  r.model_tflops_per_gpu = r.model_flop_per_iteration / Flop(1) / seconds / gpus / 1e12;
+  r.mfu = r.model_tflops_per_gpu * 1e12 / peak;
+  // Hardware FLOPs add recomputation, in the share the lowered programs execute it.
+  Flop executed, recomputed;
+  for (const auto& stage : lowering.stages) {
+    executed += stage->executed_flop;
+    recomputed += stage->recompute_flop;
+  }
+  const double recompute_share = executed > Flop(0) ? recomputed / (executed - recomputed) : 0.0;
+  r.hardware_tflops_per_gpu = r.model_tflops_per_gpu * (1.0 + recompute_share);
+  r.hfu = r.hardware_tflops_per_gpu * 1e12 / peak;
+
+  // Memory: the worst rank of each stage.
+  r.capacity_bytes = static_cast<int64_t>(s.cluster.gpu.memory_capacity / Bytes(1));
+  r.stages.resize(lowering.stages.size());
+  for (size_t i = 0; i < lowering.stages.size(); ++i) {
+    const StaticMemory& st = lowering.stages[i]->static_memory;
+    r.stages[i] = StageMemory{static_cast<int>(i), 0, st.total(), st.weight_bytes, st.gradient_bytes, st.optimizer_bytes};
+  }
+  for (size_t rank = 0; rank < run.ranks.size(); ++rank) {
+    StageMemory& stage = r.stages[lowering.rank_stage[rank]];
+    stage.peak_bytes = std::max(stage.peak_bytes, run.ranks[rank].peak_memory_bytes);
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, run.ranks[rank].peak_memory_bytes);
+  }
+  r.fits = r.peak_memory_bytes <= r.capacity_bytes;
+
+  // The critical rank: the first recorded rank to finish last.
+  uint32_t critical = 0;
+  bool found = false;
+  for (uint32_t rank = 0; rank < run.ranks.size() && !found; ++rank) {
+    if (run.ranks[rank].finish == run.end) {
+      critical = rank;
+      found = true;
+    }
+  }
+  r.critical_stage = lowering.rank_stage[critical];
+  r.breakdown = breakdown_of(run, critical, *lowering.stages[r.critical_stage]);
+
+  const ParameterCount count = count_parameters(s.model);
+  r.parameters = count.total;
+  r.active_parameters = count.active;
+  r.microbatches = lowering.microbatches;
+  r.events = run.events;
+  r.ranks_simulated = static_cast<int>(run.ranks.size());
+  return r;
+}
+
+Json to_json(const Scenario& s) {
+  const ModelSpec& m = s.model;
+  Json model = Json::object();
+  model.set("name", m.name).set("layers", m.layers).set("hidden", m.hidden).set("heads", m.heads);
+  model.set("kv_heads", m.kv_heads).set("head_dim", m.head_dim).set("ffn_hidden", m.ffn_hidden);
+  model.set("vocab", m.vocab).set("seq_len", m.seq_len).set("activation", to_string(m.activation));
+  model.set("norm", to_string(m.norm)).set("position", to_string(m.position));
+  model.set("tied_embeddings", m.tied_embeddings).set("bias", m.linear_bias).set("qkv_bias", m.qkv_bias);
+  model.set("qk_norm", m.qk_norm).set("dropout", m.dropout);
+  if (m.moe) {
+    Json moe = Json::object();
+    moe.set("experts", m.moe->experts).set("top_k", m.moe->top_k).set("ffn_hidden", m.moe->ffn_hidden);
+    moe.set("every", m.moe->every).set("shared_experts", m.moe->shared_experts);
+    moe.set("shared_ffn_hidden", m.moe->shared_ffn_hidden).set("capacity_factor", m.moe->capacity_factor);
+    moe.set("imbalance", m.moe->imbalance);
+    model.set("moe", std::move(moe));
+  }
+  const ClusterSpec& c = s.cluster;
+  Json cluster = Json::object();
+  cluster.set("gpu", c.gpu.name).set("nodes", c.nodes).set("gpus_per_node", c.gpus_per_node);
+  auto link = [](const LinkSpec& l) {
+    Json json = Json::object();
+    json.set("link", l.name).set("bandwidth_bytes_per_s", l.bandwidth / BytesPerSecond(1));
+    json.set("latency_s", l.latency / Seconds(1)).set("bandwidth_efficiency", l.bandwidth_efficiency);
+    return json;
+  };
+  cluster.set("intra_node", link(c.intra_node));
+  if (c.inter_node) {
+    Json net = link(c.inter_node->nic);
+    net.set("nics_per_node", c.inter_node->nics_per_node).set("topology", c.inter_node->topology);
+    net.set("oversubscription", c.inter_node->oversubscription);
+    cluster.set("inter_node", std::move(net));
+  }
+  const Parallelism& p = s.parallelism;
+  Json parallelism = Json::object();
+  parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
+  parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
+  parallelism.set("sequence_parallel", p.sequence_parallel).set("zero", p.zero).set("zero_shard", p.zero_shard);
+  Json stages = Json::array();
+  for (const int layers : p.layers_per_stage) stages.push(layers);
+  parallelism.set("layers_per_stage", std::move(stages));
+  std::string order;
+  for (const RankDim dim : p.rank_order) order += (order.empty() ? "" : "-") + to_string(dim);
+  parallelism.set("rank_order", order);
+  const Training& t = s.training;
+  Json training = Json::object();
+  training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);
+  training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
+  training.set("attention", t.attention == AttentionKernel::kFlash ? "flash" : "unfused");
+  training.set("optimizer", t.optimizer == Optimizer::kAdam ? "adam" : "sgd");
+  training.set("overlap_grad_reduce", t.overlap_grad_reduce).set("overlap_param_gather", t.overlap_param_gather);
+  training.set("grad_bucket_parameters", t.grad_bucket_parameters);
+  Json simulation = Json::object();
+  simulation.set("fidelity", to_string(s.simulation.fidelity));
+  Json json = Json::object();
+  json.set("name", s.name).set("model", std::move(model)).set("cluster", std::move(cluster));
+  json.set("parallelism", std::move(parallelism)).set("training", std::move(training));
+  json.set("simulation", std::move(simulation));
+  return json;
+}
+
+Json to_json(const Result& r, bool include_wall_time) {
+  Json json = Json::object();
+  json.set("name", r.scenario->name);
+  json.set("iteration_time_s", r.iteration_time / Seconds(1));
+  json.set("tokens_per_s", r.tokens_per_s).set("tokens_per_s_per_gpu", r.tokens_per_s_per_gpu);
+  json.set("model_tflops_per_gpu", r.model_tflops_per_gpu).set("mfu", r.mfu);
+  json.set("hardware_tflops_per_gpu", r.hardware_tflops_per_gpu).set("hfu", r.hfu);
+  json.set("model_flop_per_iteration", r.model_flop_per_iteration / Flop(1));
+  Json memory = Json::object();
+  memory.set("peak_bytes", r.peak_memory_bytes).set("capacity_bytes", r.capacity_bytes).set("fits", r.fits);
+  Json stages = Json::array();
+  for (const StageMemory& st : r.stages) {
+    Json stage = Json::object();
+    stage.set("stage", st.stage).set("peak_bytes", st.peak_bytes).set("static_bytes", st.static_bytes);
+    stage.set("weight_bytes", st.weight_bytes).set("gradient_bytes", st.gradient_bytes);
+    stage.set("optimizer_bytes", st.optimizer_bytes);
+    stages.push(std::move(stage));
+  }
+  memory.set("stages", std::move(stages));
+  json.set("memory", std::move(memory));
+  json.set("breakdown_s", seconds_map(r.breakdown));
+  json.set("critical_stage", r.critical_stage);
+  Json model = Json::object();
+  model.set("parameters", r.parameters).set("active_parameters", r.active_parameters);
+  json.set("model", std::move(model));
+  json.set("microbatches", r.microbatches);
+  Json sim = Json::object();
+  sim.set("events", r.events).set("ranks_simulated", r.ranks_simulated);
+  if (include_wall_time) sim.set("wall_s", r.wall_s);
+  json.set("sim", std::move(sim));
+  json.set("scenario", to_json(*r.scenario));
+  return json;
+}
+
+std::string to_text(const Result& r) {
+  const Scenario& s = *r.scenario;
+  const Parallelism& p = s.parallelism;
+  auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); };
+  auto ms = [](Seconds t) { return t / Milliseconds(1); };
+  std::string out;
+  out += fmt::format("{}\n", s.name);
+  out += fmt::format("  {} on {} × {} ({} nodes × {})\n", s.model.name, s.num_gpus(), s.cluster.gpu.name,
+                     s.cluster.nodes, s.cluster.gpus_per_node);
+  out += fmt::format("  tp {} · pp {} · dp {} · cp {} · ep {}   {}{}  zero {}  {} micro-batches of {}\n", p.tp, p.pp,
+                     p.dp, p.cp, p.ep, to_string(p.schedule),
+                     p.virtual_stages > 1 ? fmt::format(" (v={})", p.virtual_stages) : "", p.zero, r.microbatches,
+                     s.training.micro_batch);
+  out += fmt::format("\n  iteration time   {:10.2f} ms\n", ms(r.iteration_time));
+  out += fmt::format("  tokens/s         {:10.0f}   ({:.0f} per GPU)\n", r.tokens_per_s, r.tokens_per_s_per_gpu);
+  out += fmt::format("  model TFLOP/s    {:10.1f}   per GPU, MFU {:.1f}%\n", r.model_tflops_per_gpu, 100.0 * r.mfu);
+  out += fmt::format("  hardware TFLOP/s {:10.1f}   per GPU, HFU {:.1f}%\n", r.hardware_tflops_per_gpu, 100.0 * r.hfu);
+  out += fmt::format("  peak memory      {:10.2f} GiB of {:.2f} GiB   {}\n", gib(r.peak_memory_bytes),
+                     gib(r.capacity_bytes), r.fits ? "fits" : "DOES NOT FIT");
+  const Breakdown& b = r.breakdown;
+  const double total = r.iteration_time / Seconds(1);
+  auto line = [&](const char* name, Seconds t) {
+    return fmt::format("    {:<24}{:10.2f} ms  {:5.1f}%\n", name, ms(t), 100.0 * (t / Seconds(1)) / total);
+  };
+  out += fmt::format("\n  where the time goes (stage {}):\n", r.critical_stage);
+  out += line("compute", b.compute);
+  if (b.recompute > Seconds(0)) out += line("recompute", b.recompute);
+  out += line("optimizer", b.optimizer);
+  for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
+                                ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
+    const Seconds t = b.exposed_by_tag[static_cast<int>(tag)];
+    if (t > Seconds(0)) out += line(fmt::format("exposed {}", to_string(tag)).c_str(), t);
+  }
+  out += line("pipeline bubble / idle", b.pipeline_bubble);
+  return out;
+}
+
+}  // namespace paceline

@@ -1,0 +1,81 @@
+// Result: what one simulated training step predicts — time, throughput, utilization, memory
+// and where the time went — in the keys of the result contract (README.md, "Result").
+#ifndef PACELINE_SIM_REPORT_RESULT_H_
+#define PACELINE_SIM_REPORT_RESULT_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "base/units.h"
+#include "sim/engine/engine.h"
+#include "sim/parallel/lowering.h"
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+// Where the critical rank's step went; the parts sum to the iteration time.
+struct Breakdown {
+  Seconds compute;                // forward and backward kernels
+  Seconds recompute;              // activation recomputation
+  Seconds optimizer;              // the optimizer step
+  Seconds exposed_communication;  // communication with no compute beside it (sum of the below)
+  std::array<Seconds, kNumActivityTags> exposed_by_tag{};  // indexed by ActivityTag
+  Seconds pipeline_bubble;        // idle: waiting on other stages
+  Seconds total() const { return compute + recompute + optimizer + exposed_communication + pipeline_bubble; }
+};
+
+struct StageMemory {
+  int stage = 0;
+  int64_t peak_bytes = 0;
+  int64_t static_bytes = 0;  // weights, gradients, optimizer state
+  int64_t weight_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t optimizer_bytes = 0;
+};
+
+struct Result {
+  std::shared_ptr<const Scenario> scenario;
+  Seconds iteration_time;
+  double tokens_per_s = 0.0;
+  double tokens_per_s_per_gpu = 0.0;
+  double model_tflops_per_gpu = 0.0;
+  double mfu = 0.0;
+  double hardware_tflops_per_gpu = 0.0;
+  double hfu = 0.0;
+  Flop model_flop_per_iteration;
+  int64_t peak_memory_bytes = 0;  // the worst rank
+  int64_t capacity_bytes = 0;
+  bool fits = true;
+  std::vector<StageMemory> stages;
+  Breakdown breakdown;
+  int critical_stage = 0;
+  int64_t parameters = 0;
+  int64_t active_parameters = 0;
+  int64_t microbatches = 0;
+  uint64_t events = 0;
+  int ranks_simulated = 0;
+  double wall_s = 0.0;  // the simulator's own wall time (not part of the prediction)
+};
+
+// Model FLOPs of one step: 6 per active matmul parameter per token (output head included,
+// embedding lookup not) plus 12·layers·(heads·head_dim)·seq per token for attention, counted
+// without the causal half as Megatron-LM, PaLM and torchtitan count it.
+Flop model_flop_per_iteration(const Scenario& scenario);
+
+// Assembles the Result from the lowering and the engine's run (spans of the recorded ranks).
+Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& lowering, const RunResult& run);
+
+// The result contract as JSON. `include_wall_time`: false for golden comparisons.
+Json to_json(const Result& result, bool include_wall_time = true);
+// The resolved scenario, every default filled in.
+Json to_json(const Scenario& scenario);
+// A readable summary for the terminal.
+std::string to_text(const Result& result);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_REPORT_RESULT_H_

@@ -1,0 +1,221 @@
+#include "sim/validate/validation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "base/yaml_reader.h"
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+ValidationCase read_case(const YAML::Node& node, const std::string& file, size_t index) {
+  YamlMap map(node, file, fmt::format("cases[{}]", index));
+  ValidationCase c;
+  c.id = map.required<std::string>("id");
+  c.source = map.required<std::string>("source");
+  c.confidence = map.get<std::string>("confidence", "");
+  YamlMap measured = map.map("measured");
+  c.measured_iteration_time_s = measured.required<double>("iteration_time_s");
+  if (c.measured_iteration_time_s <= 0.0) measured.fail("iteration_time_s", "must be positive");
+  c.measured_peak_memory_bytes = measured.optional<double>("peak_memory_bytes");
+  measured.finish();
+  // Provenance fields are for readers; they are known but not interpreted.
+  for (const char* key : {"published", "derivation", "flops_convention", "notes"}) map.node(key);
+  YamlMap scenario = map.map("scenario");
+  try {
+    c.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
+  } catch (const InputError& e) {
+    c.unsupported_reason = e.what();
+  }
+  map.finish();
+  return c;
+}
+
+std::string short_source(const std::string& source) {
+  return source.size() <= 72 ? source : source.substr(0, 69) + "...";
+}
+
+}  // namespace
+
+std::vector<ValidationCase> load_validation_file(const std::string& path) {
+  const YamlDocument document = load_yaml_file(path);
+  if (!document.root.IsSequence()) {
+    throw InputError(location_of(document.root, path), "a validation file is a list of cases");
+  }
+  std::vector<ValidationCase> cases;
+  for (size_t i = 0; i < document.root.size(); ++i) cases.push_back(read_case(document.root[i], path, i));
+  return cases;
+}
+
+ValidationReport validate(const std::vector<ValidationCase>& cases, int threads) {
+  ValidationReport report;
+  report.cases.resize(cases.size());
+  auto run_case = [&](size_t i) {
+    const ValidationCase& c = cases[i];
+    CaseOutcome& outcome = report.cases[i];
+    outcome.validation_case = &c;
+    if (!c.scenario) {
+      outcome.reason = c.unsupported_reason;
+      return;
+    }
+    try {
+      const Prediction prediction = simulate(c.scenario);
+      const double predicted = prediction.result.iteration_time / Seconds(1);
+      outcome.predicted_s = predicted;
+      outcome.error = (predicted - c.measured_iteration_time_s) / c.measured_iteration_time_s;
+      outcome.peak_memory_bytes = prediction.result.peak_memory_bytes;
+      if (c.measured_peak_memory_bytes) {
+        outcome.memory_error = (static_cast<double>(prediction.result.peak_memory_bytes) - *c.measured_peak_memory_bytes) /
+                               *c.measured_peak_memory_bytes;
+      }
+    } catch (const std::exception& e) {
+      outcome.reason = e.what();
+    }
+  };
+  // Cases are independent; each thread takes every n-th case and writes only its own outcomes.
+  const int workers = std::max(1, std::min<int>(threads, static_cast<int>(cases.size())));
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      for (size_t i = w; i < cases.size(); i += workers) run_case(i);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+
+  double sum = 0.0;
+  int supported = 0;
+  double memory_sum = 0.0;
+  int memory_cases = 0;
+  std::vector<std::pair<std::string, std::pair<double, int>>> by_source;
+  for (const CaseOutcome& outcome : report.cases) {
+    if (!outcome.error) {
+      ++report.unsupported;
+      continue;
+    }
+    sum += std::abs(*outcome.error);
+    ++supported;
+    const std::string& source = outcome.validation_case->source;
+    auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& e) { return e.first == source; });
+    if (it == by_source.end()) it = by_source.insert(by_source.end(), {source, {0.0, 0}});
+    it->second.first += std::abs(*outcome.error);
+    ++it->second.second;
+    if (outcome.memory_error) {
+      memory_sum += std::abs(*outcome.memory_error);
+      ++memory_cases;
+    }
+  }
+  report.mape = supported > 0 ? sum / supported : 0.0;
+  for (const auto& [source, totals] : by_source) report.mape_by_source.emplace_back(source, totals.first / totals.second);
+  if (memory_cases > 0) report.memory_mape = memory_sum / memory_cases;
+  return report;
+}
+
+Json to_json(const ValidationReport& report) {
+  Json cases = Json::array();
+  for (const CaseOutcome& outcome : report.cases) {
+    const ValidationCase& c = *outcome.validation_case;
+    Json json = Json::object();
+    json.set("id", c.id).set("source", c.source).set("measured_s", c.measured_iteration_time_s);
+    json.set("predicted_s", outcome.predicted_s ? Json(*outcome.predicted_s) : Json());
+    json.set("error", outcome.error ? Json(*outcome.error) : Json());
+    json.set("peak_memory_bytes", outcome.peak_memory_bytes ? Json(*outcome.peak_memory_bytes) : Json());
+    json.set("measured_peak_memory_bytes",
+             c.measured_peak_memory_bytes ? Json(*c.measured_peak_memory_bytes) : Json());
+    if (!outcome.reason.empty()) json.set("reason", outcome.reason);
+    cases.push(std::move(json));
+  }
+  Json by_source = Json::object();
+  for (const auto& [source, mape] : report.mape_by_source) by_source.set(source, mape);
+  Json json = Json::object();
+  json.set("cases", std::move(cases)).set("mape", report.mape).set("by_source", std::move(by_source));
+  json.set("memory_mape", report.memory_mape ? Json(*report.memory_mape) : Json());
+  json.set("unsupported", report.unsupported);
+  return json;
+}
+
+std::string to_text(const ValidationReport& report) {
+  std::string out = fmt::format("{:<40} {:>12} {:>12} {:>8} {:>10}\n", "case", "measured s", "predicted s", "error",
+                                "memory err");
+  for (const CaseOutcome& outcome : report.cases) {
+    const ValidationCase& c = *outcome.validation_case;
+    if (!outcome.error) {
+      out += fmt::format("{:<40} {:>12.4f}  unsupported: {}\n", c.id, c.measured_iteration_time_s, outcome.reason);
+      continue;
+    }
+    out += fmt::format("{:<40} {:>12.4f} {:>12.4f} {:>+7.1f}% {:>10}\n", c.id, c.measured_iteration_time_s,
+                       *outcome.predicted_s, 100.0 * *outcome.error,
+                       outcome.memory_error ? fmt::format("{:+.1f}%", 100.0 * *outcome.memory_error) : "");
+  }
+  out += fmt::format("\nMAPE {:.1f}% over {} cases ({} unsupported)\n", 100.0 * report.mape,
+                     report.cases.size() - report.unsupported, report.unsupported);
+  if (report.memory_mape) out += fmt::format("peak-memory MAPE {:.1f}%\n", 100.0 * *report.memory_mape);
+  for (const auto& [source, mape] : report.mape_by_source) {
+    out += fmt::format("  {:6.1f}%  {}\n", 100.0 * mape, short_source(source));
+  }
+  return out;
+}
+
+std::string predicted_vs_measured_svg(const ValidationReport& report) {
+  // Log-log axes from the smallest to the largest time, the y = x line and a ±10% band.
+  double low = 1e30, high = 0.0;
+  for (const CaseOutcome& o : report.cases) {
+    if (!o.predicted_s) continue;
+    low = std::min({low, *o.predicted_s, o.validation_case->measured_iteration_time_s});
+    high = std::max({high, *o.predicted_s, o.validation_case->measured_iteration_time_s});
+  }
+  if (high <= 0.0) return "<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n";
+  low /= 1.5;
+  high *= 1.5;
+  const double size = 560.0, margin = 60.0;
+  auto position = [&](double t) { return margin + (std::log(t / low) / std::log(high / low)) * (size - 2 * margin); };
+  std::string svg = fmt::format(R"svg(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{0}" font-family="sans-serif" font-size="12">)svg", size);
+  svg += fmt::format(R"svg(<rect width="{0}" height="{0}" fill="white"/>)svg", size);
+  auto line = [&](double from, double to, double factor, const char* style) {
+    svg += fmt::format(R"svg(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" {}/>)svg", position(from),
+                       size - position(from * factor), position(to), size - position(to * factor), style);
+  };
+  line(low, high, 1.0, R"svg(stroke="black")svg");
+  line(low, high / 1.1, 1.1, R"svg(stroke="gray" stroke-dasharray="4 3")svg");
+  line(low * 1.1, high, 1.0 / 1.1, R"svg(stroke="gray" stroke-dasharray="4 3")svg");
+  for (const CaseOutcome& o : report.cases) {
+    if (!o.predicted_s) continue;
+    svg += fmt::format(R"svg(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="#1f77b4"><title>{}: {:+.1f}%</title></circle>)svg",
+                       position(o.validation_case->measured_iteration_time_s), size - position(*o.predicted_s),
+                       o.validation_case->id, 100.0 * *o.error);
+  }
+  svg += fmt::format(R"svg(<text x="{}" y="{}" text-anchor="middle">measured iteration time (s, log)</text>)svg", size / 2,
+                     size - 20);
+  svg += fmt::format(R"svg(<text x="20" y="{0}" transform="rotate(-90 20 {0})" text-anchor="middle">predicted (s, log)</text>)svg",
+                     size / 2);
+  svg += fmt::format(R"svg(<text x="{}" y="30" text-anchor="middle">MAPE {:.1f}% — dashed: ±10%</text>)svg", size / 2,
+                     100.0 * report.mape);
+  return svg + "</svg>\n";
+}
+
+std::string to_markdown(const ValidationReport& report, const std::string& svg_name) {
+  std::string out = "# paceline validation report\n\n";
+  out += fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).\n\n",
+                     100.0 * report.mape, report.cases.size() - report.unsupported, report.unsupported);
+  if (report.memory_mape) out += fmt::format("Peak-memory MAPE: **{:.1f}%**.\n\n", 100.0 * *report.memory_mape);
+  out += fmt::format("![predicted against measured]({})\n\n## By source\n\n| MAPE | source |\n|---:|---|\n", svg_name);
+  for (const auto& [source, mape] : report.mape_by_source) out += fmt::format("| {:.1f}% | {} |\n", 100.0 * mape, source);
+  out += "\n## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB |\n|---|---:|---:|---:|---:|---:|\n";
+  for (const CaseOutcome& o : report.cases) {
+    const ValidationCase& c = *o.validation_case;
+    const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
+    if (!o.error) {
+      out += fmt::format("| {} | {:.4f} | unsupported: {} | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
+      continue;
+    }
+    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} |\n", c.id, c.measured_iteration_time_s,
+                       *o.predicted_s, 100.0 * *o.error, gib(static_cast<double>(*o.peak_memory_bytes)),
+                       c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
+  }
+  return out;
+}
+
+}  // namespace paceline

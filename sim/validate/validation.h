@@ -1,0 +1,58 @@
+// Validation against published measurements: cases are ordinary scenarios with the iteration
+// time (and, where published, the peak memory) their source measured.
+#ifndef PACELINE_SIM_VALIDATE_VALIDATION_H_
+#define PACELINE_SIM_VALIDATE_VALIDATION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+struct ValidationCase {
+  std::string id;
+  std::string source;
+  std::string confidence;
+  std::shared_ptr<const Scenario> scenario;  // null when unsupported
+  std::string unsupported_reason;
+  double measured_iteration_time_s = 0.0;
+  std::optional<double> measured_peak_memory_bytes;
+};
+
+// Reads a validation file: a YAML list of {id, source, confidence, scenario, measured, ...}.
+// A case whose scenario paceline cannot express is kept, marked unsupported with the reason.
+std::vector<ValidationCase> load_validation_file(const std::string& path);
+
+struct CaseOutcome {
+  const ValidationCase* validation_case = nullptr;
+  std::optional<double> predicted_s;   // null: unsupported
+  std::optional<double> error;         // (predicted − measured) / measured
+  std::optional<int64_t> peak_memory_bytes;
+  std::optional<double> memory_error;  // against the measured peak, where published
+  std::string reason;
+};
+
+struct ValidationReport {
+  std::vector<CaseOutcome> cases;
+  double mape = 0.0;  // mean |error| over supported cases
+  std::vector<std::pair<std::string, double>> mape_by_source;  // in order of first appearance
+  std::optional<double> memory_mape;
+  int unsupported = 0;
+};
+
+// Runs every case (on `threads` threads; the outcome does not depend on it).
+ValidationReport validate(const std::vector<ValidationCase>& cases, int threads = 1);
+
+Json to_json(const ValidationReport& report);
+std::string to_text(const ValidationReport& report);
+// A Markdown report: the table of every case and a predicted-vs-measured plot (SVG beside it).
+std::string to_markdown(const ValidationReport& report, const std::string& svg_name);
+std::string predicted_vs_measured_svg(const ValidationReport& report);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_VALIDATE_VALIDATION_H_

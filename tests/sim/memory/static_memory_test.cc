@@ -1,0 +1,41 @@
+// Tests sim/memory/static_memory.h: bytes per parameter and their ZeRO sharding.
+#include "sim/memory/static_memory.h"
+
+#include <gtest/gtest.h>
+
+namespace paceline {
+namespace {
+
+TEST(StaticMemory, MixedPrecisionAdamKeepsEighteenBytesPerParameter) {
+  // 2 (bf16 weights) + 4 (fp32 gradients) + 12 (fp32 master, two moments) = 18 bytes.
+  const Training training;
+  const StaticMemory m = static_memory(training, Sharding{}, 1'000'000, 0, 1);
+  EXPECT_EQ(m.weight_bytes, 2'000'000);
+  EXPECT_EQ(m.gradient_bytes, 4'000'000);
+  EXPECT_EQ(m.optimizer_bytes, 12'000'000);
+}
+
+TEST(StaticMemory, ZeroStagesShardMoreAndMore) {
+  // Over 8 ranks: ZeRO-1 → 2 + 4 + 12/8; ZeRO-2 → 2 + (4 + 12)/8; ZeRO-3 → 18/8.
+  const Training training;
+  const int64_t p = 8'000'000;
+  EXPECT_EQ(static_memory(training, {false, false, true}, p, 0, 8).total(), 2 * p + 4 * p + 12 * p / 8);
+  EXPECT_EQ(static_memory(training, {false, true, true}, p, 0, 8).total(), 2 * p + 16 * p / 8);
+  EXPECT_EQ(static_memory(training, {true, true, true}, p, 0, 8).total(), 18 * p / 8);
+}
+
+TEST(StaticMemory, Fp32TrainingHasNoMasterCopy) {
+  Training training;
+  training.precision = Precision::kFp32;
+  // 4 (weights) + 4 (gradients) + 8 (moments).
+  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 0, 1).total(), 16'000);
+}
+
+TEST(StaticMemory, Fp8KeepsCopiesOfGemmWeights) {
+  Training training;
+  training.precision = Precision::kFp8;
+  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 800, 1).weight_bytes, 2000 + 800);
+}
+
+}  // namespace
+}  // namespace paceline

@@ -1,0 +1,145 @@
+// Tests sim/parallel/lowering.h through whole simulations: single-GPU physics, symmetric and
+// full fidelity agreeing, pipeline memory, determinism.
+#include "sim/parallel/lowering.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+std::shared_ptr<const Scenario> scenario_of(const std::string& text) {
+  return std::make_shared<const Scenario>(load_scenario_text(text, "s.yaml"));
+}
+
+constexpr const char* kSingleGpu = R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
+training: {global_batch: 8, micro_batch: 2, seq_len: 2048}
+)";
+
+TEST(Lowering, OneGpuRunsEveryKernelBackToBack) {
+  // One GPU, no collectives: the step is exactly the sum of all its kernel times.
+  const Prediction p = simulate(scenario_of(kSingleGpu));
+  const Program& program = p.lowering->stages[0]->program;
+  SimTime total;
+  for (const Task& t : program.tasks()) total += t.duration;
+  EXPECT_EQ(p.run.end, total);
+  // 4 micro-batches of 2 sequences of 2048 tokens = 16384 tokens.
+  EXPECT_DOUBLE_EQ(p.result.tokens_per_s, 16384.0 / (p.result.iteration_time / Seconds(1)));
+  EXPECT_EQ(p.result.microbatches, 4);
+}
+
+TEST(Lowering, OneGpuBreakdownIsAllComputeAndOptimizer) {
+  const Result r = simulate(scenario_of(kSingleGpu)).result;
+  EXPECT_EQ(r.breakdown.pipeline_bubble, Seconds(0));
+  EXPECT_EQ(r.breakdown.exposed_communication, Seconds(0));
+  EXPECT_NEAR(r.breakdown.total() / Seconds(1), r.iteration_time / Seconds(1), 1e-12);
+}
+
+constexpr const char* kThreeD = R"(model: llama3-8b
+cluster:
+  gpu: h100-sxm5-80gb
+  nodes: 2
+  gpus_per_node: 8
+  inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}
+parallelism: {tp: 2, pp: 4, cp: 1, zero: 1}
+training: {global_batch: 32, micro_batch: 1, seq_len: 4096}
+)";
+
+TEST(Lowering, SymmetricAndFullFidelityAgreeOnSymmetricScenarios) {
+  const Result symmetric = simulate(scenario_of(kThreeD)).result;
+  const Result full = simulate(scenario_of(std::string(kThreeD) + "simulation: {fidelity: full}\n")).result;
+  EXPECT_EQ(symmetric.ranks_simulated, 4);
+  EXPECT_EQ(full.ranks_simulated, 16);
+  EXPECT_EQ(symmetric.iteration_time, full.iteration_time);
+  EXPECT_EQ(symmetric.peak_memory_bytes, full.peak_memory_bytes);
+}
+
+TEST(Lowering, BreakdownSumsToTheIterationTime) {
+  const Result r = simulate(scenario_of(kThreeD)).result;
+  EXPECT_NEAR(r.breakdown.total() / Seconds(1), r.iteration_time / Seconds(1), 1e-9);
+  EXPECT_GT(r.breakdown.pipeline_bubble, Seconds(0));
+}
+
+TEST(Lowering, FirstStageHoldsOneMicrobatchPerStageInFlight) {
+  // 1F1B: stage 0 runs p forwards before its first backward frees anything, so its peak holds
+  // p micro-batches of its activations (plus transient buffers on top).
+  const Prediction p = simulate(scenario_of(kThreeD));
+  const StageProgram& stage = *p.lowering->stages[0];
+  int64_t one_microbatch = 0;
+  for (TaskId t = 0; t < stage.program.num_tasks(); ++t) {
+    const TaskLabel& label = stage.labels[stage.program.task(t).label];
+    if (label.microbatch == 0 && label.plan != kNoId &&
+        stage.plans[label.plan]->pass == PassKind::kForward) {
+      one_microbatch += stage.program.task(t).alloc_at_start_bytes;
+    }
+  }
+  const int64_t dynamic = p.result.stages[0].peak_bytes - p.result.stages[0].static_bytes;
+  EXPECT_GE(dynamic, 4 * one_microbatch);
+  EXPECT_LT(dynamic, 5 * one_microbatch);
+}
+
+TEST(Lowering, FullRecomputeTradesTimeForMemory) {
+  const Result none = simulate(scenario_of(kThreeD)).result;
+  std::string text = kThreeD;
+  text.replace(text.find("seq_len: 4096}"), 14, "seq_len: 4096, recompute: full}");
+  const Result full = simulate(scenario_of(text)).result;
+  EXPECT_GT(full.iteration_time, none.iteration_time);
+  EXPECT_LT(full.peak_memory_bytes, none.peak_memory_bytes);
+  EXPECT_GT(full.hfu, full.mfu);
+}
+
+TEST(Lowering, RunsAreBitIdentical) {
+  const auto scenario = scenario_of(kThreeD);
+  EXPECT_EQ(to_json(simulate(scenario).result, false).dump(), to_json(simulate(scenario).result, false).dump());
+}
+
+TEST(Lowering, ContextAndExpertParallelismRun) {
+  const Result cp = simulate(scenario_of(R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {tp: 2, cp: 4}
+training: {global_batch: 4, seq_len: 32768, recompute: selective}
+)")).result;
+  EXPECT_GT(cp.iteration_time, Seconds(0));
+  EXPECT_GT(cp.breakdown.compute, Seconds(0));
+  const Result ep = simulate(scenario_of(R"(model: mixtral-8x7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {ep: 8, zero: 1}
+training: {global_batch: 16, seq_len: 4096}
+)")).result;
+  EXPECT_GT(ep.iteration_time, Seconds(0));
+  // Mixtral on 8 GPUs with one expert per rank: each rank holds every non-expert weight and
+  // an eighth of the experts, in bf16.
+  const ParameterCount count = count_parameters(ep.scenario->model);
+  const int64_t experts = 32 * 8 * count.per_expert;
+  EXPECT_EQ(ep.stages[0].weight_bytes, 2 * (count.total - experts + experts / 8));
+}
+
+TEST(Lowering, LoadImbalanceSlowsExperts) {
+  const std::string balanced = R"(model:
+  name: moe
+  layers: 4
+  hidden: 2048
+  heads: 16
+  ffn_hidden: 8192
+  vocab: 32000
+  seq_len: 4096
+  activation: swiglu
+  norm: rmsnorm
+  position: rope
+  moe: {experts: 8, top_k: 2, ffn_hidden: 8192, imbalance: IMBALANCE}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {ep: 8}
+training: {global_batch: 8, seq_len: 4096}
+)";
+  auto with = [&](const char* imbalance) {
+    std::string text = balanced;
+    text.replace(text.find("IMBALANCE"), 9, imbalance);
+    return simulate(scenario_of(text)).result.iteration_time;
+  };
+  EXPECT_GT(with("2.0"), with("1.0"));
+}
+
+}  // namespace
+}  // namespace paceline

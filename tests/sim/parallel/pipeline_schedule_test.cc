@@ -1,0 +1,120 @@
+// Tests sim/parallel/pipeline_schedule.h: action orders, and the bubble each schedule leaves
+// when replayed by the engine on uniform stages.
+#include "sim/parallel/pipeline_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "sim/engine/engine.h"
+
+namespace paceline {
+namespace {
+
+using Kind = PipelineAction::Kind;
+
+TEST(PipelineSchedule, OneFOneBWarmsUpWithTheStagesAhead) {
+  // Stage 1 of 4: two warm-up forwards, then alternating, then the remaining backwards.
+  const auto actions = pipeline_schedule(Schedule::kOneFOneB, 4, 1, 6, 1);
+  ASSERT_EQ(actions.size(), 12u);
+  EXPECT_EQ(actions[0], (PipelineAction{Kind::kForward, 0, 0}));
+  EXPECT_EQ(actions[1], (PipelineAction{Kind::kForward, 1, 0}));
+  EXPECT_EQ(actions[2], (PipelineAction{Kind::kForward, 2, 0}));
+  EXPECT_EQ(actions[3], (PipelineAction{Kind::kBackward, 0, 0}));
+  EXPECT_EQ(actions.back(), (PipelineAction{Kind::kBackward, 5, 0}));
+}
+
+TEST(PipelineSchedule, EverySchedulePassesEveryMicrobatchOnce) {
+  for (const Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kInterleavedOneFOneB,
+                                  Schedule::kZeroBubble}) {
+    const int chunks = schedule == Schedule::kInterleavedOneFOneB ? 3 : 1;
+    for (int stage = 0; stage < 4; ++stage) {
+      std::map<std::pair<int, int>, int> forward, backward, weight;
+      for (const PipelineAction& a : pipeline_schedule(schedule, 4, stage, 8, chunks)) {
+        if (a.kind == Kind::kForward) ++forward[{a.microbatch, a.chunk}];
+        if (a.kind == Kind::kBackward || a.kind == Kind::kBackwardInput) ++backward[{a.microbatch, a.chunk}];
+        if (a.kind == Kind::kBackwardWeight) ++weight[{a.microbatch, a.chunk}];
+      }
+      EXPECT_EQ(forward.size(), 8u * chunks);
+      EXPECT_EQ(backward.size(), 8u * chunks);
+      for (const auto& [key, count] : forward) EXPECT_EQ(count, 1);
+      if (schedule == Schedule::kZeroBubble) {
+        EXPECT_EQ(weight.size(), 8u);
+      }
+    }
+  }
+}
+
+// Replays a schedule on `stages` uniform stages in the engine: forward chunk time f,
+// backward b (or input gradient b and weight gradient w), instant transfers.
+SimTime replay(Schedule schedule, int stages, int microbatches, int chunks, double f, double b, double w = 0.0) {
+  std::vector<RankSetup> ranks;
+  const int virtual_stages = stages * chunks;
+  for (int stage = 0; stage < stages; ++stage) {
+    ProgramBuilder builder;
+    const StreamId compute = builder.add_stream("compute");
+    const StreamId send_next = builder.add_stream("send next");
+    const StreamId recv_prev = builder.add_stream("recv prev");
+    const StreamId send_prev = builder.add_stream("send prev");
+    const StreamId recv_next = builder.add_stream("recv next");
+    auto transfer = [&](StreamId stream, uint32_t slot, uint32_t sequence) {
+      return builder.add_task({.stream = stream, .sync = builder.add_sync({slot, sequence, 2})});
+    };
+    for (const PipelineAction& a : pipeline_schedule(schedule, stages, stage, microbatches, chunks)) {
+      const int vs = a.chunk * stages + stage;
+      const uint32_t key = static_cast<uint32_t>(a.microbatch * virtual_stages);
+      if (a.kind == Kind::kForward) {
+        const TaskId work = builder.add_task({.stream = compute, .duration = to_sim_time(Seconds(f))});
+        if (vs > 0) builder.add_dependency(transfer(recv_prev, 1, key + vs - 1), work);
+        if (vs + 1 < virtual_stages) builder.add_dependency(work, transfer(send_next, 0, key + vs));
+      } else if (a.kind == Kind::kBackwardWeight) {
+        builder.add_task({.stream = compute, .duration = to_sim_time(Seconds(w))});
+      } else {
+        const TaskId work = builder.add_task({.stream = compute, .duration = to_sim_time(Seconds(b))});
+        if (vs + 1 < virtual_stages) builder.add_dependency(transfer(recv_next, 3, key + vs + 1), work);
+        if (vs > 0) builder.add_dependency(work, transfer(send_prev, 2, key + vs));
+      }
+    }
+    // Slots: 0 send next / 1 receive from previous share the link instance (stage, stage + 1);
+    // 2 send previous / 3 receive from next share (stage − 1, stage).
+    const uint32_t p = static_cast<uint32_t>(stages);
+    const uint32_t s = static_cast<uint32_t>(stage);
+    ranks.push_back(RankSetup{std::make_shared<const Program>(std::move(builder).build()),
+                              {s, (s + p - 1) % p, p + (s + p - 1) % p, p + s}, 0, false});
+  }
+  return Engine(std::move(ranks)).run().end;
+}
+
+TEST(PipelineSchedule, OneFOneBBubbleIsStagesMinusOneOverMicrobatchesPlusStagesMinusOne) {
+  // Uniform stages, f = 1, b = 2: the step takes (m + p − 1)(f + b), a bubble of (p−1)/(m+p−1).
+  const int p = 4, m = 8;
+  const double iteration = to_seconds(replay(Schedule::kOneFOneB, p, m, 1, 1.0, 2.0)) / Seconds(1);
+  EXPECT_DOUBLE_EQ(iteration, (m + p - 1) * 3.0);
+  const double work = m * 3.0;
+  EXPECT_DOUBLE_EQ((iteration - work) / iteration, (p - 1.0) / (m + p - 1.0));
+}
+
+TEST(PipelineSchedule, GpipeHasTheSameBubbleAsOneFOneB) {
+  EXPECT_EQ(replay(Schedule::kGpipe, 4, 8, 1, 1.0, 2.0), replay(Schedule::kOneFOneB, 4, 8, 1, 1.0, 2.0));
+}
+
+TEST(PipelineSchedule, InterleavingDividesTheBubbleByTheChunks) {
+  // v chunks of 1/v the work each: bubble (p−1)(f+b)/v (Narayanan et al. SC'21, §2.2.2).
+  const int p = 4, m = 8, v = 2;
+  const double iteration = to_seconds(replay(Schedule::kInterleavedOneFOneB, p, m, v, 1.0 / v, 2.0 / v)) / Seconds(1);
+  EXPECT_NEAR(iteration, m * 3.0 + (p - 1) * 3.0 / v, 1e-9);
+}
+
+TEST(PipelineSchedule, ZeroBubbleFillsTheCooldownWithWeightGradients) {
+  // f = b = w = 1: 1F1B with a fused backward of 2 takes (m + p − 1)·3; ZB-H1 moves weight
+  // gradients into the cool-down bubble and finishes sooner, never sooner than the work m·3.
+  const int p = 4, m = 8;
+  const double one_f_one_b = to_seconds(replay(Schedule::kOneFOneB, p, m, 1, 1.0, 2.0)) / Seconds(1);
+  const double zero_bubble = to_seconds(replay(Schedule::kZeroBubble, p, m, 1, 1.0, 1.0, 1.0)) / Seconds(1);
+  EXPECT_LT(zero_bubble, one_f_one_b);
+  EXPECT_GE(zero_bubble, m * 3.0);
+}
+
+}  // namespace
+}  // namespace paceline

@@ -1,0 +1,76 @@
+// Tests sim/parallel/rank_layout.h: Megatron's rank order, group membership and placement.
+#include "sim/parallel/rank_layout.h"
+
+#include <gtest/gtest.h>
+
+namespace paceline {
+namespace {
+
+Parallelism layout_of(int tp, int cp, int dp, int pp, int ep = 1) {
+  Parallelism p;
+  p.tp = tp;
+  p.cp = cp;
+  p.dp = dp;
+  p.pp = pp;
+  p.ep = ep;
+  p.zero_shard = dp * cp;
+  return p;
+}
+
+TEST(RankLayout, TensorParallelIsInnermost) {
+  // tp 8, dp 4, pp 2 on nodes of 8: a TP group is one node; DP peers are 8 apart.
+  const RankLayout layout(layout_of(8, 1, 4, 2), 8);
+  EXPECT_EQ(layout.num_ranks(), 64);
+  EXPECT_EQ(layout.members(GroupKind::kTensor, 9), (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(layout.members(GroupKind::kData, 9), (std::vector<int>{1, 9, 17, 25}));
+  // Pipeline: stage 1 of rank 9 is 32 ranks on.
+  EXPECT_EQ(layout.coord(41).pp, 1);
+  EXPECT_EQ(layout.members(GroupKind::kForwardSend, 9), (std::vector<int>{9, 41}));
+}
+
+TEST(RankLayout, PlacementCountsMembersPerNode) {
+  const RankLayout layout(layout_of(8, 1, 4, 2), 8);
+  const GroupPlacement tp = layout.placement(GroupKind::kTensor);
+  EXPECT_EQ(tp.size, 8);
+  EXPECT_EQ(tp.per_node, 8);
+  const GroupPlacement dp = layout.placement(GroupKind::kData);
+  EXPECT_EQ(dp.size, 4);
+  EXPECT_EQ(dp.per_node, 1);  // one DP peer per node
+  // tp 2: four DP peers share each node.
+  const RankLayout narrow(layout_of(2, 1, 16, 1), 8);
+  EXPECT_EQ(narrow.placement(GroupKind::kData).per_node, 4);
+}
+
+TEST(RankLayout, GroupInstancesAgreeWithinAGroupAndDifferAcross) {
+  const RankLayout layout(layout_of(2, 2, 2, 2), 8);
+  for (int rank = 0; rank < layout.num_ranks(); ++rank) {
+    for (const int member : layout.members(GroupKind::kContext, rank)) {
+      EXPECT_EQ(layout.instance(GroupKind::kContext, rank), layout.instance(GroupKind::kContext, member));
+    }
+  }
+  EXPECT_NE(layout.instance(GroupKind::kTensor, 0), layout.instance(GroupKind::kTensor, 2));
+  // A send and the matching receive meet at one instance.
+  const int next_stage = layout.members(GroupKind::kForwardSend, 0)[1];
+  EXPECT_EQ(layout.instance(GroupKind::kForwardSend, 0), layout.instance(GroupKind::kForwardRecv, next_stage));
+  EXPECT_EQ(layout.instance(GroupKind::kBackwardSend, next_stage), layout.instance(GroupKind::kBackwardRecv, 0));
+}
+
+TEST(RankLayout, ExpertGroupsFoldOverTensorAndDataRanks) {
+  // tp 2, dp 16, ep 32 (MoE parallel folding): one expert group spans all 32 ranks of a stage,
+  // and every expert has a single replica.
+  const RankLayout layout(layout_of(2, 1, 16, 1, 32), 8);
+  EXPECT_EQ(layout.members(GroupKind::kExpert, 5).size(), 32u);
+  EXPECT_EQ(layout.members(GroupKind::kExpertData, 5), (std::vector<int>{5}));
+}
+
+TEST(RankLayout, RankOrderIsOverridable) {
+  Parallelism p = layout_of(2, 1, 4, 1);
+  p.rank_order = {RankDim::kData, RankDim::kTensor, RankDim::kContext, RankDim::kPipeline};
+  const RankLayout layout(p, 8);
+  // dp innermost: DP peers are consecutive ranks.
+  EXPECT_EQ(layout.members(GroupKind::kData, 0), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(layout.members(GroupKind::kTensor, 0), (std::vector<int>{0, 4}));
+}
+
+}  // namespace
+}  // namespace paceline

@@ -1,0 +1,79 @@
+// Tests sim/parallel/task_plan.h: fusing compute runs keeps every op, splits at collectives
+// and prices each op once.
+#include "sim/parallel/task_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "base/yaml_reader.h"
+#include "models/model_catalog.h"
+
+namespace paceline {
+namespace {
+
+struct Fixture {
+  ClusterSpec cluster;
+  Parallelism parallelism;
+  Fixture() {
+    const YamlDocument doc = load_yaml_text("gpu: h100-sxm5-80gb\ngpus_per_node: 8\n", "c.yaml");
+    YamlMap map(doc.root, doc.file, "cluster");
+    cluster = read_cluster(map);
+    parallelism.tp = 4;
+    parallelism.dp = 2;
+    parallelism.zero_shard = 2;
+  }
+};
+
+TEST(TaskPlan, EveryOpOfThePassAppearsOnceAndDurationsAdd) {
+  Fixture f;
+  const RankLayout layout(f.parallelism, 8);
+  const OpTimer timer(f.cluster.gpu);
+  const CollectiveModel collectives(f.cluster);
+  const OpPricer pricer(timer, collectives, layout);
+  const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
+  LayerShard shard;
+  shard.seq_len = 4096;
+  shard.tp = 4;
+  shard.sequence_parallel = true;
+  const LayerGraph graph = build_transformer_layer(model, shard, false);
+  const TaskPlan plan = plan_pass(graph, PassKind::kForward, pricer, "layer.forward");
+  size_t ops = 0;
+  SimTime total;
+  for (const TaskTemplate& t : plan.tasks) {
+    ops += t.num_ops;
+    SimTime sum;
+    for (uint32_t i = t.first_op; i < t.first_op + t.num_ops; ++i) sum += to_sim_time(plan.ops[i].duration);
+    EXPECT_EQ(t.duration, sum);
+    total += t.duration;
+  }
+  EXPECT_EQ(ops, plan.ops.size());
+  // Forward with SP: norm, gather, QKV, rotary, attention, proj, reduce-scatter, residual,
+  // norm, gather, fc1, act, fc2, reduce-scatter, residual. Collectives stand alone, so the
+  // compute runs between them become 5 tasks and the 4 collectives 4 more.
+  int collectives_seen = 0;
+  for (const TaskTemplate& t : plan.tasks) collectives_seen += t.stream != StreamKind::kCompute;
+  EXPECT_EQ(collectives_seen, 4);
+  EXPECT_EQ(plan.tasks.size(), 9u);
+  EXPECT_GT(total, SimTime::zero());
+}
+
+TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
+  Fixture f;
+  f.parallelism.tp = 1;
+  const RankLayout layout(f.parallelism, 8);
+  const OpTimer timer(f.cluster.gpu);
+  const CollectiveModel collectives(f.cluster);
+  const OpPricer pricer(timer, collectives, layout);
+  const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
+  LayerShard shard;
+  shard.seq_len = 4096;
+  const LayerGraph graph = build_transformer_layer(model, shard, false);
+  const TaskPlan plan = plan_pass(graph, PassKind::kForward, pricer, "layer.forward");
+  ASSERT_EQ(plan.tasks.size(), 1u);
+  EXPECT_TRUE(plan.tasks[0].entry);
+  EXPECT_TRUE(plan.tasks[0].exit);
+  // It keeps what the block's forward ops keep for backward.
+  EXPECT_EQ(plan.tasks[0].alloc_bytes, static_cast<int64_t>(graph.saved_activations() / Bytes(1)));
+}
+
+}  // namespace
+}  // namespace paceline

@@ -1,0 +1,42 @@
+// Tests sim/report/result.h: the result contract's keys and the model FLOPs formula.
+#include "sim/report/result.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+TEST(Result, JsonHasEveryKeyOfTheContract) {
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const Json json = to_json(simulate(scenario).result);
+  for (const char* key : {"iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
+                          "hardware_tflops_per_gpu", "hfu", "memory", "breakdown_s", "model", "scenario", "sim"}) {
+    EXPECT_FALSE(json.at(key).is_null()) << key;
+  }
+  for (const char* key : {"peak_bytes", "capacity_bytes", "fits"}) EXPECT_FALSE(json.at("memory").at(key).is_null()) << key;
+  for (const char* key : {"parameters", "active_parameters"}) EXPECT_FALSE(json.at("model").at(key).is_null()) << key;
+  for (const char* key : {"events", "ranks_simulated", "wall_s"}) EXPECT_FALSE(json.at("sim").at(key).is_null()) << key;
+  for (const char* key : {"compute", "exposed_communication", "pipeline_bubble", "optimizer"}) {
+    EXPECT_FALSE(json.at("breakdown_s").at(key).is_null()) << key;
+  }
+  // The echoed scenario shows the defaults that were applied.
+  EXPECT_EQ(json.at("scenario").at("training").at("recompute").string(), "none");
+  EXPECT_EQ(json.at("scenario").at("parallelism").at("schedule").string(), "1f1b");
+}
+
+TEST(Result, ModelFlopsFollowTheMegatronFormula) {
+  // Narayanan et al. eq. 3 without recompute: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) for a GPT
+  // with 4h MLP; the scenario's global batch B = 8 sequences of s = 2048.
+  const Scenario s = load_scenario_text(R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb}
+training: {global_batch: 8}
+)", "s.yaml");
+  const double B = 8, seq = 2048, l = 24, h = 2304, V = 51200;
+  const double expected = 72.0 * B * seq * l * h * h * (1.0 + seq / (6.0 * h) + V / (12.0 * l * h));
+  EXPECT_NEAR(model_flop_per_iteration(s) / Flop(1), expected, expected * 1e-12);
+}
+
+}  // namespace
+}  // namespace paceline

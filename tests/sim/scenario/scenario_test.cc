@@ -1,0 +1,140 @@
+// Tests sim/scenario/scenario.h: defaults, and one error test per class of bad input — each
+// asserting the exact file:line:col message a user sees.
+#include "sim/scenario/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/input_error.h"
+
+namespace paceline {
+namespace {
+
+// A valid scenario; tests replace lines of it.
+constexpr const char* kBase = R"(name: test
+model: gpt3-175b
+cluster:
+  gpu: a100-sxm4-80gb
+  nodes: 128
+  gpus_per_node: 8
+  intra_node: {bandwidth: 300 GB/s}
+  inter_node: {nics_per_node: 8, nic_bandwidth: 200 Gb/s}
+parallelism:
+  tp: 8
+  pp: 16
+training:
+  global_batch: 1536
+)";
+
+std::string error_of(const std::string& text) {
+  try {
+    load_scenario_text(text, "s.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(Scenario, DefaultsAreResolved) {
+  const Scenario s = load_scenario_text(kBase, "s.yaml");
+  // dp = 1024 GPUs / (tp 8 · pp 16 · cp 1) = 8.
+  EXPECT_EQ(s.parallelism.dp, 8);
+  EXPECT_EQ(s.parallelism.schedule, Schedule::kOneFOneB);
+  EXPECT_TRUE(s.parallelism.sequence_parallel);  // default when tp > 1
+  EXPECT_EQ(s.parallelism.zero, 0);
+  EXPECT_EQ(s.parallelism.zero_shard, 8);  // dp·cp
+  EXPECT_EQ(s.training.micro_batch, 1);
+  EXPECT_EQ(s.training.seq_len, 2048);  // the model's
+  EXPECT_EQ(s.training.precision, Precision::kBf16);
+  EXPECT_EQ(s.training.recompute, Recompute::kNone);
+  EXPECT_TRUE(s.training.overlap_grad_reduce);
+  // 96 layers over 16 stages: 6 each.
+  EXPECT_EQ(s.parallelism.layers_per_stage, std::vector<int>(16, 6));
+  EXPECT_EQ(s.training.num_microbatches(8), 192);
+}
+
+TEST(Scenario, UnevenLayersGoToInnerStagesFirst) {
+  // 126 layers over 16 stages: 7 each, 14 extra layers to stages 1..14.
+  const Scenario s = load_scenario_text(replace(replace(kBase, "model: gpt3-175b", "model: llama3.1-405b"),
+                                                "global_batch: 1536", "global_batch: 1536\n  seq_len: 2048"),
+                                        "s.yaml");
+  EXPECT_EQ(s.parallelism.layers_per_stage.front(), 7);
+  EXPECT_EQ(s.parallelism.layers_per_stage[1], 8);
+  EXPECT_EQ(s.parallelism.layers_per_stage.back(), 7);
+}
+
+TEST(ScenarioErrors, YamlSyntax) {
+  const std::string message = error_of(replace(kBase, "  tp: 8", "  tp: [8"));
+  EXPECT_EQ(message.rfind("s.yaml:", 0), 0u) << message;
+  EXPECT_NE(message.find("YAML syntax error"), std::string::npos) << message;
+}
+
+TEST(ScenarioErrors, UnknownKeyListsTheKnownOnes) {
+  const std::string message = error_of(replace(kBase, "  pp: 16", "  pp: 16\n  shcedule: 1f1b"));
+  EXPECT_EQ(message.rfind("s.yaml:12:3: unknown key 'shcedule' in parallelism; expected one of:", 0), 0u) << message;
+  EXPECT_NE(message.find("schedule"), std::string::npos);
+}
+
+TEST(ScenarioErrors, WrongType) {
+  EXPECT_EQ(error_of(replace(kBase, "tp: 8", "tp: eight")), "s.yaml:10:7: parallelism.tp = 'eight' is not an integer");
+}
+
+TEST(ScenarioErrors, BadOrMissingUnit) {
+  const std::string message = error_of(replace(kBase, "bandwidth: 300 GB/s", "bandwidth: 300 GiB"));
+  EXPECT_EQ(message.rfind("s.yaml:7:27: cluster.intra_node.bandwidth: '300 GiB' has unit 'GiB', which is not a unit "
+                          "of a bandwidth; expected one of:",
+                          0),
+            0u)
+      << message;
+}
+
+TEST(ScenarioErrors, OutOfRange) {
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 4")),
+            "s.yaml:12:9: parallelism.zero = 4 is out of range; expected 0 (none), 1 (optimizer states), 2 (+ "
+            "gradients) or 3 (+ parameters, FSDP)");
+  EXPECT_EQ(error_of(replace(kBase, "tp: 8", "tp: 0")), "s.yaml:10:7: parallelism.tp = 0 must be at least 1");
+}
+
+TEST(ScenarioErrors, InconsistentFields) {
+  // The DESIGN's own example: 96 heads cannot be split 12 ways... 96/12 = 8 does divide, so
+  // use tp 5 against 96 heads (and 1024 GPUs: tp·pp = 80 must divide it too; set dp).
+  EXPECT_EQ(error_of(replace(replace(kBase, "tp: 8", "tp: 7"), "nodes: 128", "nodes: 14")),
+            "s.yaml:10:7: parallelism.tp = 7 does not divide model.heads = 96");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  dp: 4")),
+            "s.yaml:12:7: parallelism.dp = 4: tp·pp·cp·dp = 8·16·1·4 = 512 but the cluster has 1024 GPUs");
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1001")),
+            "s.yaml:13:17: training.global_batch = 1001 is not a multiple of micro_batch·dp = 1·8");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  ep: 2")),
+            "s.yaml:12:7: parallelism.ep = 2 needs a mixture-of-experts model; gpt3-175b is dense");
+}
+
+TEST(ScenarioErrors, UnknownCatalogNameListsTheCatalog) {
+  const std::string message = error_of(replace(kBase, "model: gpt3-175b", "model: gpt5"));
+  EXPECT_EQ(message.rfind("s.yaml:2:8: model = 'gpt5' is not in the model catalog", 0), 0u) << message;
+  EXPECT_NE(message.find("llama3-70b"), std::string::npos) << message;
+}
+
+TEST(ScenarioErrors, EmptyFile) {
+  EXPECT_EQ(error_of(""), "s.yaml: the file is empty; expected a YAML mapping");
+}
+
+TEST(ScenarioErrors, Fp8OnAGpuWithoutFp8) {
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  precision: fp8")),
+            "s.yaml:14:14: training.precision = fp8 needs fp8 tensor cores; a100-sxm4-80gb has none (no "
+            "peak_dense.fp8)");
+}
+
+TEST(ScenarioErrors, InterleavingNeedsVirtualStages) {
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  schedule: interleaved-1f1b")),
+            "s.yaml:12:13: parallelism.schedule interleaved-1f1b needs virtual_stages > 1");
+}
+
+}  // namespace
+}  // namespace paceline
