@@ -120,7 +120,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     std::vector<OpId> grad_out;
     for (const int c : consumers[r]) grad_out.insert(grad_out.end(), grad_in[c].begin(), grad_in[c].end());
     std::vector<OpId> after = grad_out;
-    if (recompute_id[r] != UINT32_MAX) after.push_back(recompute_id[r]);
+    // A backward op needs what its forward op kept, recomputed (collectives keep nothing).
+    if (recompute_id[r] != UINT32_MAX && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
     // The op whose saved tensors a backward op consumes (and then frees).
     const OpId saver = recompute_id[r] != UINT32_MAX ? recompute_id[r] : forward_id[r];
 
@@ -208,7 +209,6 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         if (f.backward_comm.collective == Collective::kNone) {
           // The gradient passes through unchanged (e.g. after a forward all-reduce).
           grad_in[r] = grad_out;
-          if (recompute_id[r] != UINT32_MAX) grad_in[r].push_back(recompute_id[r]);
           break;
         }
         Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kCommunication);

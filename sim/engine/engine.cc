@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <unordered_map>
 
 #include "base/check.h"
 #include "sim/engine/event_queue.h"
@@ -26,7 +25,6 @@ struct Rendezvous {
 
 // Mutable state of one rank during a run.
 struct RankState {
-  std::vector<uint32_t> pending_dependencies;  // by task
   std::vector<uint32_t> stream_next;          // by stream: position of the next task to start
   std::vector<uint8_t> stream_busy;           // by stream: the next task has started
   std::vector<uint32_t> resource_free;        // by resource: units available
@@ -39,18 +37,16 @@ struct RankState {
 
 class RunState {
  public:
-  RunState(const std::vector<RankSetup>& ranks, const EngineOptions& options)
-      : setups_(ranks), options_(options), ranks_(ranks.size()) {
+  RunState(const std::vector<RankSetup>& ranks, const EngineOptions& options,
+           const std::vector<std::vector<uint32_t>>& instances, uint32_t num_instances)
+      : setups_(ranks), options_(options), instances_(instances), ranks_(ranks.size()), open_(num_instances) {
+    size_t recorded_tasks = 0;
     for (size_t r = 0; r < ranks.size(); ++r) {
       const Program& program = *ranks[r].program;
       PACELINE_CHECK(ranks[r].group_instances.size() >= program.num_slots(),
                      fmt::format("rank {} maps {} group slots; its program uses {}", r,
                                  ranks[r].group_instances.size(), program.num_slots()));
       RankState& state = ranks_[r];
-      state.pending_dependencies.resize(program.num_tasks());
-      for (TaskId t = 0; t < program.num_tasks(); ++t) {
-        state.pending_dependencies[t] = static_cast<uint32_t>(program.dependencies(t).size());
-      }
       state.stream_next.assign(program.num_streams(), 0);
       state.stream_busy.assign(program.num_streams(), 0);
       for (const Resource& resource : program.resources()) state.resource_free.push_back(resource.capacity);
@@ -60,7 +56,9 @@ class RunState {
       state.memory_bytes = ranks[r].initial_memory_bytes;
       state.outcome.peak_memory_bytes = state.memory_bytes;
       any_recorded_ = any_recorded_ || ranks[r].record_spans;
+      if (ranks[r].record_spans) recorded_tasks += program.num_tasks();
     }
+    result_.spans.reserve(recorded_tasks);
   }
 
   RunResult run() {
@@ -100,12 +98,21 @@ class RunState {
  private:
   const Program& program(uint32_t rank) const { return *setups_[rank].program; }
 
+  // Streams run in order, so a task has finished exactly when its stream has moved past it:
+  // the rank's few stream positions say which tasks are done, with no state per task.
+  static bool dependencies_finished(const RankState& state, const Program& p, TaskId task) {
+    for (const Program::StreamPosition& d : p.dependency_positions(task)) {
+      if (state.stream_next[d.stream] <= d.position) return false;
+    }
+    return true;
+  }
+
   // Starts `task` if it heads its idle stream and its dependencies have finished.
   void try_issue(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
     const Program& p = program(rank);
     const Task& t = p.task(task);
-    if (state.pending_dependencies[task] != 0) return;
+    if (!dependencies_finished(state, p, task)) return;
     if (state.stream_busy[t.stream] || state.stream_next[t.stream] != p.stream_position(task)) return;
     state.stream_busy[t.stream] = 1;
     if (t.resource != kNoId) {
@@ -136,12 +143,14 @@ class RunState {
   }
 
   void arrive(uint32_t rank, TaskId task, const SyncPoint& sync) {
-    const uint64_t instance = setups_[rank].group_instances[sync.slot];
-    const uint64_t key = (instance << 32) | sync.sequence;
-    auto [it, inserted] = open_rendezvous_.try_emplace(key, 0);
-    if (inserted) {
-      it->second = acquire_rendezvous();
-      rendezvous_[it->second].expected = sync.members;
+    // Each group instance has few rendezvous open at once: a short list, scanned.
+    std::vector<std::pair<uint32_t, uint32_t>>& open = open_[instances_[rank][sync.slot]];
+    auto it = std::find_if(open.begin(), open.end(), [&](const auto& e) { return e.first == sync.sequence; });
+    if (it == open.end()) {
+      const uint32_t fresh = acquire_rendezvous();
+      rendezvous_[fresh].expected = sync.members;
+      open.emplace_back(sync.sequence, fresh);
+      it = open.end() - 1;
     }
     const uint32_t slot = it->second;
     Rendezvous& meeting = rendezvous_[slot];
@@ -151,7 +160,7 @@ class RunState {
     meeting.members.emplace_back(rank, task);
     meeting.duration = std::max(meeting.duration, program(rank).task(task).duration);
     if (meeting.members.size() == meeting.expected) {
-      open_rendezvous_.erase(it);
+      open.erase(it);
       if (any_recorded_) {
         // A rendezvous runs from the last arrival: members that waited start now.
         for (const auto& [member_rank, member_task] : meeting.members) {
@@ -209,7 +218,7 @@ class RunState {
     const auto stream = p.stream_tasks(t.stream);
     if (state.stream_next[t.stream] < stream.size()) try_issue(rank, stream[state.stream_next[t.stream]]);
     for (const TaskId dependent : p.dependents(task)) {
-      if (--state.pending_dependencies[dependent] == 0) try_issue(rank, dependent);
+      try_issue(rank, dependent);
     }
   }
 
@@ -222,7 +231,7 @@ class RunState {
         const auto tasks = p.stream_tasks(s);
         if (state.stream_next[s] >= tasks.size()) continue;
         const TaskId stuck = tasks[state.stream_next[s]];
-        const char* reason = state.pending_dependencies[stuck] != 0 ? "waits for a dependency"
+        const char* reason = !dependencies_finished(state, p, stuck) ? "waits for a dependency"
                              : p.task(stuck).sync != kNoId       ? "waits for a rendezvous"
                                                                  : "waits for a resource";
         fail_check("deadlock", __FILE__, __LINE__,
@@ -235,10 +244,11 @@ class RunState {
 
   const std::vector<RankSetup>& setups_;
   const EngineOptions& options_;
+  const std::vector<std::vector<uint32_t>>& instances_;
   std::vector<RankState> ranks_;
   EventQueue<Completion> queue_;
   SimTime now_;
-  std::unordered_map<uint64_t, uint32_t> open_rendezvous_;  // looked up only, never iterated
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> open_;  // by instance: (sequence, rendezvous)
   std::vector<Rendezvous> rendezvous_;
   std::vector<uint32_t> free_rendezvous_;
   bool any_recorded_ = false;
@@ -249,13 +259,25 @@ class RunState {
 
 Engine::Engine(std::vector<RankSetup> ranks, EngineOptions options)
     : ranks_(std::move(ranks)), options_(options) {
+  std::vector<uint32_t> used;
   for (size_t r = 0; r < ranks_.size(); ++r) {
     PACELINE_CHECK(ranks_[r].program != nullptr, fmt::format("rank {} has no program", r));
+    used.insert(used.end(), ranks_[r].group_instances.begin(), ranks_[r].group_instances.end());
+  }
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  num_instances_ = static_cast<uint32_t>(used.size());
+  dense_instances_.resize(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    for (const uint32_t instance : ranks_[r].group_instances) {
+      dense_instances_[r].push_back(
+          static_cast<uint32_t>(std::lower_bound(used.begin(), used.end(), instance) - used.begin()));
+    }
   }
 }
 
 RunResult Engine::run() const {
-  RunState state(ranks_, options_);
+  RunState state(ranks_, options_, dense_instances_, num_instances_);
   return state.run();
 }
 

@@ -75,6 +75,9 @@ class Engine {
  private:
   std::vector<RankSetup> ranks_;
   EngineOptions options_;
+  // Group instances renumbered densely (0 .. num_instances_−1), per rank and slot.
+  std::vector<std::vector<uint32_t>> dense_instances_;
+  uint32_t num_instances_ = 0;
 };
 
 }  // namespace paceline

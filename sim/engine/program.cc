@@ -79,6 +79,10 @@ Program ProgramBuilder::build() && {
   };
   compress(edges_, /*by_after=*/true, program.dependency_offsets_, program.dependencies_);
   compress(edges_, /*by_after=*/false, program.dependent_offsets_, program.dependents_);
+  program.dependency_positions_.reserve(program.dependencies_.size());
+  for (const TaskId d : program.dependencies_) {
+    program.dependency_positions_.push_back({tasks_[d].stream, program.stream_position_[d]});
+  }
 
   for (const SyncPoint& sync : syncs_) program.num_slots_ = std::max(program.num_slots_, sync.slot + 1);
   program.stream_names_ = std::move(stream_names_);

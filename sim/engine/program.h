@@ -72,6 +72,16 @@ class Program {
     return {dependencies_.data() + dependency_offsets_[id],
             dependency_offsets_[id + 1] - dependency_offsets_[id]};
   }
+  // Where each dependency of `id` sits: its stream and its position there (the engine decides
+  // whether a dependency finished from its stream's progress alone).
+  struct StreamPosition {
+    StreamId stream;
+    uint32_t position;
+  };
+  std::span<const StreamPosition> dependency_positions(TaskId id) const {
+    return {dependency_positions_.data() + dependency_offsets_[id],
+            dependency_offsets_[id + 1] - dependency_offsets_[id]};
+  }
   // Tasks that list `id` among their dependencies.
   std::span<const TaskId> dependents(TaskId id) const {
     return {dependents_.data() + dependent_offsets_[id], dependent_offsets_[id + 1] - dependent_offsets_[id]};
@@ -92,6 +102,7 @@ class Program {
   std::vector<uint32_t> stream_position_;
   std::vector<uint32_t> dependency_offsets_;
   std::vector<TaskId> dependencies_;
+  std::vector<StreamPosition> dependency_positions_;
   std::vector<uint32_t> dependent_offsets_;
   std::vector<TaskId> dependents_;
   std::vector<SyncPoint> syncs_;

@@ -47,5 +47,36 @@ TEST(EventQueue, InterleavedPushAndPopKeepTheOrder) {
   }
 }
 
+TEST(EventQueue, MatchesASortByTimeThenSequence) {
+  // Many events on few distinct times (as identical ranks produce), pushed and popped in a
+  // pseudo-random interleaving, against a reference: a stable sort by time.
+  EventQueue<int> queue;
+  std::vector<std::pair<int64_t, int>> pending;  // (time, payload) in insertion order
+  std::vector<int> popped, expected;
+  uint64_t state = 99;
+  auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+  int64_t now = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const int64_t t = now + static_cast<int64_t>((next() >> 33) % 5);
+    queue.push(ps(t), i);
+    pending.emplace_back(t, i);
+    if (next() % 2 == 0) {
+      // Reference: the earliest time, and among equals the first inserted.
+      auto best = pending.begin();
+      for (auto it = pending.begin(); it != pending.end(); ++it) {
+        if (it->first < best->first) best = it;
+      }
+      expected.push_back(best->second);
+      now = best->first;
+      pending.erase(best);
+      const auto e = queue.pop();
+      popped.push_back(e.payload);
+      EXPECT_EQ(e.time.picoseconds(), now);
+    }
+  }
+  EXPECT_EQ(popped, expected);
+  EXPECT_EQ(queue.size(), pending.size());
+}
+
 }  // namespace
 }  // namespace paceline

@@ -1,0 +1,43 @@
+// Benchmarks the whole prediction path — load the scenario file (catalog lookups included),
+// lower, replay, assemble the result — for the ready scenarios, in both fidelities.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <string>
+
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+void simulate_file(benchmark::State& state, const std::string& path, Fidelity fidelity) {
+  uint64_t events = 0;
+  for (auto _ : state) {
+    Scenario scenario = load_scenario_file(path);
+    scenario.simulation.fidelity = fidelity;
+    const Prediction p = simulate(std::make_shared<const Scenario>(std::move(scenario)));
+    events += p.result.events;
+    benchmark::DoNotOptimize(p.result.iteration_time);
+  }
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_symmetric, "scenarios/gpt3-175b-1024xa100.yaml", Fidelity::kSymmetric)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_full, "scenarios/gpt3-175b-1024xa100.yaml", Fidelity::kFull)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK_CAPTURE(simulate_file, llama3_70b_64_symmetric, "scenarios/llama3-70b-64xh100.yaml", Fidelity::kSymmetric)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(simulate_file, mixtral_8x7b_64_symmetric, "scenarios/mixtral-8x7b-64xh100.yaml", Fidelity::kSymmetric)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(simulate_file, llama31_405b_16384_symmetric, "scenarios/llama3.1-405b-16384xh100.yaml",
+                  Fidelity::kSymmetric)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(simulate_file, gpt_1_7b_1_gpu, "scenarios/gpt-1.7b-1xa100.yaml", Fidelity::kSymmetric)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace paceline
+
+BENCHMARK_MAIN();
