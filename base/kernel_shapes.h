@@ -35,12 +35,19 @@ std::string_view to_string(MemoryKernel kernel);
 enum class Collective { kNone, kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
 std::string_view to_string(Collective collective);
 
+// Which product of a Linear layer y = x·Wᵀ a GEMM is: the three use different operand
+// layouts (cuBLAS TN, NN and NT), which libraries run at different speeds.
+enum class GemmLayout { kForward, kDataGradient, kWeightGradient };
+
+// C[m×n] = A[m×k]·B[k×n], row-major in the model's terms: a forward GEMM has m = tokens,
+// n = output features, k = input features.
 struct GemmShape {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
   int64_t count = 1;  // independent GEMMs of this shape (grouped, e.g. local experts)
   DType dtype = DType::kBf16;
+  GemmLayout layout = GemmLayout::kForward;
 };
 
 // Fused (flash) attention over one rank's shard. causal: each query sees keys up to itself.

@@ -13,6 +13,14 @@
 namespace paceline {
 namespace {
 
+void check_link(YamlMap& map, const LinkSpec& link) {
+  if (!(link.bandwidth > BytesPerSecond(0))) map.fail("bandwidth", "must be positive");
+  if (link.latency < Seconds(0)) map.fail("latency", "must not be negative");
+  if (link.bandwidth_efficiency <= 0.0 || link.bandwidth_efficiency > 1.0) {
+    map.fail("bandwidth_efficiency", fmt::format("= {} must be a fraction in (0, 1]", link.bandwidth_efficiency));
+  }
+}
+
 LinkSpec read_link_file(const std::string& path) {
   const YamlDocument document = load_yaml_file(path);
   YamlMap map(document.root, document.file, "link");
@@ -25,16 +33,9 @@ LinkSpec read_link_file(const std::string& path) {
   link.bandwidth = internal::read_sourced_required<BytesPerSecond>(map, "bandwidth", field_sources, "");
   link.latency = internal::read_sourced_required<Seconds>(map, "latency", field_sources, "");
   link.bandwidth_efficiency = internal::read_sourced_required<double>(map, "bandwidth_efficiency", field_sources, "");
+  check_link(map, link);
   map.finish();
   return link;
-}
-
-void check_link(YamlMap& map, const LinkSpec& link) {
-  if (!(link.bandwidth > BytesPerSecond(0))) map.fail("bandwidth", "must be positive");
-  if (link.latency < Seconds(0)) map.fail("latency", "must not be negative");
-  if (link.bandwidth_efficiency <= 0.0 || link.bandwidth_efficiency > 1.0) {
-    map.fail("bandwidth_efficiency", fmt::format("= {} must be a fraction in (0, 1]", link.bandwidth_efficiency));
-  }
 }
 
 // A link given by name, or inline with unset fields taken from `defaults`.
@@ -138,6 +139,27 @@ ClusterSpec read_cluster(YamlMap& map) {
   } else if (cluster.gpus_per_node > 1) {
     map.fail("intra_node", fmt::format("is required: gpu {} names no default intra-node link", cluster.gpu.name));
   }
+  // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
+  // (default: the catalog GPU the profile is named after, else this cluster's GPU).
+  const std::string profile = map.get<std::string>("profile", cluster.gpu.profile);
+  if (!profile.empty()) {
+    const std::filesystem::path reference(profile);
+    const bool is_path = reference.extension() == ".yaml" || reference.extension() == ".yml";
+    const std::string path = is_path ? profile : default_profile_catalog() + "/" + profile + ".yaml";
+    const SourceLocation where = map.has("profile") ? map.location("profile") : map.location("gpu");
+    if (!std::filesystem::exists(path)) {
+      throw InputError(where, fmt::format("profile '{}' is not a file nor in the profile catalog ({})", profile,
+                                          default_profile_catalog()));
+    }
+    const std::string stem = reference.stem().string();
+    const bool named_after_gpu = std::filesystem::exists(default_gpu_catalog() + "/" + stem + ".yaml");
+    const std::string measured_on = map.get<std::string>("profile_gpu", named_after_gpu ? stem : cluster.gpu.name);
+    const GpuSpec profile_gpu = measured_on == cluster.gpu.name
+                                    ? cluster.gpu
+                                    : resolve_gpu(measured_on, default_gpu_catalog(),
+                                                  map.has("profile_gpu") ? map.location("profile_gpu") : where);
+    cluster.profile = std::make_shared<const KernelProfile>(KernelProfile::load(path, profile_gpu));
+  }
   if (map.has("inter_node")) {
     cluster.inter_node = read_network(map);
   } else if (cluster.nodes > 1) {
@@ -148,6 +170,8 @@ ClusterSpec read_cluster(YamlMap& map) {
 }
 
 std::string default_link_catalog() { return data_root() + "/hardware/catalog/links"; }
+
+std::string default_profile_catalog() { return data_root() + "/hardware/profiles"; }
 
 std::vector<std::string> catalog_links(const std::string& catalog_dir) {
   std::vector<std::string> names;
@@ -161,7 +185,9 @@ std::vector<std::string> catalog_links(const std::string& catalog_dir) {
 
 LinkSpec load_link(const std::string& name, const std::string& catalog_dir, const SourceLocation& where) {
   const std::string path = catalog_dir + "/" + name + ".yaml";
-  if (!std::filesystem::exists(path)) {
+  // The non-throwing check: a name too long for a file name is simply not in the catalog.
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
     throw InputError(where, fmt::format("link '{}' is not in the link catalog ({}); known links: {}", name,
                                         catalog_dir, fmt::join(catalog_links(catalog_dir), ", ")));
   }

@@ -8,12 +8,14 @@
 #ifndef PACELINE_HARDWARE_CLUSTER_H_
 #define PACELINE_HARDWARE_CLUSTER_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/units.h"
 #include "hardware/gpu_spec.h"
+#include "hardware/kernel_profile.h"
 
 namespace paceline {
 
@@ -40,6 +42,8 @@ struct ClusterSpec {
   int gpus_per_node = 1;
   LinkSpec intra_node;
   std::optional<NetworkSpec> inter_node;  // required when nodes > 1
+  // Measured kernel times (paceline-calibrate), possibly from another GPU of the same family.
+  std::shared_ptr<const KernelProfile> profile;
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };
@@ -47,7 +51,8 @@ struct ClusterSpec {
 // Reads the scenario's `cluster:` mapping (resolving the GPU and links in the catalogs).
 ClusterSpec read_cluster(YamlMap& map);
 
-std::string default_link_catalog();  // <data root>/hardware/catalog/links
+std::string default_link_catalog();     // <data root>/hardware/catalog/links
+std::string default_profile_catalog();  // <data root>/hardware/profiles
 std::vector<std::string> catalog_links(const std::string& catalog_dir);
 // Loads a catalog link by name; throws InputError at `where` listing the known links.
 LinkSpec load_link(const std::string& name, const std::string& catalog_dir, const SourceLocation& where);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "base/data_root.h"
 #include "base/yaml_reader.h"
@@ -55,6 +56,8 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, "kernels.attention.");
   if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
   attention.finish();
+  k.sustained_compute_fraction =
+      map.has("sustained_compute_fraction") ? fraction(map, "sustained_compute_fraction", gpu, "kernels.") : 1.0;
   YamlMap memory = map.map("memory_bound");
   k.memory_bandwidth_efficiency = fraction(memory, "bandwidth_efficiency", gpu, "kernels.memory_bound.");
   memory.finish();
@@ -71,6 +74,7 @@ GpuSpec read_gpu(YamlMap& map) {
   gpu.architecture = map.get<std::string>("architecture", "");
   gpu.sources = internal::read_sources(map);
   gpu.intra_node_link = map.get<std::string>("intra_node", "");
+  gpu.profile = map.get<std::string>("profile", "");
   gpu.memory_capacity = positive_quantity<Bytes>(map, "memory_capacity", gpu, "");
   gpu.memory_bandwidth = positive_quantity<BytesPerSecond>(map, "memory_bandwidth", gpu, "");
   gpu.sm_count = static_cast<int>(sourced_required<int64_t>(map, "sm_count", gpu, ""));
@@ -120,9 +124,17 @@ GpuSpec load_gpu_file(const std::string& path) {
 
 GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where) {
   const std::string extension = std::filesystem::path(reference).extension().string();
-  if (extension == ".yaml" || extension == ".yml") return load_gpu_file(reference);
+  if (extension == ".yaml" || extension == ".yml") {
+    // A missing file is reported where the scenario names it.
+    if (!std::ifstream(reference)) {
+      throw InputError(where, fmt::format("gpu = '{}' cannot be opened (missing or unreadable)", reference));
+    }
+    return load_gpu_file(reference);
+  }
+  // The non-throwing check: a reference too long for a file name is simply not in the catalog.
   const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";
-  if (std::filesystem::exists(catalog_file)) return load_gpu_file(catalog_file);
+  std::error_code error;
+  if (std::filesystem::exists(catalog_file, error)) return load_gpu_file(catalog_file);
   throw InputError(where, fmt::format("gpu = '{}' is not in the GPU catalog ({}) and is not a path to a .yaml; "
                                       "known GPUs: {}",
                                       reference, catalog_dir, fmt::join(catalog_gpus(catalog_dir), ", ")));

@@ -29,6 +29,10 @@ struct KernelEfficiency {
   double attention_backward_efficiency = 0.0;
   double attention_seq_half = 0.0;    // sequence at which attention efficiency halves
   double memory_bandwidth_efficiency = 0.0;  // of the HBM bandwidth, for streaming kernels
+  // Compute-bound throughput kept under sustained load, against the short bursts the
+  // efficiencies above (and measured profiles) come from: at its power limit a GPU runs below
+  // its boost clock.
+  double sustained_compute_fraction = 1.0;
 };
 
 struct GpuSpec {
@@ -46,6 +50,7 @@ struct GpuSpec {
   std::array<std::optional<FlopPerSecond>, 5> peak_dense;
   KernelEfficiency kernels;
   std::string intra_node_link;  // the catalog link of its usual node (hardware/catalog/links)
+  std::string profile;          // a measured profile used by default (hardware/profiles), or ""
   // Citations by key, and the source cited for each field ("peak_dense.bf16" → "klockwood").
   std::map<std::string, std::string> sources;
   std::map<std::string, std::string> field_sources;

@@ -3,16 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "base/check.h"
+#include "hardware/gemm_tiling.h"
 
 namespace paceline {
-namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 Flop attention_flop(const AttentionShape& s) {
   double flop = 4.0 * s.batch * s.heads * static_cast<double>(s.seq_q) * s.seq_kv * s.head_dim;
@@ -20,6 +15,9 @@ Flop attention_flop(const AttentionShape& s) {
   if (s.backward) flop *= 2.5;
   return Flop(flop);
 }
+
+OpTimer::OpTimer(const GpuSpec& gpu, std::shared_ptr<const KernelProfile> profile)
+    : gpu_(gpu), profile_(std::move(profile)) {}
 
 FlopPerSecond OpTimer::peak_for(DType dtype) const {
   const std::optional<FlopPerSecond> peak = gpu_.peak(dtype);
@@ -31,34 +29,43 @@ Seconds OpTimer::memory_roofline(Bytes traffic) const {
   return traffic / (gpu_.memory_bandwidth * gpu_.kernels.memory_bandwidth_efficiency);
 }
 
-double OpTimer::gemm_efficiency(const GemmShape& s) const {
-  const KernelEfficiency& k = gpu_.kernels;
-  const int64_t tiles = ceil_div(s.m, k.gemm_tile_m) * ceil_div(s.n, k.gemm_tile_n) * s.count;
-  // Too few tiles to fill the GPU: the library splits K across SMs (split-K / stream-K), each
-  // part paying its own prologue and epilogue through the K factor.
-  const int64_t split = std::max<int64_t>(1, std::min<int64_t>(gpu_.sm_count / tiles, ceil_div(s.k, k.gemm_tile_n)));
-  const int64_t waves = ceil_div(tiles * split, gpu_.sm_count);
-  const double padding = static_cast<double>(s.m) * s.n * s.count /
-                         (static_cast<double>(tiles) * k.gemm_tile_m * k.gemm_tile_n);
-  const double wave_fill = static_cast<double>(tiles * split) / (static_cast<double>(waves) * gpu_.sm_count);
-  const double k_per_part = static_cast<double>(s.k) / split;
-  const double k_factor = k_per_part / (k_per_part + k.gemm_k_half);
-  const double max_efficiency = s.dtype == DType::kFp8 ? k.gemm_fp8_max_efficiency : k.gemm_max_efficiency;
-  return max_efficiency * padding * wave_fill * k_factor;
+Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) const {
+  const GpuSpec& from = profile_->gpu();
+  double ratio = 1.0;
+  if (from.name != gpu_.name) {
+    ratio = compute_bound ? *from.peak(dtype) / peak_for(dtype) : from.memory_bandwidth / gpu_.memory_bandwidth;
+  }
+  // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
+  if (compute_bound) ratio /= gpu_.kernels.sustained_compute_fraction;
+  return measured * ratio;
 }
 
-Seconds OpTimer::gemm(const GemmShape& s) const {
-  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return Seconds(0);
+double OpTimer::gemm_efficiency(const GemmShape& s) const {
+  const GemmTiling tiling = gemm_tiling(s, gpu_);
+  const KernelEfficiency& k = gpu_.kernels;
+  const double max_efficiency = s.dtype == DType::kFp8 ? k.gemm_fp8_max_efficiency : k.gemm_max_efficiency;
+  return max_efficiency * tiling.utilization * tiling.k_per_part / (tiling.k_per_part + k.gemm_k_half);
+}
+
+KernelTime OpTimer::gemm(const GemmShape& s) const {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
   const Flop work(2.0 * s.m * s.n * s.k * s.count);
   const Seconds compute = work / (peak_for(s.dtype) * gemm_efficiency(s));
   const double in = bytes_per_element(s.dtype);
   const double out = s.dtype == DType::kFp8 ? 2.0 : bytes_per_element(s.dtype);
-  const Bytes traffic(s.count * (in * (s.m * s.k + s.k * s.n) + out * s.m * s.n));
-  return std::max(compute, memory_roofline(traffic)) + gpu_.kernels.overhead;
+  const Seconds memory = memory_roofline(Bytes(s.count * (in * (s.m * s.k + s.k * s.n) + out * s.m * s.n)));
+  const bool compute_bound = compute > memory;
+  if (profile_) {
+    if (const std::optional<Seconds> measured = profile_->gemm(s)) {
+      return {transferred(*measured, compute_bound, s.dtype), true};
+    }
+  }
+  const Seconds sustained = compute_bound ? compute / gpu_.kernels.sustained_compute_fraction : memory;
+  return {sustained + gpu_.kernels.overhead, false};
 }
 
-Seconds OpTimer::attention(const AttentionShape& s) const {
-  if (s.batch <= 0 || s.heads <= 0 || s.seq_q <= 0 || s.seq_kv <= 0) return Seconds(0);
+KernelTime OpTimer::attention(const AttentionShape& s) const {
+  if (s.batch <= 0 || s.heads <= 0 || s.seq_q <= 0 || s.seq_kv <= 0) return {};
   const KernelEfficiency& k = gpu_.kernels;
   const double base = s.backward ? k.attention_backward_efficiency : k.attention_forward_efficiency;
   const double length = static_cast<double>(s.seq_kv);
@@ -66,14 +73,27 @@ Seconds OpTimer::attention(const AttentionShape& s) const {
   const Seconds compute = attention_flop(s) / (peak_for(s.dtype) * efficiency);
   // Q and O (heads wide) and K, V (kv_heads wide) are read or written at least once.
   const double e = bytes_per_element(s.dtype);
-  const Bytes traffic(e * s.batch * s.head_dim *
-                      (2.0 * s.heads * s.seq_q + 2.0 * s.kv_heads * s.seq_kv) * (s.backward ? 2.0 : 1.0));
-  return std::max(compute, memory_roofline(traffic)) + k.overhead;
+  const Seconds memory = memory_roofline(Bytes(e * s.batch * s.head_dim *
+                                               (2.0 * s.heads * s.seq_q + 2.0 * s.kv_heads * s.seq_kv) *
+                                               (s.backward ? 2.0 : 1.0)));
+  const bool compute_bound = compute > memory;
+  if (profile_) {
+    if (const std::optional<Seconds> measured = profile_->attention(s)) {
+      return {transferred(*measured, compute_bound, s.dtype), true};
+    }
+  }
+  const Seconds sustained = compute_bound ? compute / k.sustained_compute_fraction : memory;
+  return {sustained + k.overhead, false};
 }
 
-Seconds OpTimer::memory_bound(MemoryKernel, Bytes traffic) const {
-  if (traffic <= Bytes(0)) return Seconds(0);
-  return memory_roofline(traffic) + gpu_.kernels.overhead;
+KernelTime OpTimer::memory_bound(MemoryKernel kernel, Bytes traffic) const {
+  if (traffic <= Bytes(0)) return {};
+  if (profile_) {
+    if (const std::optional<Seconds> measured = profile_->memory_bound(kernel, traffic)) {
+      return {transferred(*measured, /*compute_bound=*/false, DType::kBf16), true};
+    }
+  }
+  return {memory_roofline(traffic) + gpu_.kernels.overhead, false};
 }
 
 }  // namespace paceline

@@ -1,6 +1,10 @@
-// OpTimer: how long one kernel takes on one GPU — a roofline (compute time against memory
-// time) with shape-dependent efficiency, plus a fixed per-kernel overhead. Every figure comes
-// from the GpuSpec (and so from the catalog, with its source).
+// OpTimer: how long one kernel takes on one GPU.
+//
+// With a measured KernelProfile (paceline-calibrate) a kernel's time is read from it,
+// interpolated in log space inside the measured grid and following the profile's own fitted
+// model outside it. Without one — or for kernels the profile does not cover — it is a roofline
+// (compute time against memory time) with shape-dependent efficiency, plus a fixed per-kernel
+// overhead, every figure from the GpuSpec (and so from the catalog, with its source):
 //
 //   GEMM        2·M·N·K·count / (peak[dtype] · e_max · padding · wave_fill · K'/(K' + k_half))
 //               padding and wave_fill: tile and wave quantization of tile_m × tile_n output
@@ -11,34 +15,53 @@
 //               halved when causal, ×2.5 for backward (five products against two)
 //   memory      bytes / (HBM bandwidth · e_bw)
 // each never faster than its memory roofline, plus `overhead`.
+//
+// A profile measured on another GPU of the same family stands in for this one scaled by the
+// peak ratios: compute-bound kernels by the dtype's dense peak, memory-bound ones by HBM
+// bandwidth. Compute-bound kernels keep the GPU's `sustained_compute_fraction` of their short-
+// burst speed: under hours of dense math a GPU runs at its power limit, below its boost clock.
 #ifndef PACELINE_HARDWARE_OP_TIMER_H_
 #define PACELINE_HARDWARE_OP_TIMER_H_
+
+#include <memory>
 
 #include "base/kernel_shapes.h"
 #include "base/units.h"
 #include "hardware/gpu_spec.h"
+#include "hardware/kernel_profile.h"
 
 namespace paceline {
 
 // FLOPs of a fused attention kernel of this shape (forward or backward).
 Flop attention_flop(const AttentionShape& shape);
 
+// A kernel's time and whether it came from a measured profile.
+struct KernelTime {
+  Seconds time;
+  bool measured = false;
+};
+
 class OpTimer {
  public:
-  explicit OpTimer(const GpuSpec& gpu) : gpu_(gpu) {}
+  // `profile` (optional) was measured on `profile->gpu()`, which may differ from `gpu`.
+  explicit OpTimer(const GpuSpec& gpu, std::shared_ptr<const KernelProfile> profile = nullptr);
 
-  Seconds gemm(const GemmShape& shape) const;
-  Seconds attention(const AttentionShape& shape) const;
-  Seconds memory_bound(MemoryKernel kernel, Bytes traffic) const;
-  // The efficiency the GEMM model assigns to a shape (of the dense peak).
+  KernelTime gemm(const GemmShape& shape) const;
+  KernelTime attention(const AttentionShape& shape) const;
+  KernelTime memory_bound(MemoryKernel kernel, Bytes traffic) const;
+  // The efficiency the roofline model assigns to a GEMM shape (of the dense peak).
   double gemm_efficiency(const GemmShape& shape) const;
   const GpuSpec& gpu() const { return gpu_; }
+  const KernelProfile* profile() const { return profile_.get(); }
 
  private:
   FlopPerSecond peak_for(DType dtype) const;
   Seconds memory_roofline(Bytes traffic) const;
+  // Profile time on the profile's GPU carried to this one.
+  Seconds transferred(Seconds measured, bool compute_bound, DType dtype) const;
 
   GpuSpec gpu_;
+  std::shared_ptr<const KernelProfile> profile_;
 };
 
 }  // namespace paceline

@@ -144,7 +144,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         // dX = dY·Wᵀ (M×K from M×N and N×K); dW = Xᵀ·dY (K×N, reducing over M).
         const GemmShape& s = f.op.gemm;
         Op dgrad = backward_op("dgrad", Phase::kBackwardInput, OpKind::kGemm);
-        dgrad.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype};
+        dgrad.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype, GemmLayout::kDataGradient};
         dgrad.flop = f.op.flop;
         dgrad.bytes = f.op.bytes;
         dgrad.transient = Bytes(static_cast<double>(s.m * s.k * s.count) * bytes_per_element(shard_.activation_dtype));
@@ -157,7 +157,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
           wgrad_after.push_back(add_vertex(g, gather, after));
         }
         Op wgrad = backward_op("wgrad", Phase::kBackwardWeight, OpKind::kGemm);
-        wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype};
+        wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient};
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
         const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);
@@ -169,11 +169,11 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         // C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC, both needed by earlier ops.
         const GemmShape& s = f.op.gemm;
         Op da = backward_op("dgrad_a", Phase::kBackwardInput, OpKind::kGemm);
-        da.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype};
+        da.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype, GemmLayout::kDataGradient};
         da.flop = f.op.flop;
         da.bytes = f.op.bytes;
         Op db = backward_op("dgrad_b", Phase::kBackwardInput, OpKind::kGemm);
-        db.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype};
+        db.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient};
         db.flop = f.op.flop;
         db.bytes = f.op.bytes;
         const OpId a = add_vertex(g, da, after);

@@ -483,8 +483,10 @@ void StageBuilder::step() {
   const double zeroed = p.zero >= 2 ? bytes.gradient / shard : bytes.gradient;
   LoneTask optimizer;
   optimizer.stream = StreamKind::kCompute;
-  optimizer.duration = c_.pricer.timer().memory_bound(
-      MemoryKernel::kOptimizer, Bytes(static_cast<double>(parameters) * (per_parameter / shard + zeroed)));
+  optimizer.duration = c_.pricer.timer()
+                           .memory_bound(MemoryKernel::kOptimizer,
+                                         Bytes(static_cast<double>(parameters) * (per_parameter / shard + zeroed)))
+                           .time;
   optimizer.tag = ActivityTag::kOptimizer;
   optimizer.name = "step.optimizer";
   optimizer.deps = {norm};

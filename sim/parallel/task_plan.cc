@@ -119,15 +119,15 @@ OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, con
   }
 }
 
-Seconds OpPricer::duration(const Op& op) const {
+KernelTime OpPricer::price(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm: return timer_.gemm(op.gemm);
     case OpKind::kAttention: return timer_.attention(op.attention);
     case OpKind::kMemoryBound: return timer_.memory_bound(op.memory_kernel, op.bytes);
     case OpKind::kCommunication:
-      return collectives_.time(op.comm.collective, op.comm.size, placement(group_of(op.comm.group)));
+      return {collectives_.time(op.comm.collective, op.comm.size, placement(group_of(op.comm.group))), false};
   }
-  return Seconds(0);
+  return {};
 }
 
 TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, std::string name) {
@@ -184,7 +184,8 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     if (pass == PassKind::kBackwardWeight) boundary = false;
 
     const StreamKind stream = stream_of(op);
-    const Seconds duration = pricer.duration(op);
+    const KernelTime priced = pricer.price(op);
+    const Seconds duration = priced.time;
     bool join = stream == StreamKind::kCompute && open != kNoId && external.empty() &&
                 (!boundary || plan.tasks[open].entry) && plan.tasks[open].tag == tag_of(op);
     if (join) {
@@ -212,7 +213,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       if (d != index && std::find(task.deps.begin(), task.deps.end(), d) == task.deps.end()) task.deps.push_back(d);
     }
     plan.op_task[id] = index;
-    plan.ops.push_back(PlannedOp{op.name, duration, op.phase, op.kind, op.flop});
+    plan.ops.push_back(PlannedOp{op.name, duration, priced.measured, op.phase, op.kind, op.flop});
     ++task.num_ops;
     task.duration = task.duration + to_sim_time(duration);
     task.flop += op.flop;

@@ -65,6 +65,7 @@ enum class PassKind {
 struct PlannedOp {
   std::string name;
   Seconds duration;
+  bool measured = false;  // timed from a measured kernel profile (else the roofline model)
   Phase phase;
   OpKind kind;
   Flop flop;
@@ -101,7 +102,7 @@ struct TaskPlan {
 class OpPricer {
  public:
   OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout);
-  Seconds duration(const Op& op) const;
+  KernelTime price(const Op& op) const;
   const GroupPlacement& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
   const OpTimer& timer() const { return timer_; }
   const CollectiveModel& collectives() const { return collectives_; }

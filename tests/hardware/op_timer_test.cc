@@ -20,11 +20,15 @@ TEST(OpTimer, LargeSquareGemmRunsAtPeakTimesCatalogEfficiency) {
   const double utilization = 2048.0 / (16.0 * 132.0);
   const double efficiency = k.gemm_max_efficiency * utilization * 8192.0 / (8192.0 + k.gemm_k_half);
   EXPECT_NEAR(timer.gemm_efficiency(shape), efficiency, 1e-12);
-  const Seconds expected = Flop(2.0 * 8192.0 * 8192.0 * 8192.0) / (*gpu.peak(DType::kBf16) * efficiency) + k.overhead;
-  EXPECT_NEAR(timer.gemm(shape) / Seconds(1), expected / Seconds(1), 1e-15);
-  // And it lands in the range measured on Hopper: 769–798 TFLOP/s (catalog sources).
-  const double tflops = 2.0 * 8192.0 * 8192.0 * 8192.0 / (timer.gemm(shape) / Seconds(1)) / 1e12;
-  EXPECT_GT(tflops, 700.0);
+  // Under sustained load a compute-bound kernel keeps the catalog's sustained fraction.
+  const Seconds expected = Flop(2.0 * 8192.0 * 8192.0 * 8192.0) / (*gpu.peak(DType::kBf16) * efficiency) /
+                               k.sustained_compute_fraction +
+                           k.overhead;
+  EXPECT_NEAR(timer.gemm(shape).time / Seconds(1), expected / Seconds(1), 1e-15);
+  // And it lands between the sustained and the short-burst speeds measured on Hopper: 663 to
+  // 798 TFLOP/s (catalog sources).
+  const double tflops = 2.0 * 8192.0 * 8192.0 * 8192.0 / (timer.gemm(shape).time / Seconds(1)) / 1e12;
+  EXPECT_GT(tflops, 650.0);
   EXPECT_LT(tflops, 850.0);
 }
 
@@ -36,12 +40,12 @@ TEST(OpTimer, SkinnyGemmIsMemoryBound) {
   const double bytes = 2.0 * (8192.0 + 8192.0 * 8192.0) + 2.0 * 8192.0;
   const Seconds expected = Bytes(bytes) / (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency) +
                            gpu.kernels.overhead;
-  EXPECT_NEAR(timer.gemm(shape) / Seconds(1), expected / Seconds(1), 1e-15);
+  EXPECT_NEAR(timer.gemm(shape).time / Seconds(1), expected / Seconds(1), 1e-15);
 }
 
 TEST(OpTimer, Fp8GemmIsFasterThanBf16) {
   const OpTimer timer(h100());
-  EXPECT_LT(timer.gemm({8192, 8192, 8192, 1, DType::kFp8}), timer.gemm({8192, 8192, 8192, 1, DType::kBf16}));
+  EXPECT_LT(timer.gemm({8192, 8192, 8192, 1, DType::kFp8}).time, timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).time);
 }
 
 TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
@@ -53,8 +57,11 @@ TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
   EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), flop);
   const double efficiency =
       gpu.kernels.attention_forward_efficiency * 8192.0 / (8192.0 + gpu.kernels.attention_seq_half);
-  EXPECT_NEAR(timer.attention(shape) / Seconds(1),
-              (Flop(flop) / (*gpu.peak(DType::kBf16) * efficiency) + gpu.kernels.overhead) / Seconds(1), 1e-15);
+  EXPECT_NEAR(timer.attention(shape).time / Seconds(1),
+              (Flop(flop) / (*gpu.peak(DType::kBf16) * efficiency) / gpu.kernels.sustained_compute_fraction +
+               gpu.kernels.overhead) /
+                  Seconds(1),
+              1e-15);
   shape.backward = true;
   EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), 2.5 * flop);
 }
@@ -64,8 +71,8 @@ TEST(OpTimer, MemoryBoundKernelStreamsAtEffectiveBandwidth) {
   const GpuSpec gpu = h100();
   const OpTimer timer(gpu);
   const Seconds expected = GiB(1) / (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency) + gpu.kernels.overhead;
-  EXPECT_DOUBLE_EQ(timer.memory_bound(MemoryKernel::kGelu, GiB(1)) / Seconds(1), expected / Seconds(1));
-  EXPECT_EQ(timer.memory_bound(MemoryKernel::kGelu, Bytes(0)), Seconds(0));
+  EXPECT_DOUBLE_EQ(timer.memory_bound(MemoryKernel::kGelu, GiB(1)).time / Seconds(1), expected / Seconds(1));
+  EXPECT_EQ(timer.memory_bound(MemoryKernel::kGelu, Bytes(0)).time, Seconds(0));
 }
 
 }  // namespace

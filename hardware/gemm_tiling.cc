@@ -1,0 +1,23 @@
+#include "hardware/gemm_tiling.h"
+
+#include <algorithm>
+
+namespace paceline {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+GemmTiling gemm_tiling(const GemmShape& s, const GpuSpec& gpu) {
+  const KernelEfficiency& k = gpu.kernels;
+  const int64_t tiles = ceil_div(s.m, k.gemm_tile_m) * ceil_div(s.n, k.gemm_tile_n) * s.count;
+  const int64_t split = std::max<int64_t>(1, std::min<int64_t>(gpu.sm_count / tiles, ceil_div(s.k, k.gemm_tile_n)));
+  const int64_t waves = ceil_div(tiles * split, gpu.sm_count);
+  const double padding =
+      static_cast<double>(s.m) * s.n * s.count / (static_cast<double>(tiles) * k.gemm_tile_m * k.gemm_tile_n);
+  const double wave_fill = static_cast<double>(tiles * split) / (static_cast<double>(waves) * gpu.sm_count);
+  return GemmTiling{padding * wave_fill, static_cast<double>(s.k) / split};
+}
+
+}  // namespace paceline

@@ -1,0 +1,484 @@
+#include "hardware/kernel_profile.h"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "base/check.h"
+#include "base/yaml_reader.h"
+#include "hardware/gemm_tiling.h"
+
+namespace paceline {
+namespace {
+
+constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+
+// Weighted least squares minimizing relative error: each measured point contributes the row
+// features/t = 1. Parameters that come out negative (unphysical) are dropped and the rest refit.
+std::vector<double> fit_relative(const std::vector<std::vector<double>>& features, const std::vector<double>& times,
+                                 double& rms_relative_error) {
+  const size_t n = times.size();
+  const size_t p = features.empty() ? 0 : features.front().size();
+  std::vector<bool> active(p, true);
+  std::vector<double> solution(p, 0.0);
+  for (size_t attempt = 0; attempt < p; ++attempt) {
+    std::vector<size_t> columns;
+    for (size_t j = 0; j < p; ++j) {
+      if (active[j]) columns.push_back(j);
+    }
+    Eigen::MatrixXd a(n, columns.size());
+    Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t c = 0; c < columns.size(); ++c) a(i, c) = features[i][columns[c]] / times[i];
+    }
+    const Eigen::VectorXd x = a.colPivHouseholderQr().solve(y);
+    std::fill(solution.begin(), solution.end(), 0.0);
+    bool negative = false;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      solution[columns[c]] = x(static_cast<Eigen::Index>(c));
+      if (x(static_cast<Eigen::Index>(c)) < 0.0 && columns[c] != 0) {
+        active[columns[c]] = false;
+        negative = true;
+      }
+    }
+    if (!negative) break;
+  }
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    double predicted = 0.0;
+    for (size_t j = 0; j < p; ++j) predicted += solution[j] * features[i][j];
+    sum += std::pow(predicted / times[i] - 1.0, 2);
+  }
+  rms_relative_error = n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0.0;
+  return solution;
+}
+
+std::optional<DType> dtype_of(const std::string& name) {
+  if (name == "bf16") return DType::kBf16;
+  if (name == "fp16") return DType::kFp16;
+  if (name == "fp8_e4m3") return DType::kFp8;
+  if (name == "tf32") return DType::kTf32;
+  return std::nullopt;
+}
+
+std::optional<GemmLayout> layout_of(const std::string& transa, const std::string& transb) {
+  if (transa == "T" && transb == "N") return GemmLayout::kForward;
+  if (transa == "N" && transb == "N") return GemmLayout::kDataGradient;
+  if (transa == "N" && transb == "T") return GemmLayout::kWeightGradient;
+  return std::nullopt;
+}
+
+// cuBLAS's column-major (m, n, k) of a profile row in the model's row-major terms: forward and
+// data-gradient GEMMs swap m and n (the profile's m is the output features), weight gradients
+// do not (see docs/profile-format.md, "gemm").
+std::array<double, 3> model_terms(GemmLayout layout, double m, double n, double k) {
+  if (layout == GemmLayout::kWeightGradient) return {m, n, k};
+  return {n, m, k};
+}
+
+std::vector<double> sorted_unique(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+struct Row {
+  YAML::Node node;
+  double time_s;
+};
+
+// The measured rows of a table (rows whose time is null are holes).
+std::vector<Row> measured_rows(YamlMap& table) {
+  std::vector<Row> rows;
+  const YAML::Node list = table.node("rows");
+  if (!list.IsSequence()) table.fail("rows", "must be a list of measured points");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node time = list[i]["time_s"];
+    if (!time || time.IsNull()) continue;
+    const std::string field = fmt::format("{}.rows[{}].time_s", table.path(), i);
+    const double t = read_scalar<double>(time, table.file(), field);
+    if (!(t > 0.0)) throw InputError(location_of(time, table.file()), fmt::format("{} = {} must be positive", field, t));
+    rows.push_back(Row{list[i], t});
+  }
+  return rows;
+}
+
+double number(const Row& row, const char* key, const YamlMap& table) {
+  const YAML::Node node = row.node[key];
+  if (!node) throw InputError(location_of(row.node, table.file()), fmt::format("{} row has no {}", table.path(), key));
+  return read_scalar<double>(node, table.file(), fmt::format("{}.{}", table.path(), key));
+}
+
+std::string text(const Row& row, const char* key, const YamlMap& table) {
+  const YAML::Node node = row.node[key];
+  if (!node) throw InputError(location_of(row.node, table.file()), fmt::format("{} row has no {}", table.path(), key));
+  return read_scalar<std::string>(node, table.file(), fmt::format("{}.{}", table.path(), key));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// LogGrid
+
+LogGrid::LogGrid(std::vector<std::vector<double>> axes) : axes_(std::move(axes)) {
+  size_t size = 1;
+  for (const auto& axis : axes_) size *= axis.size();
+  times_.assign(size, kMissing);
+}
+
+size_t LogGrid::index_of(const std::vector<size_t>& position) const {
+  size_t index = 0;
+  for (size_t d = 0; d < axes_.size(); ++d) index = index * axes_[d].size() + position[d];
+  return index;
+}
+
+void LogGrid::set(const std::vector<double>& point, double time_s) {
+  std::vector<size_t> position(axes_.size());
+  for (size_t d = 0; d < axes_.size(); ++d) {
+    const auto it = std::lower_bound(axes_[d].begin(), axes_[d].end(), point[d]);
+    PACELINE_CHECK(it != axes_[d].end() && *it == point[d], "a profile point off its grid");
+    position[d] = static_cast<size_t>(it - axes_[d].begin());
+  }
+  times_[index_of(position)] = time_s;
+}
+
+size_t LogGrid::measured() const {
+  return static_cast<size_t>(std::count_if(times_.begin(), times_.end(), [](double t) { return !std::isnan(t); }));
+}
+
+std::optional<double> LogGrid::interpolate(const std::vector<double>& point) const {
+  const size_t dims = axes_.size();
+  std::vector<size_t> low(dims);
+  std::vector<double> weight(dims);
+  for (size_t d = 0; d < dims; ++d) {
+    const std::vector<double>& axis = axes_[d];
+    if (point[d] < axis.front() || point[d] > axis.back()) return std::nullopt;
+    size_t i = static_cast<size_t>(std::upper_bound(axis.begin(), axis.end(), point[d]) - axis.begin());
+    i = i == 0 ? 0 : i - 1;
+    if (i + 1 >= axis.size()) {
+      low[d] = axis.size() - 1;
+      weight[d] = 0.0;
+    } else {
+      low[d] = i;
+      weight[d] = std::log(point[d] / axis[i]) / std::log(axis[i + 1] / axis[i]);
+    }
+  }
+  // Multilinear in log space over the 2^dims corners of the cell.
+  double log_time = 0.0;
+  for (size_t corner = 0; corner < (size_t{1} << dims); ++corner) {
+    double w = 1.0;
+    std::vector<size_t> position(dims);
+    for (size_t d = 0; d < dims; ++d) {
+      const bool upper = (corner >> d) & 1;
+      w *= upper ? weight[d] : 1.0 - weight[d];
+      position[d] = low[d] + (upper && weight[d] > 0.0 ? 1 : 0);
+    }
+    if (w == 0.0) continue;
+    const double t = times_[index_of(position)];
+    if (std::isnan(t)) return std::nullopt;
+    log_time += w * std::log(t);
+  }
+  return std::exp(log_time);
+}
+
+std::vector<double> LogGrid::clamp(const std::vector<double>& point) const {
+  std::vector<double> clamped(point);
+  for (size_t d = 0; d < axes_.size(); ++d) clamped[d] = std::clamp(point[d], axes_[d].front(), axes_[d].back());
+  return clamped;
+}
+
+std::optional<std::pair<std::vector<double>, double>> LogGrid::nearest(const std::vector<double>& point) const {
+  std::optional<std::pair<std::vector<double>, double>> best;
+  double best_distance = std::numeric_limits<double>::infinity();
+  std::vector<size_t> position(axes_.size(), 0);
+  for (size_t index = 0; index < times_.size(); ++index) {
+    size_t rest = index;
+    for (size_t d = axes_.size(); d-- > 0;) {
+      position[d] = rest % axes_[d].size();
+      rest /= axes_[d].size();
+    }
+    if (std::isnan(times_[index])) continue;
+    double distance = 0.0;
+    std::vector<double> at(axes_.size());
+    for (size_t d = 0; d < axes_.size(); ++d) {
+      at[d] = axes_[d][position[d]];
+      distance += std::pow(std::log(at[d] / point[d]), 2);
+    }
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = std::make_pair(at, times_[index]);
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
+  const YamlDocument document = load_yaml_file(path);
+  YamlMap root(document.root, document.file, "profile");
+  KernelProfile profile;
+  profile.path_ = path;
+  profile.gpu_ = gpu;
+  const std::string format = root.required<std::string>("format");
+  if (format != "paceline-profile/1") {
+    root.fail("format", fmt::format("= '{}' is not a profile format paceline reads; expected paceline-profile/1", format));
+  }
+  YamlMap device = root.map("device");
+  profile.device_name_ = device.required<std::string>("name");
+  for (const char* known : {"method", "skipped", "notes", "copies", "collectives"}) root.node(known);
+
+  if (std::optional<YamlMap> gemm = root.optional_map("gemm")) {
+    std::map<std::pair<DType, GemmLayout>, std::vector<std::pair<std::array<double, 3>, double>>> points;
+    for (const Row& row : measured_rows(*gemm)) {
+      const std::optional<DType> dtype = dtype_of(text(row, "dtype", *gemm));
+      const std::optional<GemmLayout> layout = layout_of(text(row, "transa", *gemm), text(row, "transb", *gemm));
+      if (!dtype || !layout) continue;  // a kind paceline does not ask for
+      points[{*dtype, *layout}].emplace_back(
+          model_terms(*layout, number(row, "m", *gemm), number(row, "n", *gemm), number(row, "k", *gemm)), row.time_s);
+    }
+    for (const auto& [key, list] : points) {
+      std::vector<std::vector<double>> axes(3);
+      for (const auto& [shape, t] : list) {
+        for (size_t d = 0; d < 3; ++d) axes[d].push_back(shape[d]);
+      }
+      for (auto& axis : axes) axis = sorted_unique(axis);
+      LogGrid grid(axes);
+      for (const auto& [shape, t] : list) grid.set({shape[0], shape[1], shape[2]}, t);
+      profile.gemm_[key] = std::move(grid);
+    }
+  }
+  if (std::optional<YamlMap> attention = root.optional_map("attention")) {
+    std::map<AttentionKey, std::vector<std::tuple<double, double, double>>> points;
+    for (const Row& row : measured_rows(*attention)) {
+      if (text(row, "dtype", *attention) != "bf16" || number(row, "batch", *attention) != 1.0) continue;
+      const AttentionKey key{text(row, "direction", *attention) == "backward",
+                             row.node["causal"] && row.node["causal"].Scalar() == "true",
+                             static_cast<int64_t>(number(row, "head_dim", *attention)),
+                             static_cast<int64_t>(number(row, "group", *attention))};
+      points[key].emplace_back(number(row, "heads", *attention), number(row, "seq", *attention), row.time_s);
+    }
+    for (const auto& [key, list] : points) {
+      std::vector<std::vector<double>> axes(2);
+      for (const auto& [heads, seq, t] : list) {
+        axes[0].push_back(heads);
+        axes[1].push_back(seq);
+      }
+      for (auto& axis : axes) axis = sorted_unique(axis);
+      LogGrid grid(axes);
+      for (const auto& [heads, seq, t] : list) grid.set({heads, seq}, t);
+      profile.attention_[key] = std::move(grid);
+    }
+  }
+  if (std::optional<YamlMap> memory = root.optional_map("memory_bound")) {
+    std::map<std::string, std::vector<std::pair<double, double>>> points;
+    for (const Row& row : measured_rows(*memory)) {
+      points[text(row, "op", *memory)].emplace_back(number(row, "bytes", *memory), row.time_s);
+    }
+    for (const auto& [op, list] : points) {
+      std::vector<double> axis;
+      for (const auto& [bytes, t] : list) axis.push_back(bytes);
+      LogGrid grid({sorted_unique(axis)});
+      for (const auto& [bytes, t] : list) grid.set({bytes}, t);
+      profile.memory_[op] = std::move(grid);
+    }
+  }
+  // Every other key is a table this version does not read (docs/profile-format.md).
+  for (const auto& entry : document.root) root.node(entry.first.Scalar());
+  root.finish();
+  profile.fit_gemm();
+  profile.fit_attention();
+  profile.fit_memory();
+  return profile;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fits
+
+Seconds KernelProfile::gemm_model(const GemmFit& fit, DType dtype, int64_t m, int64_t n, int64_t k) const {
+  const GemmShape shape{m, n, k};
+  const GemmTiling tiling = gemm_tiling(shape, gpu_);
+  const double peak = gpu_.peak(dtype).value_or(*gpu_.peak(DType::kBf16)) / FlopPerSecond(1);
+  const double work = 2.0 * static_cast<double>(m) * n * k / (peak * tiling.utilization);
+  return Seconds(work * fit.inverse_efficiency + work / tiling.k_per_part * fit.k_half_over_efficiency) + fit.overhead;
+}
+
+void KernelProfile::fit_gemm() {
+  for (const auto& [key, grid] : gemm_) {
+    const double peak = gpu_.peak(key.first).value_or(*gpu_.peak(DType::kBf16)) / FlopPerSecond(1);
+    std::vector<std::vector<double>> features;
+    std::vector<double> times;
+    const auto& axes = grid.axes();
+    for (const double m : axes[0]) {
+      for (const double n : axes[1]) {
+        for (const double k : axes[2]) {
+          const std::optional<double> t = grid.interpolate({m, n, k});
+          if (!t) continue;
+          const GemmShape shape{static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k)};
+          const GemmTiling tiling = gemm_tiling(shape, gpu_);
+          // Compute-bound points only: where the roofline's arithmetic time is at least three
+          // times its memory time.
+          const double bytes = 2.0 * (m * k + k * n + m * n);
+          const double memory = bytes / (gpu_.memory_bandwidth / BytesPerSecond(1));
+          const double work = 2.0 * m * n * k / (peak * tiling.utilization);
+          if (2.0 * m * n * k / peak < 3.0 * memory) continue;
+          features.push_back({work, work / tiling.k_per_part, 1.0});
+          times.push_back(*t);
+        }
+      }
+    }
+    if (times.size() < 3) continue;
+    GemmFit fit;
+    const std::vector<double> x = fit_relative(features, times, fit.rms_relative_error);
+    fit.inverse_efficiency = x[0];
+    fit.k_half_over_efficiency = x[1];
+    fit.overhead = Seconds(x[2]);
+    gemm_fits_[key] = fit;
+  }
+}
+
+Seconds KernelProfile::attention_model(const AttentionFit& fit, const AttentionShape& shape, double heads,
+                                       double seq) const {
+  const double peak = *gpu_.peak(DType::kBf16) / FlopPerSecond(1);
+  const double work = 4.0 * heads * seq * seq * static_cast<double>(shape.head_dim) * 0.5 *
+                      (shape.backward ? 2.5 : 1.0) / peak;
+  return Seconds(work * fit.inverse_efficiency + work / seq * fit.seq_half_over_efficiency) + fit.overhead;
+}
+
+void KernelProfile::fit_attention() {
+  for (const bool backward : {false, true}) {
+    std::vector<std::vector<double>> features;
+    std::vector<double> times;
+    for (const auto& [key, grid] : attention_) {
+      if (key.backward != backward || !key.causal) continue;
+      const double peak = *gpu_.peak(DType::kBf16) / FlopPerSecond(1);
+      for (const double heads : grid.axes()[0]) {
+        for (const double seq : grid.axes()[1]) {
+          const std::optional<double> t = grid.interpolate({heads, seq});
+          if (!t) continue;
+          const double work = 4.0 * heads * seq * seq * static_cast<double>(key.head_dim) * 0.5 *
+                              (backward ? 2.5 : 1.0) / peak;
+          features.push_back({work, work / seq, 1.0});
+          times.push_back(*t);
+        }
+      }
+    }
+    if (times.size() < 3) continue;
+    AttentionFit fit;
+    const std::vector<double> x = fit_relative(features, times, fit.rms_relative_error);
+    fit.inverse_efficiency = x[0];
+    fit.seq_half_over_efficiency = x[1];
+    fit.overhead = Seconds(x[2]);
+    attention_fits_[backward] = fit;
+  }
+}
+
+void KernelProfile::fit_memory() {
+  for (const auto& [op, grid] : memory_) {
+    std::vector<std::vector<double>> features;
+    std::vector<double> times;
+    for (const double bytes : grid.axes()[0]) {
+      if (const std::optional<double> t = grid.interpolate({bytes})) {
+        features.push_back({bytes, 1.0});
+        times.push_back(*t);
+      }
+    }
+    if (times.size() < 2) continue;
+    MemoryFit fit;
+    const std::vector<double> x = fit_relative(features, times, fit.rms_relative_error);
+    fit.bandwidth = BytesPerSecond(1.0 / x[0]);
+    fit.overhead = Seconds(x[1]);
+    memory_fits_[op] = fit;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
+std::optional<Seconds> KernelProfile::gemm(const GemmShape& shape) const {
+  // fp8 exists only as the forward layout (Transformer Engine transposes its operands into it);
+  // fp16 and tf32 may have only the forward layout in quick profiles.
+  auto grid = gemm_.find({shape.dtype, shape.layout});
+  if (grid == gemm_.end()) grid = gemm_.find({shape.dtype, GemmLayout::kForward});
+  if (grid == gemm_.end()) return std::nullopt;
+  // A grouped GEMM runs like one GEMM over all its groups' rows.
+  const std::vector<double> query = {static_cast<double>(shape.m * shape.count), static_cast<double>(shape.n),
+                                     static_cast<double>(shape.k)};
+  if (const std::optional<double> t = grid->second.interpolate(query)) return Seconds(*t);
+  // Outside the grid (or in a hole): the fitted model's shape through the nearest measurement.
+  const auto anchor = grid->second.nearest(grid->second.clamp(query));
+  if (!anchor) return std::nullopt;
+  const auto fit = gemm_fits_.find(grid->first);
+  const double work_ratio = query[0] * query[1] * query[2] /
+                            (anchor->first[0] * anchor->first[1] * anchor->first[2]);
+  if (fit == gemm_fits_.end()) return Seconds(anchor->second * work_ratio);
+  const auto as_int = [](double v) { return static_cast<int64_t>(v); };
+  const Seconds model = gemm_model(fit->second, shape.dtype, as_int(query[0]), as_int(query[1]), as_int(query[2]));
+  const Seconds at_anchor = gemm_model(fit->second, shape.dtype, as_int(anchor->first[0]),
+                                       as_int(anchor->first[1]), as_int(anchor->first[2]));
+  return model * (anchor->second / (at_anchor / Seconds(1)));
+}
+
+std::optional<Seconds> KernelProfile::attention(const AttentionShape& shape) const {
+  // A non-causal block of s_q × s_kv does the work of a causal one of sqrt(2·s_q·s_kv).
+  const double seq = shape.causal ? static_cast<double>(shape.seq_q)
+                                  : std::sqrt(2.0 * static_cast<double>(shape.seq_q) * shape.seq_kv);
+  const int64_t group = shape.kv_heads > 0 ? shape.heads / shape.kv_heads : 1;
+  // The measured grouping nearest (in log) to the query's, at the query's head_dim.
+  const LogGrid* grid = nullptr;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [key, g] : attention_) {
+    if (key.backward != shape.backward || !key.causal || key.head_dim != shape.head_dim) continue;
+    const double distance = std::abs(std::log(static_cast<double>(key.group) / static_cast<double>(group)));
+    if (distance < best) {
+      best = distance;
+      grid = &g;
+    }
+  }
+  if (grid == nullptr) return std::nullopt;
+  const std::vector<double> query = {static_cast<double>(shape.batch * shape.heads), seq};
+  if (const std::optional<double> t = grid->interpolate(query)) return Seconds(*t);
+  const auto anchor = grid->nearest(grid->clamp(query));
+  if (!anchor) return std::nullopt;
+  const auto fit = attention_fits_.find(shape.backward);
+  if (fit == attention_fits_.end()) {
+    return Seconds(anchor->second * query[0] * query[1] * query[1] / (anchor->first[0] * std::pow(anchor->first[1], 2)));
+  }
+  const Seconds model = attention_model(fit->second, shape, query[0], query[1]);
+  const Seconds at_anchor = attention_model(fit->second, shape, anchor->first[0], anchor->first[1]);
+  return model * (anchor->second / (at_anchor / Seconds(1)));
+}
+
+std::optional<Seconds> KernelProfile::memory_bound(MemoryKernel kernel, Bytes traffic) const {
+  const auto grid = memory_.find(profile_operation(kernel));
+  if (grid == memory_.end()) return std::nullopt;
+  const double bytes = traffic / Bytes(1);
+  if (const std::optional<double> t = grid->second.interpolate({bytes})) return Seconds(*t);
+  const auto anchor = grid->second.nearest(grid->second.clamp({bytes}));
+  if (!anchor) return std::nullopt;
+  const auto fit = memory_fits_.find(grid->first);
+  if (fit == memory_fits_.end()) return Seconds(anchor->second * bytes / anchor->first[0]);
+  const auto model = [&](double b) { return Bytes(b) / fit->second.bandwidth + fit->second.overhead; };
+  return model(bytes) * (anchor->second / (model(anchor->first[0]) / Seconds(1)));
+}
+
+std::string profile_operation(MemoryKernel kernel) {
+  switch (kernel) {
+    case MemoryKernel::kGelu:
+    case MemoryKernel::kSquaredRelu: return "gelu";
+    case MemoryKernel::kSwiglu: return "swiglu";
+    case MemoryKernel::kLayerNorm: return "layernorm";
+    case MemoryKernel::kRmsNorm: return "rmsnorm";
+    case MemoryKernel::kSoftmax: return "softmax";
+    case MemoryKernel::kCrossEntropy: return "cross_entropy";
+    default: return "add";
+  }
+}
+
+}  // namespace paceline

@@ -1,0 +1,166 @@
+// Tests hardware/kernel_profile.h: loading, interpolation exact at grid points and monotone
+// between them, the least-squares fits, and the op timer's use of a profile (and transfer).
+#include "hardware/kernel_profile.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "base/input_error.h"
+#include "hardware/gemm_tiling.h"
+#include "hardware/op_timer.h"
+
+namespace paceline {
+namespace {
+
+GpuSpec h200() { return resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {}); }
+
+// Synthetic GEMM times: an efficiency of 0.8 with k_half 100 and a 2 us overhead on the H200
+// tiling, t = 2mnk/(peak·utilization)·(k' + 100)/(0.8·k') + 2 us; memory-bound kernels stream
+// at 4 TB/s plus 1.5 us. Written in cuBLAS terms (forward: m = out, n = tokens).
+std::string synthetic_profile(const GpuSpec& gpu) {
+  std::ifstream in("tests/hardware/data/synthetic_profile.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  std::string gemm_rows, memory_rows;
+  const double peak = *gpu.peak(DType::kBf16) / FlopPerSecond(1);
+  for (const int64_t out : {1024, 4096, 16384}) {
+    for (const int64_t tokens : {1024, 4096, 16384}) {
+      for (const int64_t in_features : {1024, 4096, 16384}) {
+        const GemmShape shape{tokens, out, in_features};
+        const GemmTiling tiling = gemm_tiling(shape, gpu);
+        const double t = 2.0 * tokens * out * in_features / (peak * tiling.utilization) *
+                             (tiling.k_per_part + 100.0) / (0.8 * tiling.k_per_part) +
+                         2e-6;
+        gemm_rows += "    - {dtype: bf16, transa: \"T\", transb: \"N\", m: " + std::to_string(out) +
+                     ", n: " + std::to_string(tokens) + ", k: " + std::to_string(in_features) +
+                     ", time_s: " + fmt::format("{}", t) + "}\n";
+      }
+    }
+  }
+  for (const double bytes : {1e6, 1e7, 1e8, 1e9}) {
+    memory_rows += "    - {op: add, size: " + std::to_string(static_cast<int64_t>(bytes)) +
+                   ", bytes: " + std::to_string(static_cast<int64_t>(bytes)) +
+                   ", time_s: " + fmt::format("{}", bytes / 4e12 + 1.5e-6) + "}\n";
+  }
+  yaml.replace(yaml.find("GEMM_ROWS"), 9, gemm_rows);
+  yaml.replace(yaml.find("MEMORY_ROWS"), 11, memory_rows);
+  return yaml;
+}
+
+KernelProfile load_synthetic() {
+  const GpuSpec gpu = h200();
+  const std::string path = testing::TempDir() + "synthetic_profile.yaml";
+  std::ofstream(path) << synthetic_profile(gpu);
+  return KernelProfile::load(path, gpu);
+}
+
+TEST(KernelProfile, InterpolationIsExactAtGridPoints) {
+  const KernelProfile profile = load_synthetic();
+  const GpuSpec gpu = h200();
+  const double peak = *gpu.peak(DType::kBf16) / FlopPerSecond(1);
+  const GemmShape shape{4096, 16384, 1024};  // tokens 4096, out 16384, in 1024
+  const GemmTiling tiling = gemm_tiling(shape, gpu);
+  const double expected = 2.0 * 4096 * 16384 * 1024 / (peak * tiling.utilization) * (tiling.k_per_part + 100.0) /
+                              (0.8 * tiling.k_per_part) +
+                          2e-6;
+  // The file keeps every digit (shortest round-trip text).
+  EXPECT_NEAR(*profile.gemm(shape) / Seconds(1), expected, expected * 1e-5);
+}
+
+TEST(KernelProfile, InterpolationIsMonotoneBetweenGridPoints) {
+  const KernelProfile profile = load_synthetic();
+  double previous = 0.0;
+  for (int64_t tokens = 1024; tokens <= 16384; tokens += 512) {
+    const double t = *profile.gemm({tokens, 4096, 4096}) / Seconds(1);
+    EXPECT_GE(t, previous) << tokens;
+    previous = t;
+  }
+  previous = 0.0;
+  for (double bytes = 1e6; bytes <= 1e9; bytes *= 1.3) {
+    const double t = *profile.memory_bound(MemoryKernel::kElementwise, Bytes(bytes)) / Seconds(1);
+    EXPECT_GE(t, previous);
+    previous = t;
+  }
+}
+
+TEST(KernelProfile, FitsRecoverTheModelThatMadeTheData) {
+  const KernelProfile profile = load_synthetic();
+  const GemmFit& fit = profile.gemm_fits().at({DType::kBf16, GemmLayout::kForward});
+  // e = 0.8, k_half = 100.
+  EXPECT_NEAR(1.0 / fit.inverse_efficiency, 0.8, 0.01);
+  EXPECT_NEAR(fit.k_half_over_efficiency / fit.inverse_efficiency, 100.0, 5.0);
+  EXPECT_LT(fit.rms_relative_error, 0.01);
+  const MemoryFit& memory = profile.memory_fits().at("add");
+  EXPECT_NEAR(memory.bandwidth / TBPerSecond(1), 4.0, 0.01);
+  EXPECT_NEAR(memory.overhead / Microseconds(1), 1.5, 0.05);
+}
+
+TEST(KernelProfile, OutsideTheGridFollowsTheFitThroughTheEdge) {
+  const KernelProfile profile = load_synthetic();
+  // 32768 tokens is beyond the grid: doubling tokens of a large GEMM doubles its time.
+  const double edge = *profile.gemm({16384, 4096, 4096}) / Seconds(1);
+  const double beyond = *profile.gemm({32768, 4096, 4096}) / Seconds(1);
+  EXPECT_NEAR(beyond / edge, 2.0, 0.02);
+  // Streaming 1e10 bytes beyond the 1e9 edge: at 4 TB/s.
+  EXPECT_NEAR(*profile.memory_bound(MemoryKernel::kElementwise, Bytes(1e10)) / Seconds(1), 1e10 / 4e12 + 1.5e-6, 1e-5);
+}
+
+TEST(KernelProfile, TheMeasuredH200ProfileLoads) {
+  const KernelProfile profile = KernelProfile::load("hardware/profiles/h200-sxm-141gb.yaml", h200());
+  EXPECT_EQ(profile.device_name(), "NVIDIA H200");
+  // An 8192³ bf16 GEMM was measured at 1.413 ms (778 TFLOP/s).
+  EXPECT_NEAR(*profile.gemm({8192, 8192, 8192}) / Milliseconds(1), 1.413, 0.001);
+  // Llama 3 8B attention, b=1, 32 heads, GQA 4... the profile has groups 1 and 8: the nearest.
+  EXPECT_TRUE(profile.attention({1, 32, 8, 8192, 8192, 128, true, false, DType::kBf16}).has_value());
+  EXPECT_FALSE(profile.attention({1, 32, 8, 8192, 8192, 96, true, false, DType::kBf16}).has_value());
+}
+
+TEST(KernelProfile, OpTimerUsesTheProfileAndSaysSo) {
+  const GpuSpec gpu = h200();
+  const auto profile = std::make_shared<const KernelProfile>(load_synthetic());
+  const OpTimer timer(gpu, profile);
+  const KernelTime gemm = timer.gemm({4096, 4096, 4096});
+  EXPECT_TRUE(gemm.measured);
+  // Compute-bound: the burst measurement slowed to the sustained fraction.
+  EXPECT_NEAR(gemm.time / Seconds(1),
+              *profile->gemm({4096, 4096, 4096}) / Seconds(1) / gpu.kernels.sustained_compute_fraction, 1e-12);
+  // No fp32 table: the roofline answers.
+  EXPECT_FALSE(timer.gemm({4096, 4096, 4096, 1, DType::kFp32}).measured);
+}
+
+TEST(KernelProfile, TransferScalesByPeakAndBandwidthRatios) {
+  // An H200 profile standing for an H100: same dense peak (compute-bound GEMMs unchanged),
+  // HBM 3.35 against 4.8 TB/s (streaming kernels 4.8/3.35 = 1.43× slower).
+  const auto profile = std::make_shared<const KernelProfile>(load_synthetic());
+  const GpuSpec h100 = resolve_gpu("h100-sxm5-80gb", default_gpu_catalog(), {});
+  const OpTimer h200_timer(h200(), profile);
+  const OpTimer h100_timer(h100, profile);
+  EXPECT_NEAR(h100_timer.gemm({8192, 8192, 8192}).time / h200_timer.gemm({8192, 8192, 8192}).time,
+              h200().kernels.sustained_compute_fraction / h100.kernels.sustained_compute_fraction, 1e-12);
+  EXPECT_NEAR(h100_timer.memory_bound(MemoryKernel::kElementwise, GiB(1)).time /
+                  h200_timer.memory_bound(MemoryKernel::kElementwise, GiB(1)).time,
+              4.8 / 3.35, 1e-9);
+}
+
+TEST(KernelProfile, BadFilesFailWithTheirPosition) {
+  const std::string path = testing::TempDir() + "bad_profile.yaml";
+  std::ofstream(path) << "format: paceline-profile/9\ndevice: {name: x}\n";
+  try {
+    KernelProfile::load(path, h200());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ":1:9: profile.format = 'paceline-profile/9' is not a profile format "
+                                            "paceline reads; expected paceline-profile/1");
+  }
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x}\nmemory_bound:\n  rows:\n"
+                         "    - {op: add, size: 1, bytes: 1, time_s: -1.0}\n";
+  EXPECT_THROW(KernelProfile::load(path, h200()), InputError);
+}
+
+}  // namespace
+}  // namespace paceline
