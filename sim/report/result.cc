@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <set>
 
 #include "base/check.h"
 
@@ -89,6 +91,35 @@ Json seconds_map(const Breakdown& b) {
   return json;
 }
 
+KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
+  KernelSources sources;
+  if (s.cluster.profile) sources.profile = std::filesystem::path(s.cluster.profile->path()).stem().string();
+  double measured = 0.0, total = 0.0;
+  std::set<std::string> modeled;
+  for (const Task& task : stage.program.tasks()) {
+    const TaskLabel& label = stage.labels[task.label];
+    if (label.plan == kNoId) continue;
+    const TaskPlan& plan = *stage.plans[label.plan];
+    const TaskTemplate& t = plan.tasks[label.task];
+    for (uint32_t i = t.first_op; i < t.first_op + t.num_ops; ++i) {
+      const PlannedOp& op = plan.ops[i];
+      if (op.kind == OpKind::kCommunication) continue;
+      const double seconds = op.duration / Seconds(1);
+      total += seconds;
+      if (op.measured) {
+        measured += seconds;
+        ++sources.measured_kernels;
+      } else {
+        ++sources.modeled_kernels;
+        modeled.insert(op.name);
+      }
+    }
+  }
+  sources.measured_time_fraction = total > 0.0 ? measured / total : 0.0;
+  if (!sources.profile.empty()) sources.modeled_ops.assign(modeled.begin(), modeled.end());
+  return sources;
+}
+
 }  // namespace
 
 Flop model_flop_per_iteration(const Scenario& s) {
@@ -152,6 +183,7 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
   r.critical_stage = lowering.rank_stage[critical];
   r.breakdown = breakdown_of(run, critical, *lowering.stages[r.critical_stage]);
 
+  r.kernels = kernel_sources(s, *lowering.stages[r.critical_stage]);
   const ParameterCount count = count_parameters(s.model);
   r.parameters = count.total;
   r.active_parameters = count.active;
@@ -181,6 +213,7 @@ Json to_json(const Scenario& s) {
   const ClusterSpec& c = s.cluster;
   Json cluster = Json::object();
   cluster.set("gpu", c.gpu.name).set("nodes", c.nodes).set("gpus_per_node", c.gpus_per_node);
+  cluster.set("profile", c.profile ? Json(std::filesystem::path(c.profile->path()).stem().string()) : Json());
   auto link = [](const LinkSpec& l) {
     Json json = Json::object();
     json.set("link", l.name).set("bandwidth_bytes_per_s", l.bandwidth / BytesPerSecond(1));
@@ -244,6 +277,14 @@ Json to_json(const Result& r, bool include_wall_time) {
   json.set("memory", std::move(memory));
   json.set("breakdown_s", seconds_map(r.breakdown));
   json.set("critical_stage", r.critical_stage);
+  Json kernels = Json::object();
+  kernels.set("profile", r.kernels.profile.empty() ? Json() : Json(r.kernels.profile));
+  kernels.set("measured_kernels", r.kernels.measured_kernels).set("modeled_kernels", r.kernels.modeled_kernels);
+  kernels.set("measured_time_fraction", r.kernels.measured_time_fraction);
+  Json modeled = Json::array();
+  for (const std::string& op : r.kernels.modeled_ops) modeled.push(op);
+  kernels.set("modeled_ops", std::move(modeled));
+  json.set("kernels", std::move(kernels));
   Json model = Json::object();
   model.set("parameters", r.parameters).set("active_parameters", r.active_parameters);
   json.set("model", std::move(model));
@@ -275,6 +316,10 @@ std::string to_text(const Result& r) {
   out += fmt::format("  hardware TFLOP/s {:10.1f}   per GPU, HFU {:.1f}%\n", r.hardware_tflops_per_gpu, 100.0 * r.hfu);
   out += fmt::format("  peak memory      {:10.2f} GiB of {:.2f} GiB   {}\n", gib(r.peak_memory_bytes),
                      gib(r.capacity_bytes), r.fits ? "fits" : "DOES NOT FIT");
+  if (!r.kernels.profile.empty()) {
+    out += fmt::format("  kernel time      {:10.1f}%   from the measured profile {}, the rest modeled\n",
+                       100.0 * r.kernels.measured_time_fraction, r.kernels.profile);
+  }
   const Breakdown& b = r.breakdown;
   const double total = r.iteration_time / Seconds(1);
   auto line = [&](const char* name, Seconds t) {

@@ -37,6 +37,15 @@ struct StageMemory {
   int64_t optimizer_bytes = 0;
 };
 
+// Where the critical stage's kernel times came from: a measured profile or the roofline model.
+struct KernelSources {
+  std::string profile;         // the profile's name (its file's stem), "" when none
+  int64_t measured_kernels = 0;  // kernel launches in one step timed from the profile
+  int64_t modeled_kernels = 0;   // ... from the roofline model
+  double measured_time_fraction = 0.0;  // of the stage's kernel time
+  std::vector<std::string> modeled_ops;  // distinct op names that fell back to the model
+};
+
 struct Result {
   std::shared_ptr<const Scenario> scenario;
   Seconds iteration_time;
@@ -52,6 +61,7 @@ struct Result {
   bool fits = true;
   std::vector<StageMemory> stages;
   Breakdown breakdown;
+  KernelSources kernels;
   int critical_stage = 0;
   int64_t parameters = 0;
   int64_t active_parameters = 0;

@@ -40,3 +40,27 @@ training: {global_batch: 8}
 
 }  // namespace
 }  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(Result, SaysWhichKernelsCameFromTheMeasuredProfile) {
+  // The H200 catalog entry names its measured profile: GEMMs, attention and memory-bound
+  // kernels of a Llama layer are all in its tables (head_dim 128).
+  const auto h200 = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
+cluster: {gpu: h200-sxm-141gb, nodes: 1, gpus_per_node: 8}
+training: {global_batch: 8, seq_len: 8192}
+)", "s.yaml"));
+  const Result measured = simulate(h200).result;
+  EXPECT_EQ(measured.kernels.profile, "h200-sxm-141gb");
+  EXPECT_GT(measured.kernels.measured_time_fraction, 0.99);
+  // The A100 has no profile: every kernel comes from the roofline model.
+  const auto a100 = std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const Result modeled = simulate(a100).result;
+  EXPECT_TRUE(modeled.kernels.profile.empty());
+  EXPECT_EQ(modeled.kernels.measured_kernels, 0);
+  EXPECT_GT(modeled.kernels.modeled_kernels, 0);
+}
+
+}  // namespace
+}  // namespace paceline
