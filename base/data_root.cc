@@ -1,6 +1,8 @@
 #include "base/data_root.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 namespace paceline {
 
@@ -9,6 +11,15 @@ std::string data_root() {
     return from_environment;
   }
   return PACELINE_DATA_DIR_DEFAULT;
+}
+
+std::string path_from(const std::string& reference, const std::string& written_in) {
+  const std::filesystem::path path(reference);
+  std::error_code error;
+  if (path.is_absolute() || written_in.empty() || !std::filesystem::is_regular_file(written_in, error)) {
+    return reference;
+  }
+  return (std::filesystem::path(written_in).parent_path() / path).lexically_normal().string();
 }
 
 }  // namespace paceline

@@ -10,6 +10,12 @@ namespace paceline {
 // installed copy of its data). Catalogs are found below it, e.g. <root>/models/catalog.
 std::string data_root();
 
+// A file path written in another file, as paceline opens it: a relative path is taken from the
+// folder of `written_in` when that is a file on disk (a scenario naming "my-gpu.yaml" finds it
+// beside itself wherever paceline runs), else from the working directory (scenarios given as
+// text or a Python dict).
+std::string path_from(const std::string& reference, const std::string& written_in);
+
 }  // namespace paceline
 
 #endif  // PACELINE_BASE_DATA_ROOT_H_

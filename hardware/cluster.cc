@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "base/data_root.h"
 #include "base/yaml_reader.h"
@@ -75,14 +76,31 @@ std::optional<LinkSpec> network_link_of_bandwidth(BytesPerSecond bandwidth) {
   return std::nullopt;
 }
 
-NetworkSpec read_network(YamlMap& cluster) {
+// The network from the system's defaults alone.
+NetworkSpec system_network(const SystemSpec& system, const SourceLocation& where) {
+  NetworkSpec network;
+  network.nics_per_node = system.nics_per_node;
+  network.nic = load_link(system.nic, default_link_catalog(), where);
+  network.topology = system.topology;
+  network.nodes_per_leaf = system.nodes_per_leaf;
+  network.oversubscription = system.oversubscription;
+  return network;
+}
+
+NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& system) {
   YamlMap map = cluster.map("inter_node");
   NetworkSpec network;
-  network.nics_per_node = map.required<int>("nics_per_node");
+  const bool from_system = system && system->nics_per_node > 0;
+  network.nics_per_node = from_system ? map.get<int>("nics_per_node", system->nics_per_node)
+                                      : map.required<int>("nics_per_node");
   if (network.nics_per_node < 1) map.fail("nics_per_node", "must be at least 1");
   const std::string catalog = default_link_catalog();
   std::optional<LinkSpec> base;
-  if (map.has("link")) base = load_link(map.required<std::string>("link"), catalog, map.location("link"));
+  if (map.has("link")) {
+    base = load_link(map.required<std::string>("link"), catalog, map.location("link"));
+  } else if (from_system && !map.has("nic_bandwidth")) {
+    base = load_link(system->nic, catalog, map.location());
+  }
   const std::optional<BytesPerSecond> nic_bandwidth = map.optional<BytesPerSecond>("nic_bandwidth");
   if (!base && !nic_bandwidth) map.fail("nic_bandwidth", "is required (or name a catalog `link`)");
   if (!base) base = network_link_of_bandwidth(*nic_bandwidth);
@@ -102,8 +120,10 @@ NetworkSpec read_network(YamlMap& cluster) {
   if (network.nic.bandwidth_efficiency <= 0.0 || network.nic.bandwidth_efficiency > 1.0) {
     map.fail("bandwidth_efficiency", "must be a fraction in (0, 1]");
   }
-  network.topology = map.choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
-  network.oversubscription = map.get<double>("oversubscription", 1.0);
+  network.topology = map.choice("topology", {"fat-tree", "rail-optimized"}, system ? system->topology : "fat-tree");
+  network.nodes_per_leaf = map.get<int>("nodes_per_leaf", system ? system->nodes_per_leaf : network.nodes_per_leaf);
+  if (network.nodes_per_leaf < 1) map.fail("nodes_per_leaf", "must be at least 1");
+  network.oversubscription = map.get<double>("oversubscription", system ? system->oversubscription : 1.0);
   if (network.oversubscription < 1.0) {
     map.fail("oversubscription", fmt::format("= {} must be at least 1 (1: non-blocking)", network.oversubscription));
   }
@@ -115,23 +135,29 @@ NetworkSpec read_network(YamlMap& cluster) {
 
 ClusterSpec read_cluster(YamlMap& map) {
   ClusterSpec cluster;
+  std::optional<SystemSpec> system;
+  if (map.has("system")) {
+    system = load_system(map.required<std::string>("system"), default_system_catalog(), map.location("system"));
+    cluster.system = system->name;
+  }
   const YAML::Node gpu = map.node("gpu");
-  if (!gpu) map.fail("gpu", "is required");
-  if (gpu.IsMap()) {
+  if (!gpu && !system) map.fail("gpu", "is required (or name a catalog `system`)");
+  if (gpu && gpu.IsMap()) {
     YamlMap inline_gpu = map.map("gpu");
     cluster.gpu = read_gpu(inline_gpu);
-  } else {
+  } else if (gpu) {
     cluster.gpu = resolve_gpu(map.required<std::string>("gpu"), default_gpu_catalog(), map.location("gpu"));
+  } else {
+    cluster.gpu = resolve_gpu(system->gpu, default_gpu_catalog(), map.location("system"));
   }
   cluster.nodes = map.get<int>("nodes", 1);
   if (cluster.nodes < 1) map.fail("nodes", fmt::format("= {} must be at least 1", cluster.nodes));
-  cluster.gpus_per_node = map.get<int>("gpus_per_node", 1);
+  cluster.gpus_per_node = map.get<int>("gpus_per_node", system ? system->gpus_per_node : 1);
   if (cluster.gpus_per_node < 1) map.fail("gpus_per_node", fmt::format("= {} must be at least 1", cluster.gpus_per_node));
 
   std::optional<LinkSpec> intra_default;
-  if (!cluster.gpu.intra_node_link.empty()) {
-    intra_default = load_link(cluster.gpu.intra_node_link, default_link_catalog(), map.location("gpu"));
-  }
+  const std::string intra_link = system ? system->intra_node : cluster.gpu.intra_node_link;
+  if (!intra_link.empty()) intra_default = load_link(intra_link, default_link_catalog(), map.location("gpu"));
   if (map.has("intra_node")) {
     cluster.intra_node = read_link(map, "intra_node", intra_default);
   } else if (intra_default) {
@@ -139,14 +165,20 @@ ClusterSpec read_cluster(YamlMap& map) {
   } else if (cluster.gpus_per_node > 1) {
     map.fail("intra_node", fmt::format("is required: gpu {} names no default intra-node link", cluster.gpu.name));
   }
+  cluster.nvlink_domain = map.get<int>("nvlink_domain", system ? system->nvlink_domain : cluster.gpus_per_node);
+  if (cluster.nvlink_domain < cluster.gpus_per_node || cluster.nvlink_domain % cluster.gpus_per_node != 0) {
+    map.fail("nvlink_domain", fmt::format("= {} must be a multiple of gpus_per_node = {}", cluster.nvlink_domain,
+                                          cluster.gpus_per_node));
+  }
+  cluster.nvls = map.get<bool>("nvls", system ? system->nvls : false);
   // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
   // (default: the catalog GPU the profile is named after, else this cluster's GPU).
   const std::string profile = map.get<std::string>("profile", cluster.gpu.profile);
   if (!profile.empty()) {
     const std::filesystem::path reference(profile);
     const bool is_path = reference.extension() == ".yaml" || reference.extension() == ".yml";
-    const std::string path = is_path ? profile : default_profile_catalog() + "/" + profile + ".yaml";
     const SourceLocation where = map.has("profile") ? map.location("profile") : map.location("gpu");
+    const std::string path = is_path ? path_from(profile, where.file) : default_profile_catalog() + "/" + profile + ".yaml";
     if (!std::filesystem::exists(path)) {
       throw InputError(where, fmt::format("profile '{}' is not a file nor in the profile catalog ({})", profile,
                                           default_profile_catalog()));
@@ -161,7 +193,9 @@ ClusterSpec read_cluster(YamlMap& map) {
     cluster.profile = std::make_shared<const KernelProfile>(KernelProfile::load(path, profile_gpu));
   }
   if (map.has("inter_node")) {
-    cluster.inter_node = read_network(map);
+    cluster.inter_node = read_network(map, system);
+  } else if (system && system->nics_per_node > 0) {
+    cluster.inter_node = system_network(*system, map.location("system"));
   } else if (cluster.nodes > 1) {
     map.fail("inter_node", fmt::format("is required for {} nodes", cluster.nodes));
   }
@@ -172,6 +206,51 @@ ClusterSpec read_cluster(YamlMap& map) {
 std::string default_link_catalog() { return data_root() + "/hardware/catalog/links"; }
 
 std::string default_profile_catalog() { return data_root() + "/hardware/profiles"; }
+
+std::string default_system_catalog() { return data_root() + "/hardware/catalog/systems"; }
+
+std::vector<std::string> catalog_systems(const std::string& catalog_dir) { return catalog_links(catalog_dir); }
+
+SystemSpec load_system(const std::string& name, const std::string& catalog_dir, const SourceLocation& where) {
+  const std::string extension = std::filesystem::path(name).extension().string();
+  const std::string path =
+      extension == ".yaml" || extension == ".yml" ? path_from(name, where.file) : catalog_dir + "/" + name + ".yaml";
+  if (!std::filesystem::exists(path)) {
+    throw InputError(where, fmt::format("system '{}' is not in the system catalog ({}); known systems: {}", name,
+                                        catalog_dir, fmt::join(catalog_systems(catalog_dir), ", ")));
+  }
+  const YamlDocument document = load_yaml_file(path);
+  YamlMap map(document.root, document.file, "system");
+  std::map<std::string, std::string> field_sources;
+  SystemSpec system;
+  system.name = map.required<std::string>("name");
+  map.get<std::string>("description", "");
+  internal::read_sources(map);
+  system.gpu = map.required<std::string>("gpu");
+  system.gpus_per_node = static_cast<int>(internal::read_sourced_required<int64_t>(map, "gpus_per_node", field_sources, ""));
+  system.intra_node = map.required<std::string>("intra_node");
+  system.nvlink_domain = static_cast<int>(internal::read_sourced_required<int64_t>(map, "nvlink_domain", field_sources, ""));
+  system.nvls = internal::read_sourced<bool>(map, "nvls", field_sources, "").value_or(false);
+  system.nics_per_node = static_cast<int>(internal::read_sourced<int64_t>(map, "nics_per_node", field_sources, "").value_or(0));
+  system.nic = map.get<std::string>("nic", "");
+  internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
+  if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
+    system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
+    internal::read_sourced<int64_t>(*fabric, "switch_radix", field_sources, "fabric.");
+    internal::read_sourced<int64_t>(*fabric, "tiers", field_sources, "fabric.");
+    system.nodes_per_leaf =
+        static_cast<int>(internal::read_sourced<int64_t>(*fabric, "nodes_per_leaf", field_sources, "fabric.").value_or(32));
+    system.oversubscription = internal::read_sourced<double>(*fabric, "oversubscription", field_sources, "fabric.").value_or(1.0);
+    internal::read_sourced<Seconds>(*fabric, "hop_latency", field_sources, "fabric.");
+    fabric->finish();
+  }
+  map.finish();
+  if (system.gpus_per_node < 1 || system.nvlink_domain < system.gpus_per_node) {
+    map.fail("nvlink_domain", "must be at least gpus_per_node");
+  }
+  if (system.nics_per_node > 0 && system.nic.empty()) map.fail("nic", "is required with nics_per_node");
+  return system;
+}
 
 std::vector<std::string> catalog_links(const std::string& catalog_dir) {
   std::vector<std::string> names;
@@ -185,9 +264,10 @@ std::vector<std::string> catalog_links(const std::string& catalog_dir) {
 
 LinkSpec load_link(const std::string& name, const std::string& catalog_dir, const SourceLocation& where) {
   const std::string path = catalog_dir + "/" + name + ".yaml";
-  // The non-throwing check: a name too long for a file name is simply not in the catalog.
+  // The non-throwing check: a name too long for a file name, or holding a NUL (where the file
+  // name would end), is simply not in the catalog.
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
+  if (name.find('\0') != std::string::npos || !std::filesystem::exists(path, error)) {
     throw InputError(where, fmt::format("link '{}' is not in the link catalog ({}); known links: {}", name,
                                         catalog_dir, fmt::join(catalog_links(catalog_dir), ", ")));
   }

@@ -8,6 +8,7 @@
 #ifndef PACELINE_HARDWARE_CLUSTER_H_
 #define PACELINE_HARDWARE_CLUSTER_H_
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,14 +35,41 @@ struct NetworkSpec {
   LinkSpec nic;
   std::string topology = "fat-tree";  // fat-tree | rail-optimized
   double oversubscription = 1.0;      // ≥ 1: spine capacity below the sum of NICs
+  int nodes_per_leaf = 32;            // nodes whose NICs (of one rail, if rail-optimized) share a leaf
 };
 
+// A node design from hardware/catalog/systems/ (DGX A100, DGX H100, GB200 NVL72, ...): the
+// defaults a cluster built of it takes, each overridable in the scenario.
+struct SystemSpec {
+  std::string name;
+  std::string gpu;         // GPU catalog name
+  int gpus_per_node = 8;
+  std::string intra_node;  // link catalog name
+  int nvlink_domain = 8;
+  bool nvls = false;
+  int nics_per_node = 0;
+  std::string nic;         // network link catalog name
+  std::string topology = "fat-tree";
+  int nodes_per_leaf = 32;
+  double oversubscription = 1.0;
+};
+
+std::string default_system_catalog();  // <data root>/hardware/catalog/systems
+std::vector<std::string> catalog_systems(const std::string& catalog_dir);
+SystemSpec load_system(const std::string& name, const std::string& catalog_dir, const SourceLocation& where);
+
 struct ClusterSpec {
+  std::string system;  // the catalog system it is built of, or ""
   GpuSpec gpu;
   int nodes = 1;
   int gpus_per_node = 1;
   LinkSpec intra_node;
+  int nvlink_domain = 1;  // GPUs sharing one NVLink fabric: gpus_per_node, or more (GB200 NVL72)
+  bool nvls = false;      // the NVLink switches reduce in-network (NVLink SHARP)
   std::optional<NetworkSpec> inter_node;  // required when nodes > 1
+  // Collective algorithm per Collective (indexed by the enum), 0 = auto: the scenario's
+  // `collectives:` overrides (see hardware/collective_model.h).
+  std::array<int, 6> algorithms{};
   // Measured kernel times (paceline-calibrate), possibly from another GPU of the same family.
   std::shared_ptr<const KernelProfile> profile;
 

@@ -2,71 +2,266 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "base/check.h"
+#include "hardware/max_min.h"
 
 namespace paceline {
 
-BytesPerSecond CollectiveModel::ring_bandwidth(const GroupPlacement& group) const {
-  const BytesPerSecond intra = cluster_.intra_node.effective_bandwidth();
-  if (group.nodes() <= 1) return intra;
-  PACELINE_CHECK(cluster_.inter_node.has_value(), "a multi-node group without an inter-node network");
-  const NetworkSpec& net = *cluster_.inter_node;
-  // The NICs attached to the group's GPUs on one node carry its traffic off the node.
-  const double nics = std::min<double>(net.nics_per_node,
-                                       static_cast<double>(group.per_node) * net.nics_per_node / cluster_.gpus_per_node);
-  const BytesPerSecond network = net.nic.effective_bandwidth() * (std::max(nics, 1.0) / net.oversubscription);
-  return group.per_node > 1 ? std::min(intra, network) : network;
+std::string_view to_string(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kAuto: return "auto";
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kNvls: return "nvls";
+    case CollectiveAlgorithm::kDirect: return "direct";
+  }
+  return "?";
 }
 
-Seconds CollectiveModel::time(Collective collective, Bytes size, const GroupPlacement& group) const {
-  const int n = group.size;
-  if (n <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
-  const int nodes = group.nodes();
-  const int k = std::min(group.per_node, n);
-  const Seconds alpha_intra = cluster_.intra_node.latency;
-  const Seconds alpha_net = nodes > 1 ? cluster_.inter_node->nic.latency : alpha_intra;
-  const BytesPerSecond bus = ring_bandwidth(group);
-  // One pass of a ring: n−1 steps, of which `nodes` cross a node boundary when it spans several.
-  const Seconds ring_pass_latency =
-      nodes > 1 ? alpha_intra * static_cast<double>(n - nodes) + alpha_net * static_cast<double>(nodes)
-                : alpha_intra * static_cast<double>(n - 1);
-  const double fraction = static_cast<double>(n - 1) / n;
-
-  switch (collective) {
-    case Collective::kAllReduce: {
-      const Seconds transfer = size * (2.0 * fraction) / bus;
-      if (nodes <= 1) return transfer + ring_pass_latency * 2.0;
-      // NCCL's double binary tree between nodes (log-depth), chained inside each node.
-      const Seconds tree_latency = alpha_intra * (2.0 * (k - 1)) + alpha_net * (2.0 * std::ceil(std::log2(nodes)));
-      return transfer + std::min(ring_pass_latency * 2.0, tree_latency);
-    }
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-      return size * fraction / bus + ring_pass_latency;
-    case Collective::kAllToAll: {
-      // Each rank sends `size` spread evenly over its n−1 peers; the peers on other nodes are
-      // reached through the NICs its node's group members share.
-      const double remote = nodes > 1 ? static_cast<double>(n - k) / (n - 1) : 0.0;
-      const Seconds local = size * (1.0 - remote) / cluster_.intra_node.effective_bandwidth();
-      Seconds across(0);
-      if (remote > 0.0) {
-        const NetworkSpec& net = *cluster_.inter_node;
-        const double nics_per_gpu = static_cast<double>(net.nics_per_node) / cluster_.gpus_per_node;
-        across = size * remote / (net.nic.effective_bandwidth() * (nics_per_gpu / net.oversubscription));
-      }
-      return std::max(local, across) + alpha_intra + (nodes > 1 ? alpha_net : Seconds(0));
-    }
-    case Collective::kSendRecv: {
-      if (nodes <= 1) return size / cluster_.intra_node.effective_bandwidth() + alpha_intra;
-      const NetworkSpec& net = *cluster_.inter_node;
-      const double nics_per_gpu = std::min(1.0, static_cast<double>(net.nics_per_node) / cluster_.gpus_per_node);
-      return size / (net.nic.effective_bandwidth() * nics_per_gpu) + alpha_net;
-    }
-    case Collective::kNone:
-      break;
+CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const Topology& topology)
+    : cluster_(cluster), topology_(topology) {
+  capacity_.reserve(topology.num_links());
+  for (LinkId link = 0; link < topology.num_links(); ++link) {
+    capacity_.push_back(topology.capacity(link) / BytesPerSecond(1));
   }
-  return Seconds(0);
+}
+
+std::vector<std::vector<int>> CollectiveModel::by_domain(std::span<const int> members) const {
+  std::vector<std::vector<int>> domains;
+  std::map<int, size_t> index;
+  for (const int m : members) {
+    auto [it, inserted] = index.emplace(topology_.domain_of(m), domains.size());
+    if (inserted) domains.emplace_back();
+    domains[it->second].push_back(m);
+  }
+  return domains;
+}
+
+void CollectiveModel::add_flow(PhaseFlows& phase, int from, int to, Bytes size) const {
+  if (from == to || size <= Bytes(0)) return;
+  // One flow per pair: repeated edges (channels through the same GPUs) add up.
+  const auto [it, inserted] = phase.index.emplace(std::make_pair(from, to), phase.flows.size());
+  if (!inserted) {
+    phase.flows[it->second].size += size;
+    return;
+  }
+  Flow flow;
+  topology_.route(from, to, flow.path);
+  flow.size = size;
+  phase.flows.push_back(std::move(flow));
+}
+
+CollectivePlan CollectiveModel::ring(Collective collective, Bytes size, std::span<const int> members) const {
+  CollectivePlan plan;
+  plan.algorithm = CollectiveAlgorithm::kRing;
+  const double n = static_cast<double>(members.size());
+  const double passes = collective == Collective::kAllReduce ? 2.0 : 1.0;
+  const Bytes per_edge = size * (passes * (n - 1.0) / n);
+  const std::vector<std::vector<int>> domains = by_domain(members);
+  const int nodes = static_cast<int>(domains.size());
+  PhaseFlows phase;
+  if (nodes == 1) {
+    for (size_t i = 0; i < members.size(); ++i) add_flow(phase, members[i], members[(i + 1) % members.size()], per_edge);
+    plan.phases.push_back(std::move(phase.flows));
+    plan.latency = cluster_.intra_node.latency * (passes * (n - 1.0));
+    return plan;
+  }
+  // One channel per rail the group's GPUs of a domain own: channel c enters each domain at
+  // its c-th member and leaves from the one before, so every rail carries one ring.
+  std::map<int, int> rails;
+  for (const int m : domains.front()) rails.emplace(topology_.rail_of(m), m);
+  const int channels = static_cast<int>(rails.size());
+  for (int c = 0; c < channels; ++c) {
+    std::vector<int> order;
+    for (const auto& domain : domains) {
+      const size_t k = domain.size();
+      for (size_t i = 0; i < k; ++i) order.push_back(domain[(i + static_cast<size_t>(c)) % k]);
+    }
+    for (size_t i = 0; i < order.size(); ++i) add_flow(phase, order[i], order[(i + 1) % order.size()], per_edge / channels);
+  }
+  plan.phases.push_back(std::move(phase.flows));
+  const Seconds network = cluster_.inter_node->nic.latency;
+  plan.latency = (cluster_.intra_node.latency * (n - nodes) + network * static_cast<double>(nodes)) * passes;
+  return plan;
+}
+
+CollectivePlan CollectiveModel::tree(Bytes size, std::span<const int> members) const {
+  CollectivePlan plan;
+  plan.algorithm = CollectiveAlgorithm::kTree;
+  const std::vector<std::vector<int>> domains = by_domain(members);
+  const int nodes = static_cast<int>(domains.size());
+  PhaseFlows phase;
+  // Inside each domain a chain reduces towards the leader and broadcasts back: S each way.
+  for (const auto& domain : domains) {
+    for (size_t i = 0; i + 1 < domain.size(); ++i) {
+      add_flow(phase, domain[i + 1], domain[i], size);
+      add_flow(phase, domain[i], domain[i + 1], size);
+    }
+  }
+  // Two binary trees over the domains, mirrored, each reducing and broadcasting half the data;
+  // tree t uses each domain's t-th member (another rail) as its leader.
+  for (int t = 0; t < 2; ++t) {
+    auto leader = [&](int position) {
+      const int d = t == 0 ? position : nodes - 1 - position;
+      const auto& domain = domains[d];
+      return domain[static_cast<size_t>(t) % domain.size()];
+    };
+    for (int child = 1; child < nodes; ++child) {
+      const int parent = (child - 1) / 2;
+      add_flow(phase, leader(child), leader(parent), size / 2.0);
+      add_flow(phase, leader(parent), leader(child), size / 2.0);
+    }
+  }
+  plan.phases.push_back(std::move(phase.flows));
+  const double k = static_cast<double>(domains.front().size());
+  plan.latency = cluster_.intra_node.latency * (2.0 * (k - 1.0)) +
+                 cluster_.inter_node->nic.latency * (2.0 * std::ceil(std::log2(static_cast<double>(nodes))));
+  return plan;
+}
+
+CollectivePlan CollectiveModel::hierarchical(Bytes size, std::span<const int> members) const {
+  CollectivePlan plan;
+  plan.algorithm = CollectiveAlgorithm::kHierarchical;
+  const std::vector<std::vector<int>> domains = by_domain(members);
+  const int nodes = static_cast<int>(domains.size());
+  const size_t k = domains.front().size();
+  const double kd = static_cast<double>(k);
+  // Reduce-scatter inside each domain, all-reduce of each shard across domains (one ring per
+  // local index), all-gather inside each domain.
+  PhaseFlows inside;
+  for (const auto& domain : domains) {
+    for (size_t i = 0; i < domain.size(); ++i) {
+      add_flow(inside, domain[i], domain[(i + 1) % domain.size()], size * ((kd - 1.0) / kd));
+    }
+  }
+  PhaseFlows across;
+  for (size_t j = 0; j < k; ++j) {
+    for (int d = 0; d < nodes; ++d) {
+      add_flow(across, domains[d][j % domains[d].size()], domains[(d + 1) % nodes][j % domains[(d + 1) % nodes].size()],
+               size / kd * (2.0 * (nodes - 1.0) / nodes));
+    }
+  }
+  plan.phases = {inside.flows, std::move(across.flows), inside.flows};
+  const Seconds network = cluster_.inter_node->nic.latency;
+  plan.latency = cluster_.intra_node.latency * (2.0 * (kd - 1.0)) + network * (2.0 * (nodes - 1.0));
+  return plan;
+}
+
+CollectivePlan CollectiveModel::nvls(Bytes size, std::span<const int> members) const {
+  CollectivePlan plan;
+  plan.algorithm = CollectiveAlgorithm::kNvls;
+  plan.phases.emplace_back();
+  for (const int m : members) {
+    plan.phases.back().push_back(Flow{{topology_.nvlink_tx(m)}, size});
+    plan.phases.back().push_back(Flow{{topology_.nvlink_rx(m)}, size});
+  }
+  plan.latency = cluster_.intra_node.latency * 2.0;
+  return plan;
+}
+
+CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::span<const int> members) const {
+  CollectivePlan plan;
+  plan.algorithm = CollectiveAlgorithm::kDirect;
+  PhaseFlows phase;
+  if (collective == Collective::kSendRecv) {
+    // A ring shift: every member sends `size` to the next (context parallelism passes key and
+    // value blocks this way; a pipeline link is the two-member case).
+    for (size_t i = 0; i < members.size(); ++i) {
+      const int to = members[(i + 1) % members.size()];
+      add_flow(phase, members[i], to, size);
+      plan.latency = std::max(plan.latency, topology_.route_latency(members[i], to));
+    }
+    plan.phases.push_back(std::move(phase.flows));
+    return plan;
+  }
+  const double peers = static_cast<double>(members.size()) - 1.0;
+  Seconds latency;
+  for (const int from : members) {
+    for (const int to : members) {
+      if (from == to) continue;
+      add_flow(phase, from, to, size / peers);
+      latency = std::max(latency, topology_.route_latency(from, to));
+    }
+  }
+  plan.phases.push_back(std::move(phase.flows));
+  plan.latency = latency;
+  return plan;
+}
+
+CollectiveAlgorithm CollectiveModel::resolve(Collective collective, Bytes size, std::span<const int> members) const {
+  const auto chosen = static_cast<CollectiveAlgorithm>(cluster_.algorithms[static_cast<int>(collective)]);
+  const bool one_domain = by_domain(members).size() == 1;
+  switch (collective) {
+    case Collective::kAllReduce:
+      if (chosen == CollectiveAlgorithm::kNvls && one_domain && cluster_.nvls) return chosen;
+      if (chosen == CollectiveAlgorithm::kRing) return chosen;
+      if ((chosen == CollectiveAlgorithm::kTree || chosen == CollectiveAlgorithm::kHierarchical) && !one_domain) {
+        return chosen;
+      }
+      if (one_domain) return cluster_.nvls ? CollectiveAlgorithm::kNvls : CollectiveAlgorithm::kRing;
+      return time(ring(collective, size, members)) <= time(tree(size, members)) ? CollectiveAlgorithm::kRing
+                                                                                  : CollectiveAlgorithm::kTree;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: return CollectiveAlgorithm::kRing;
+    default: return CollectiveAlgorithm::kDirect;
+  }
+}
+
+CollectivePlan CollectiveModel::plan(Collective collective, Bytes size, std::span<const int> members,
+                                     CollectiveAlgorithm algorithm) const {
+  if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return {};
+  if (algorithm == CollectiveAlgorithm::kAuto) algorithm = resolve(collective, size, members);
+  CollectivePlan planned;
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing: planned = ring(collective, size, members); break;
+    case CollectiveAlgorithm::kTree: planned = tree(size, members); break;
+    case CollectiveAlgorithm::kHierarchical: planned = hierarchical(size, members); break;
+    case CollectiveAlgorithm::kNvls: planned = nvls(size, members); break;
+    default: planned = direct(collective, size, members); break;
+  }
+  // A link profile measured this collective on this many GPUs of one node: its flows are
+  // scaled so that, alone, they take the measured time (latency included).
+  if (cluster_.profile && by_domain(members).size() == 1) {
+    const std::optional<Seconds> measured =
+        cluster_.profile->collective(collective, static_cast<int>(members.size()), size);
+    CollectivePlan bare = planned;
+    bare.latency = Seconds(0);
+    const Seconds modeled = time(bare);
+    if (measured && modeled > Seconds(0)) {
+      const double factor = *measured / modeled;
+      for (auto& phase : planned.phases) {
+        for (Flow& flow : phase) flow.size *= factor;
+      }
+      planned.latency = Seconds(0);
+    }
+  }
+  return planned;
+}
+
+Seconds CollectiveModel::time(const CollectivePlan& plan) const {
+  Seconds total = plan.latency;
+  for (const auto& phase : plan.phases) {
+    std::vector<std::vector<uint32_t>> paths;
+    std::vector<double> bytes;
+    for (const Flow& flow : phase) {
+      paths.push_back(flow.path);
+      bytes.push_back(flow.size / Bytes(1));
+    }
+    total += Seconds(transfer_time(paths, bytes, capacity_));
+  }
+  return total;
+}
+
+Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const int> members) const {
+  if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
+  auto key = std::make_tuple(static_cast<int>(collective), size / Bytes(1), std::vector<int>(members.begin(), members.end()));
+  if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+  const Seconds t = time(plan(collective, size, members));
+  cache_.emplace(std::move(key), t);
+  return t;
 }
 
 }  // namespace paceline

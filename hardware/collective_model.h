@@ -1,41 +1,99 @@
-// CollectiveModel: analytical (α–β) time of NCCL-style collectives over a group of GPUs,
-// from where the group sits on the cluster.
+// CollectiveModel: NCCL-style collectives over a group of GPUs, as flows on the topology.
 //
-// Inside one node a ring over the NVLink fabric: all-reduce 2(n−1)/n·S/B + 2(n−1)·α,
-// all-gather and reduce-scatter (n−1)/n·S/B + (n−1)·α, with B the link's effective bandwidth.
-// Across nodes the bottleneck is the NICs the group's GPUs own: with k group members per node,
-// each node sends through k·(nics/gpus_per_node) NICs, so the ring's bus bandwidth is
-// min(B_nvlink, that NIC bandwidth / oversubscription); all-reduce latency follows NCCL's
-// tree over nodes (2·log2 N network steps) and a chain inside each node.
+// A collective is planned by its algorithm into phases of concurrent flows on routed paths,
+// plus a latency (its steps times the per-step latency of the links they cross):
+//
+//   ring          all-reduce, all-gather, reduce-scatter. Each member sends to the next; edges
+//                 carry 2(n−1)/n·S (all-reduce) or (n−1)/n·S. Across NVLink domains the ring is
+//                 split into channels, one per rail the group's GPUs own, each carrying S/C.
+//   tree          all-reduce across domains: a chain inside each domain and two binary trees
+//                 over the domains (NCCL's double binary tree), each carrying half the data.
+//   hierarchical  all-reduce: reduce-scatter inside each domain, all-reduce of each 1/k shard
+//                 across domains (k rings, one per local GPU), all-gather inside each domain.
+//   nvls          all-reduce inside an NVLink domain whose switches reduce (NVLink SHARP):
+//                 each GPU sends S to the switch and receives S back.
+//   direct        all-to-all (every pair exchanges S/(n−1)) and send/recv (a ring shift: each
+//                 member sends S to the next; a pipeline link is the two-member case).
+//
+// Without contention a collective takes its latency plus the time its phases' flows need when
+// they share links max-min fairly (hardware/max_min.h) — the `symmetric` fidelity's cost, and
+// exactly what the flow network of `full` fidelity gives a collective running alone. `auto`
+// picks like NCCL's tuner: the fastest estimate among the algorithms the group can use (NVLS
+// inside a domain that has it, ring or tree across domains), overridable per collective.
+//
+// Where the cluster's profile holds a measured link profile for a collective over a group of
+// that size inside one node (paceline-calibrate's nccl-tests-style `collectives` table), it
+// replaces the analytical curve: the plan's flows are scaled to take the measured time.
 #ifndef PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
 #define PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
+
+#include <array>
+#include <map>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "base/kernel_shapes.h"
 #include "base/units.h"
 #include "hardware/cluster.h"
+#include "hardware/topology.h"
 
 namespace paceline {
 
-// Where a group's members sit: `size` ranks, `per_node` of them in each node they span.
-struct GroupPlacement {
-  int size = 1;
-  int per_node = 1;
-  int nodes() const { return (size + per_node - 1) / per_node; }
+enum class CollectiveAlgorithm { kAuto, kRing, kTree, kHierarchical, kNvls, kDirect };
+std::string_view to_string(CollectiveAlgorithm algorithm);
+
+struct Flow {
+  std::vector<LinkId> path;
+  Bytes size;
+};
+
+struct CollectivePlan {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kDirect;
+  std::vector<std::vector<Flow>> phases;  // run one after another; flows of a phase concurrently
+  Seconds latency;
 };
 
 class CollectiveModel {
  public:
-  explicit CollectiveModel(const ClusterSpec& cluster) : cluster_(cluster) {}
+  // `topology` must outlive the model.
+  CollectiveModel(const ClusterSpec& cluster, const Topology& topology);
 
-  // `size`: the buffer as nccl-tests counts it (see CommSpec::size in models/op.h): the full
-  // buffer for all-reduce, all-gather and reduce-scatter; bytes sent per rank otherwise.
-  Seconds time(Collective collective, Bytes size, const GroupPlacement& group) const;
+  // Plans a collective of `size` bytes (as nccl-tests counts it: the full buffer for
+  // all-reduce, all-gather and reduce-scatter; the bytes each member sends for all-to-all and
+  // send/recv) over `members` (global GPU indices, in group order; send/recv: {from, to}).
+  CollectivePlan plan(Collective collective, Bytes size, std::span<const int> members,
+                      CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto) const;
+  // Its time alone on the network (cached per collective, size and group).
+  Seconds time(Collective collective, Bytes size, std::span<const int> members) const;
+  // The time of a plan alone on the network.
+  Seconds time(const CollectivePlan& plan) const;
 
-  // The bus bandwidth a ring over this group reaches.
-  BytesPerSecond ring_bandwidth(const GroupPlacement& group) const;
+  const Topology& topology() const { return topology_; }
 
  private:
+  CollectiveAlgorithm resolve(Collective collective, Bytes size, std::span<const int> members) const;
+  // A phase's flows as they are planned, one per (from, to) pair.
+  struct PhaseFlows {
+    std::vector<Flow> flows;
+    std::map<std::pair<int, int>, size_t> index;  // of each pair's flow
+  };
+  void add_flow(PhaseFlows& phase, int from, int to, Bytes size) const;
+  CollectivePlan ring(Collective collective, Bytes size, std::span<const int> members) const;
+  CollectivePlan tree(Bytes size, std::span<const int> members) const;
+  CollectivePlan hierarchical(Bytes size, std::span<const int> members) const;
+  CollectivePlan nvls(Bytes size, std::span<const int> members) const;
+  CollectivePlan direct(Collective collective, Bytes size, std::span<const int> members) const;
+  // The members grouped by NVLink domain, in group order.
+  std::vector<std::vector<int>> by_domain(std::span<const int> members) const;
+
   const ClusterSpec& cluster_;
+  const Topology& topology_;
+  std::vector<double> capacity_;  // by link, bytes/s
+  // The cache of time(): one model serves one simulation, on one thread.
+  mutable std::map<std::tuple<int, double, std::vector<int>>, Seconds> cache_;
 };
 
 }  // namespace paceline

@@ -58,6 +58,11 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   attention.finish();
   k.sustained_compute_fraction =
       map.has("sustained_compute_fraction") ? fraction(map, "sustained_compute_fraction", gpu, "kernels.") : 1.0;
+  k.communication_interference =
+      internal::read_sourced<double>(map, "communication_interference", gpu.field_sources, "kernels.").value_or(0.0);
+  if (k.communication_interference < 0.0 || k.communication_interference > 1.0) {
+    map.fail("communication_interference", "must be a fraction in [0, 1]");
+  }
   YamlMap memory = map.map("memory_bound");
   k.memory_bandwidth_efficiency = fraction(memory, "bandwidth_efficiency", gpu, "kernels.memory_bound.");
   memory.finish();
@@ -125,11 +130,12 @@ GpuSpec load_gpu_file(const std::string& path) {
 GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where) {
   const std::string extension = std::filesystem::path(reference).extension().string();
   if (extension == ".yaml" || extension == ".yml") {
+    const std::string file = path_from(reference, where.file);
     // A missing file is reported where the scenario names it.
-    if (!std::ifstream(reference)) {
+    if (!std::ifstream(file)) {
       throw InputError(where, fmt::format("gpu = '{}' cannot be opened (missing or unreadable)", reference));
     }
-    return load_gpu_file(reference);
+    return load_gpu_file(file);
   }
   // The non-throwing check: a reference too long for a file name is simply not in the catalog.
   const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";

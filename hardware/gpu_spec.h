@@ -33,6 +33,9 @@ struct KernelEfficiency {
   // efficiencies above (and measured profiles) come from: at its power limit a GPU runs below
   // its boost clock.
   double sustained_compute_fraction = 1.0;
+  // How much longer compute takes while communication kernels run beside it on the same GPU
+  // (they take SMs and memory bandwidth): time × (1 + communication_interference).
+  double communication_interference = 0.0;
 };
 
 struct GpuSpec {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <set>
 
@@ -96,8 +97,15 @@ struct Row {
 std::vector<Row> measured_rows(YamlMap& table) {
   std::vector<Row> rows;
   const YAML::Node list = table.node("rows");
-  if (!list.IsSequence()) table.fail("rows", "must be a list of measured points");
+  // (An absent key gives an invalid node, which throws on IsSequence(): test it first.)
+  if (!list || !list.IsSequence()) table.fail("rows", "must be a list of measured points");
   for (size_t i = 0; i < list.size(); ++i) {
+    // A row is a mapping of a point's fields (a scalar has no fields to look up).
+    if (!list[i].IsMap()) {
+      throw InputError(location_of(list[i], table.file()),
+                       fmt::format("{}.rows[{}] is {}; expected a mapping of a measured point's fields", table.path(),
+                                   i, describe(list[i])));
+    }
     const YAML::Node time = list[i]["time_s"];
     if (!time || time.IsNull()) continue;
     const std::string field = fmt::format("{}.rows[{}].time_s", table.path(), i);
@@ -108,10 +116,18 @@ std::vector<Row> measured_rows(YamlMap& table) {
   return rows;
 }
 
-double number(const Row& row, const char* key, const YamlMap& table) {
+// A row's size or count: positive (grids are in log space) and at most `most` (2^53, where
+// doubles stop counting exactly, or less for what becomes an int).
+double number(const Row& row, const char* key, const YamlMap& table, double most = 9007199254740992.0) {
   const YAML::Node node = row.node[key];
   if (!node) throw InputError(location_of(row.node, table.file()), fmt::format("{} row has no {}", table.path(), key));
-  return read_scalar<double>(node, table.file(), fmt::format("{}.{}", table.path(), key));
+  const std::string field = fmt::format("{}.{}", table.path(), key);
+  const double value = read_scalar<double>(node, table.file(), field);
+  if (!(value > 0.0 && value <= most)) {
+    throw InputError(location_of(node, table.file()), fmt::format("{} = {} must be positive and at most {}", field,
+                                                                  value, most));
+  }
+  return value;
 }
 
 std::string text(const Row& row, const char* key, const YamlMap& table) {
@@ -232,7 +248,7 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
   }
   YamlMap device = root.map("device");
   profile.device_name_ = device.required<std::string>("name");
-  for (const char* known : {"method", "skipped", "notes", "copies", "collectives"}) root.node(known);
+  for (const char* known : {"method", "skipped", "notes", "copies"}) root.node(known);
 
   if (std::optional<YamlMap> gemm = root.optional_map("gemm")) {
     std::map<std::pair<DType, GemmLayout>, std::vector<std::pair<std::array<double, 3>, double>>> points;
@@ -258,10 +274,16 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
     std::map<AttentionKey, std::vector<std::tuple<double, double, double>>> points;
     for (const Row& row : measured_rows(*attention)) {
       if (text(row, "dtype", *attention) != "bf16" || number(row, "batch", *attention) != 1.0) continue;
-      const AttentionKey key{text(row, "direction", *attention) == "backward",
+      const std::string direction = text(row, "direction", *attention);
+      if (direction != "forward" && direction != "backward") {
+        throw InputError(location_of(row.node["direction"], attention->file()),
+                         fmt::format("{}.direction = '{}' is unknown; expected one of: forward, backward",
+                                     attention->path(), direction));
+      }
+      const AttentionKey key{direction == "backward",
                              row.node["causal"] && row.node["causal"].Scalar() == "true",
-                             static_cast<int64_t>(number(row, "head_dim", *attention)),
-                             static_cast<int64_t>(number(row, "group", *attention))};
+                             static_cast<int64_t>(number(row, "head_dim", *attention, INT32_MAX)),
+                             static_cast<int64_t>(number(row, "group", *attention, INT32_MAX))};
       points[key].emplace_back(number(row, "heads", *attention), number(row, "seq", *attention), row.time_s);
     }
     for (const auto& [key, list] : points) {
@@ -287,6 +309,20 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
       LogGrid grid({sorted_unique(axis)});
       for (const auto& [bytes, t] : list) grid.set({bytes}, t);
       profile.memory_[op] = std::move(grid);
+    }
+  }
+  if (std::optional<YamlMap> collectives = root.optional_map("collectives")) {
+    std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> points;
+    for (const Row& row : measured_rows(*collectives)) {
+      points[{text(row, "op", *collectives), static_cast<int>(number(row, "ranks", *collectives, INT32_MAX))}].emplace_back(
+          number(row, "bytes", *collectives), row.time_s);
+    }
+    for (const auto& [key, list] : points) {
+      std::vector<double> axis;
+      for (const auto& [bytes, t] : list) axis.push_back(bytes);
+      LogGrid grid({sorted_unique(axis)});
+      for (const auto& [bytes, t] : list) grid.set({bytes}, t);
+      profile.collectives_[key] = std::move(grid);
     }
   }
   // Every other key is a table this version does not read (docs/profile-format.md).
@@ -336,6 +372,9 @@ void KernelProfile::fit_gemm() {
     if (times.size() < 3) continue;
     GemmFit fit;
     const std::vector<double> x = fit_relative(features, times, fit.rms_relative_error);
+    // Points that no roofline explains (the throughput term is not positive) give no fit: the
+    // grid's own scaling answers outside it, as for a table too small to fit.
+    if (!(x[0] > 0.0)) continue;
     fit.inverse_efficiency = x[0];
     fit.k_half_over_efficiency = x[1];
     fit.overhead = Seconds(x[2]);
@@ -372,6 +411,9 @@ void KernelProfile::fit_attention() {
     if (times.size() < 3) continue;
     AttentionFit fit;
     const std::vector<double> x = fit_relative(features, times, fit.rms_relative_error);
+    // Points that no roofline explains (the throughput term is not positive) give no fit: the
+    // grid's own scaling answers outside it, as for a table too small to fit.
+    if (!(x[0] > 0.0)) continue;
     fit.inverse_efficiency = x[0];
     fit.seq_half_over_efficiency = x[1];
     fit.overhead = Seconds(x[2]);
@@ -392,6 +434,9 @@ void KernelProfile::fit_memory() {
     if (times.size() < 2) continue;
     MemoryFit fit;
     const std::vector<double> x = fit_relative(features, times, fit.rms_relative_error);
+    // Points that no roofline explains (the throughput term is not positive) give no fit: the
+    // grid's own scaling answers outside it, as for a table too small to fit.
+    if (!(x[0] > 0.0)) continue;
     fit.bandwidth = BytesPerSecond(1.0 / x[0]);
     fit.overhead = Seconds(x[1]);
     memory_fits_[op] = fit;
@@ -466,6 +511,21 @@ std::optional<Seconds> KernelProfile::memory_bound(MemoryKernel kernel, Bytes tr
   if (fit == memory_fits_.end()) return Seconds(anchor->second * bytes / anchor->first[0]);
   const auto model = [&](double b) { return Bytes(b) / fit->second.bandwidth + fit->second.overhead; };
   return model(bytes) * (anchor->second / (model(anchor->first[0]) / Seconds(1)));
+}
+
+std::optional<Seconds> KernelProfile::collective(Collective collective, int ranks, Bytes size) const {
+  std::string op(to_string(collective));
+  // nccl-tests counts an all-to-all's buffer with the rank's own share; the model counts the
+  // bytes sent to others.
+  double bytes = size / Bytes(1);
+  if (collective == Collective::kAllToAll) bytes *= static_cast<double>(ranks) / (ranks - 1);
+  const auto grid = collectives_.find({op, ranks});
+  if (grid == collectives_.end()) return std::nullopt;
+  if (const std::optional<double> t = grid->second.interpolate({bytes})) return Seconds(*t);
+  // Beyond the measured sizes: the nearest size's bus bandwidth (small: its latency).
+  const auto anchor = grid->second.nearest(grid->second.clamp({bytes}));
+  if (!anchor) return std::nullopt;
+  return Seconds(anchor->second * std::max(1.0, bytes / anchor->first[0]));
 }
 
 std::string profile_operation(MemoryKernel kernel) {

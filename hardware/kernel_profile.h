@@ -73,6 +73,9 @@ class KernelProfile {
   std::optional<Seconds> gemm(const GemmShape& shape) const;
   std::optional<Seconds> attention(const AttentionShape& shape) const;
   std::optional<Seconds> memory_bound(MemoryKernel kernel, Bytes traffic) const;
+  // A measured NCCL collective over `ranks` GPUs of one node (the link profile), `size` in the
+  // collective model's convention (hardware/collective_model.h); nullopt when not measured.
+  std::optional<Seconds> collective(Collective collective, int ranks, Bytes size) const;
 
   const std::string& path() const { return path_; }
   const std::string& device_name() const { return device_name_; }
@@ -107,6 +110,8 @@ class KernelProfile {
   std::map<AttentionKey, LogGrid> attention_;
   // Memory-bound operations over bytes moved.
   std::map<std::string, LogGrid> memory_;
+  // Collectives by (operation, ranks) over bytes as nccl-tests counts them.
+  std::map<std::pair<std::string, int>, LogGrid> collectives_;
   std::map<std::pair<DType, GemmLayout>, GemmFit> gemm_fits_;
   std::map<bool, AttentionFit> attention_fits_;
   std::map<std::string, MemoryFit> memory_fits_;

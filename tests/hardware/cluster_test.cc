@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/yaml_reader.h"
 
 namespace paceline {
@@ -59,6 +61,38 @@ TEST(Cluster, OversubscriptionBelowOneIsRejected) {
       "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
       "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s, oversubscription: 0.5}\n");
   EXPECT_NE(message.find("cluster.inter_node.oversubscription = 0.5 must be at least 1"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace paceline
+
+namespace paceline {
+namespace {
+
+// Conformance over every catalog system: it loads, and a cluster built of it resolves.
+TEST(SystemCatalog, EverySystemBuildsACluster) {
+  const std::vector<std::string> names = catalog_systems(default_system_catalog());
+  for (const char* required : {"dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
+  }
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const ClusterSpec c = cluster_of("system: " + name + "\nnodes: 4\n");
+    EXPECT_EQ(c.system, name);
+    EXPECT_GE(c.nvlink_domain, c.gpus_per_node);
+    ASSERT_TRUE(c.inter_node.has_value());
+    EXPECT_GT(c.inter_node->nics_per_node, 0);
+  }
+}
+
+TEST(SystemCatalog, ScenarioFieldsOverrideTheSystem) {
+  const ClusterSpec c = cluster_of("system: dgx-h100\nnodes: 2\ninter_node: {oversubscription: 2}\nnvls: false\n");
+  EXPECT_EQ(c.gpu.name, "h100-sxm5-80gb");
+  EXPECT_FALSE(c.nvls);
+  EXPECT_DOUBLE_EQ(c.inter_node->oversubscription, 2.0);
+  EXPECT_EQ(c.inter_node->nic.name, "ib-ndr");  // the system's NIC, kept
+  // GB200 NVL72: 72 GPUs share one NVLink domain across 18 trays of 4.
+  EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 18\n").nvlink_domain, 72);
 }
 
 }  // namespace

@@ -1,71 +1,209 @@
-// Tests hardware/collective_model.h: α–β costs of collectives, derived by hand.
+// Tests hardware/topology.h, hardware/max_min.h and hardware/collective_model.h: routes, fair
+// sharing, and collective times against their closed forms, derived by hand.
 #include "hardware/collective_model.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <numeric>
+
 #include "base/yaml_reader.h"
+#include "hardware/max_min.h"
+#include "tests/support/temp_path.h"
 
 namespace paceline {
 namespace {
 
-ClusterSpec dgx_cluster(int nodes) {
+// `nodes` nodes of 8 GPUs: NVLink 400 GB/s and 3 us per step, 8 NICs of 400 Gb/s (50 GB/s) and
+// 10 us per step, all at full efficiency; `extra` adds cluster fields.
+ClusterSpec cluster_of(int nodes, const std::string& extra = "", const std::string& network = "") {
   const std::string text = fmt::format(
-      "gpu: h100-sxm5-80gb\nnodes: {}\ngpus_per_node: 8\n"
+      "gpu: h100-sxm5-80gb\nnodes: {}\ngpus_per_node: 8\n{}"
       "intra_node: {{bandwidth: 400 GB/s, latency: 3 us, bandwidth_efficiency: 1.0}}\n"
-      "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}}\n",
-      nodes);
+      "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0{}}}\n",
+      nodes, extra, network);
   const YamlDocument doc = load_yaml_text(text, "c.yaml");
   YamlMap map(doc.root, doc.file, "cluster");
   return read_cluster(map);
 }
 
+std::vector<int> range(int from, int to, int step = 1) {
+  std::vector<int> v;
+  for (int i = from; i < to; i += step) v.push_back(i);
+  return v;
+}
+
+TEST(MaxMin, TwoFlowsOnOneLinkGetHalfEach) {
+  const std::vector<std::vector<uint32_t>> paths = {{0}, {0}};
+  const std::vector<double> capacity = {100.0};
+  EXPECT_EQ(max_min_rates(paths, capacity, 1e9), (std::vector<double>{50.0, 50.0}));
+}
+
+TEST(MaxMin, AFlowLimitedElsewhereLeavesTheRestToOthers) {
+  // Flow 0 crosses links 0 (100) and 1 (30); flow 1 only link 0. Link 1 caps flow 0 at 30,
+  // so flow 1 takes the remaining 70 of link 0.
+  const std::vector<std::vector<uint32_t>> paths = {{0, 1}, {0}};
+  const std::vector<double> capacity = {100.0, 30.0};
+  EXPECT_EQ(max_min_rates(paths, capacity, 1e9), (std::vector<double>{30.0, 70.0}));
+}
+
+TEST(MaxMin, SkewedTrafficFinishesAtItsMostLoadedLink) {
+  // Three flows on link 0 (capacity 10): 10, 20 and 30 bytes. Shared equally until the first
+  // finishes; in all the link carries 60 bytes, so the last finishes at 60/10 = 6 s.
+  const std::vector<std::vector<uint32_t>> paths = {{0}, {0}, {0}};
+  const std::vector<double> bytes = {10.0, 20.0, 30.0};
+  const std::vector<double> capacity = {10.0};
+  EXPECT_NEAR(transfer_time(paths, bytes, capacity), 6.0, 1e-12);
+}
+
 TEST(CollectiveModel, RingAllReduceInsideANode) {
   // 2(n−1)/n·S/B + 2(n−1)·α with n = 8, S = 1 GiB, B = 400 GB/s, α = 3 us.
-  const ClusterSpec c = dgx_cluster(1);
-  const CollectiveModel model(c);
+  const ClusterSpec c = cluster_of(1);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
   const double expected = 2.0 * 7 / 8 * (GiB(1) / Bytes(1)) / 400e9 + 2.0 * 7 * 3e-6;
-  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), {8, 8}) / Seconds(1), expected, 1e-12);
+  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 8)) / Seconds(1), expected, 1e-12);
 }
 
 TEST(CollectiveModel, AllGatherAndReduceScatterAreHalfAnAllReduce) {
-  // (n−1)/n·S/B + (n−1)·α.
-  const ClusterSpec c = dgx_cluster(1);
-  const CollectiveModel model(c);
+  const ClusterSpec c = cluster_of(1);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
   const double expected = 7.0 / 8 * (GiB(1) / Bytes(1)) / 400e9 + 7 * 3e-6;
-  EXPECT_NEAR(model.time(Collective::kAllGather, GiB(1), {8, 8}) / Seconds(1), expected, 1e-12);
-  EXPECT_NEAR(model.time(Collective::kReduceScatter, GiB(1), {8, 8}) / Seconds(1), expected, 1e-12);
+  EXPECT_NEAR(model.time(Collective::kAllGather, GiB(1), range(0, 8)) / Seconds(1), expected, 1e-12);
+  EXPECT_NEAR(model.time(Collective::kReduceScatter, GiB(1), range(0, 8)) / Seconds(1), expected, 1e-12);
 }
 
-TEST(CollectiveModel, DataParallelGroupOneGpuPerNodeUsesOneNic) {
-  // 16 nodes, one member each: ring bandwidth = one 400 Gb/s NIC = 50 GB/s; all-reduce latency
-  // is a tree over nodes: 2·log2(16)·10 us.
-  const ClusterSpec c = dgx_cluster(16);
-  const CollectiveModel model(c);
-  EXPECT_DOUBLE_EQ(model.ring_bandwidth({16, 1}) / GBPerSecond(1), 50.0);
-  const double expected = 2.0 * 15 / 16 * (GiB(1) / Bytes(1)) / 50e9 + 2.0 * 4 * 10e-6;
-  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), {16, 1}) / Seconds(1), expected, 1e-12);
+TEST(CollectiveModel, NvlinkSharpSendsTheBufferOnceEachWay) {
+  // NVLS: every GPU sends S into the switch and receives S: S/B + 2α, against a ring's
+  // 2(n−1)/n·S/B.
+  const ClusterSpec c = cluster_of(1, "nvls: true\n");
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(1), range(0, 8)).algorithm, CollectiveAlgorithm::kNvls);
+  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 8)) / Seconds(1),
+              (GiB(1) / Bytes(1)) / 400e9 + 2 * 3e-6, 1e-12);
 }
 
-TEST(CollectiveModel, FullNodesShareAllTheirNics) {
-  // 8 members per node: 8 NICs · 50 GB/s = 400 GB/s, equal to NVLink here.
-  const ClusterSpec c = dgx_cluster(4);
-  const CollectiveModel model(c);
-  EXPECT_DOUBLE_EQ(model.ring_bandwidth({32, 8}) / GBPerSecond(1), 400.0);
+TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
+  // 16 nodes, one member each (GPU 0 of each): every ring edge crosses one NIC of 50 GB/s.
+  const ClusterSpec c = cluster_of(16);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan ring = model.plan(Collective::kAllReduce, GiB(1), range(0, 128, 8), CollectiveAlgorithm::kRing);
+  // 2(n−1)/n·S at 50 GB/s plus 2·16 network steps of 10 us.
+  EXPECT_NEAR(model.time(ring) / Seconds(1), 2.0 * 15 / 16 * (GiB(1) / Bytes(1)) / 50e9 + 2 * 16 * 10e-6, 1e-9);
+}
+
+TEST(CollectiveModel, AllReduceAcrossNodesChoosesTheFasterOfRingAndTree) {
+  // A small buffer over many nodes is latency-bound: the tree's 2·log2(64) network steps beat
+  // the ring's 2·64; a large one is bandwidth-bound, where the ring's channels win.
+  const ClusterSpec c = cluster_of(64);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  EXPECT_EQ(model.plan(Collective::kAllReduce, KiB(64), range(0, 512, 8)).algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(4), range(0, 512)).algorithm, CollectiveAlgorithm::kRing);
+}
+
+TEST(CollectiveModel, HierarchicalAllReduceOver128Nodes) {
+  // Reduce-scatter in each node ((k−1)/k·S over NVLink), all-reduce of each S/k shard across
+  // 128 nodes (2(N−1)/N·S/k per NIC, 8 rings on 8 rails), all-gather in each node:
+  // 2·(7/8)·S/400 GB/s + 2·(127/128)·(S/8)/50 GB/s, plus 2·7·3 us + 2·127·10 us.
+  const ClusterSpec c = cluster_of(128);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double s = GiB(1) / Bytes(1);
+  const double expected = 2.0 * 7 / 8 * s / 400e9 + 2.0 * 127 / 128 * (s / 8) / 50e9 + 2 * 7 * 3e-6 + 2 * 127 * 10e-6;
+  const CollectivePlan plan =
+      model.plan(Collective::kAllReduce, GiB(1), range(0, 1024), CollectiveAlgorithm::kHierarchical);
+  EXPECT_NEAR(model.time(plan) / Seconds(1), expected, expected * 1e-9);
+}
+
+TEST(CollectiveModel, OversubscribedSpineHalvesCrossSpineThroughput) {
+  // One node per leaf, 2:1 oversubscribed: a leaf's uplink carries 8 NICs · 50 GB/s / 2. All 8
+  // GPUs of node 0 sending 1 GiB to node 1 (on another leaf) share it: 200 GB/s in all, half of
+  // the 400 GB/s their NICs could send; inside one leaf they get the full 400.
+  const ClusterSpec blocking = cluster_of(2, "", ", nodes_per_leaf: 1, oversubscription: 2");
+  const ClusterSpec same_leaf = cluster_of(2, "", ", nodes_per_leaf: 2, oversubscription: 2");
+  auto send_all = [](const ClusterSpec& c) {
+    const Topology topology(c);
+    std::vector<std::vector<uint32_t>> paths;
+    std::vector<double> bytes;
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      std::vector<LinkId> path;
+      topology.route(gpu, 8 + gpu, path);
+      paths.emplace_back(path.begin(), path.end());
+      bytes.push_back(GiB(1) / Bytes(1));
+    }
+    std::vector<double> capacity;
+    for (LinkId l = 0; l < topology.num_links(); ++l) capacity.push_back(topology.capacity(l) / BytesPerSecond(1));
+    return transfer_time(paths, bytes, capacity);
+  };
+  EXPECT_NEAR(send_all(blocking), 8.0 * (GiB(1) / Bytes(1)) / 200e9, 1e-9);
+  EXPECT_NEAR(send_all(same_leaf), (GiB(1) / Bytes(1)) / 50e9, 1e-9);
 }
 
 TEST(CollectiveModel, SendRecvAcrossNodesUsesOneNic) {
-  const ClusterSpec c = dgx_cluster(2);
-  const CollectiveModel model(c);
-  // 100 MB at 50 GB/s + 10 us.
-  EXPECT_NEAR(model.time(Collective::kSendRecv, MB(100), {2, 1}) / Seconds(1), 100e6 / 50e9 + 10e-6, 1e-12);
-  // Inside a node: 100 MB at 400 GB/s + 3 us.
-  EXPECT_NEAR(model.time(Collective::kSendRecv, MB(100), {2, 2}) / Seconds(1), 100e6 / 400e9 + 3e-6, 1e-12);
+  const ClusterSpec c = cluster_of(2);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  // 100 MB at 50 GB/s + 10 us; inside a node 100 MB at 400 GB/s + 3 us.
+  EXPECT_NEAR(model.time(Collective::kSendRecv, MB(100), std::vector<int>{0, 8}) / Seconds(1), 100e6 / 50e9 + 10e-6,
+              1e-12);
+  EXPECT_NEAR(model.time(Collective::kSendRecv, MB(100), std::vector<int>{0, 1}) / Seconds(1), 100e6 / 400e9 + 3e-6,
+              1e-12);
+}
+
+TEST(CollectiveModel, AllToAllAcrossNodesIsBoundByTheNics) {
+  // 16 GPUs on 2 nodes each send 1.5 GB spread over 15 peers: 0.8 GB to the 8 peers in the
+  // other node through their own 50 GB/s NIC: 16 ms (NVLink carries the rest faster).
+  const ClusterSpec c = cluster_of(2);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double expected = 8.0 * (1.5e9 / 15) / 50e9 + 10e-6;
+  EXPECT_NEAR(model.time(Collective::kAllToAll, Bytes(1.5e9), range(0, 16)) / Seconds(1), expected, expected * 1e-9);
 }
 
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {
-  const ClusterSpec c = dgx_cluster(1);
-  EXPECT_EQ(CollectiveModel(c).time(Collective::kAllReduce, GiB(1), {1, 1}), Seconds(0));
+  const ClusterSpec c = cluster_of(1);
+  const Topology topology(c);
+  EXPECT_EQ(CollectiveModel(c, topology).time(Collective::kAllReduce, GiB(1), std::vector<int>{3}), Seconds(0));
+}
+
+TEST(CollectiveModel, ScenarioOverridesTheAlgorithm) {
+  ClusterSpec c = cluster_of(4);
+  c.algorithms[static_cast<int>(Collective::kAllReduce)] = static_cast<int>(CollectiveAlgorithm::kTree);
+  const Topology topology(c);
+  EXPECT_EQ(CollectiveModel(c, topology).plan(Collective::kAllReduce, GiB(1), range(0, 32)).algorithm,
+            CollectiveAlgorithm::kTree);
+}
+
+}  // namespace
+}  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(CollectiveModel, AMeasuredLinkProfileReplacesTheAnalyticalCurve) {
+  // A link profile: all-reduce over 8 GPUs at 300 GB/s bus bandwidth plus 20 us, measured at
+  // 1 MiB · 4^i. At a measured size the model returns the measurement exactly.
+  const std::string path = paceline::testing::temp_path("link_profile.yaml");
+  std::string rows;
+  for (double bytes = 1048576.0; bytes <= 1073741824.0; bytes *= 4.0) {
+    rows += fmt::format("    - {{op: all_reduce, ranks: 8, bytes: {}, time_s: {}}}\n", bytes,
+                        2.0 * 7 / 8 * bytes / 300e9 + 20e-6);
+  }
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: test}\ncollectives:\n  rows:\n" << rows;
+  const ClusterSpec c = cluster_of(1, fmt::format("profile: {}\nprofile_gpu: h200-sxm-141gb\n", path));
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double s = 268435456.0;  // 256 MiB = 1 MiB · 4^4
+  EXPECT_NEAR(model.time(Collective::kAllReduce, Bytes(s), range(0, 8)) / Seconds(1), 2.0 * 7 / 8 * s / 300e9 + 20e-6,
+              1e-12);
+  // Groups the profile did not measure (4 GPUs) keep the analytical model.
+  const double four = 2.0 * 3 / 4 * s / 400e9 + 2.0 * 3 * 3e-6;
+  EXPECT_NEAR(model.time(Collective::kAllReduce, Bytes(s), range(0, 4)) / Seconds(1), four, 1e-12);
 }
 
 }  // namespace

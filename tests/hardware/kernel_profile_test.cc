@@ -12,6 +12,7 @@
 #include "base/input_error.h"
 #include "hardware/gemm_tiling.h"
 #include "hardware/op_timer.h"
+#include "tests/support/temp_path.h"
 
 namespace paceline {
 namespace {
@@ -54,7 +55,7 @@ std::string synthetic_profile(const GpuSpec& gpu) {
 
 KernelProfile load_synthetic() {
   const GpuSpec gpu = h200();
-  const std::string path = testing::TempDir() + "synthetic_profile.yaml";
+  const std::string path = paceline::testing::temp_path("synthetic_profile.yaml");
   std::ofstream(path) << synthetic_profile(gpu);
   return KernelProfile::load(path, gpu);
 }
@@ -148,7 +149,7 @@ TEST(KernelProfile, TransferScalesByPeakAndBandwidthRatios) {
 }
 
 TEST(KernelProfile, BadFilesFailWithTheirPosition) {
-  const std::string path = testing::TempDir() + "bad_profile.yaml";
+  const std::string path = paceline::testing::temp_path("bad_profile.yaml");
   std::ofstream(path) << "format: paceline-profile/9\ndevice: {name: x}\n";
   try {
     KernelProfile::load(path, h200());

@@ -1,0 +1,95 @@
+#include "hardware/topology.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace paceline {
+
+Topology::Topology(const ClusterSpec& cluster)
+    : num_gpus_(cluster.num_gpus()),
+      gpus_per_node_(cluster.gpus_per_node),
+      nvlink_domain_(std::min(cluster.nvlink_domain, cluster.num_gpus())),
+      nvlink_latency_(cluster.intra_node.latency) {
+  // NVLink ports: one transmit and one receive link per GPU.
+  for (int gpu = 0; gpu < num_gpus_; ++gpu) {
+    capacity_.push_back(cluster.intra_node.effective_bandwidth());
+    capacity_.push_back(cluster.intra_node.effective_bandwidth());
+  }
+  nic_base_ = static_cast<LinkId>(capacity_.size());
+  leaf_base_ = nic_base_;
+  if (!cluster.inter_node) return;
+  const NetworkSpec& net = *cluster.inter_node;
+  nics_per_node_ = net.nics_per_node;
+  nodes_per_leaf_ = net.nodes_per_leaf;
+  rail_optimized_ = net.topology == "rail-optimized";
+  oversubscribed_ = net.oversubscription > 1.0;
+  network_latency_ = net.nic.latency;
+  const int nodes = cluster.nodes;
+  for (int link = 0; link < 2 * nodes * nics_per_node_; ++link) capacity_.push_back(net.nic.effective_bandwidth());
+  leaf_base_ = static_cast<LinkId>(capacity_.size());
+  // Leaves: per rail and group of nodes (rail-optimized), or per group of nodes (fat-tree).
+  const int groups = (nodes + nodes_per_leaf_ - 1) / nodes_per_leaf_;
+  num_leaves_ = rail_optimized_ ? groups * nics_per_node_ : groups;
+  const int ports_per_leaf = rail_optimized_ ? nodes_per_leaf_ : nodes_per_leaf_ * nics_per_node_;
+  const BytesPerSecond uplink = net.nic.effective_bandwidth() * (ports_per_leaf / net.oversubscription);
+  for (int leaf = 0; leaf < num_leaves_; ++leaf) {
+    capacity_.push_back(uplink);
+    capacity_.push_back(uplink);
+  }
+}
+
+int Topology::rail_of(int gpu) const {
+  if (nics_per_node_ == 0) return 0;
+  const int local = gpu % gpus_per_node_;
+  return local * nics_per_node_ / gpus_per_node_;
+}
+
+int Topology::leaf_of(int node, int rail) const {
+  const int group = node / nodes_per_leaf_;
+  return rail_optimized_ ? group * nics_per_node_ + rail : group;
+}
+
+void Topology::route(int from, int to, std::vector<LinkId>& path) const {
+  PACELINE_CHECK(from >= 0 && to >= 0 && from < num_gpus_ && to < num_gpus_, "a route between unknown GPUs");
+  if (from == to) return;
+  if (domain_of(from) == domain_of(to)) {
+    path.push_back(nvlink_tx(from));
+    path.push_back(nvlink_rx(to));
+    return;
+  }
+  PACELINE_CHECK(nics_per_node_ > 0, "a route between NVLink domains without a network");
+  const int from_node = node_of(from);
+  const int to_node = node_of(to);
+  const int from_rail = rail_of(from);
+  // The destination's NIC is the one on the sender's rail: NCCL routes through the GPU on that
+  // rail inside the destination node (PXN) rather than across rails in the fabric.
+  const int to_rail = rail_optimized_ ? from_rail : rail_of(to);
+  path.push_back(nic_tx(from_node, from_rail));
+  const int from_leaf = leaf_of(from_node, from_rail);
+  const int to_leaf = leaf_of(to_node, to_rail);
+  // A non-blocking leaf's uplinks carry at most what its NICs send and receive, so they never
+  // bind: flows skip them (and stay independent of other leaves' traffic).
+  if (from_leaf != to_leaf && oversubscribed_) {
+    path.push_back(leaf_up(from_leaf));
+    path.push_back(leaf_down(to_leaf));
+  }
+  path.push_back(nic_rx(to_node, to_rail));
+}
+
+Seconds Topology::route_latency(int from, int to) const {
+  return domain_of(from) == domain_of(to) ? nvlink_latency_ : network_latency_;
+}
+
+std::string Topology::link_name(LinkId link) const {
+  if (link < nic_base_) return fmt::format("gpu {} nvlink {}", link / 2, link % 2 ? "rx" : "tx");
+  if (link < leaf_base_) {
+    const int index = static_cast<int>((link - nic_base_) / 2);
+    return fmt::format("node {} nic {} {}", index / nics_per_node_, index % nics_per_node_, (link - nic_base_) % 2 ? "rx" : "tx");
+  }
+  return fmt::format("leaf {} {}", (link - leaf_base_) / 2, (link - leaf_base_) % 2 ? "down" : "up");
+}
+
+}  // namespace paceline

@@ -1,0 +1,75 @@
+// Topology: the links of a cluster and the route between any two GPUs.
+//
+// Inside an NVLink domain (a node, or a multi-node domain such as GB200 NVL72) every GPU has one
+// port into a non-blocking NVSwitch fabric: a transmit and a receive link of the NVLink
+// bandwidth. Between domains traffic leaves through the NIC serving the GPU (NICs are spread
+// evenly over the node's GPUs) into a leaf switch and, when the destination hangs off another
+// leaf, up through the spine: each leaf's uplinks are one aggregate link per direction of
+// (its NIC ports × NIC bandwidth) / oversubscription, as equal-cost multipath spreads flows over
+// the spines (a non-blocking leaf's uplinks cannot bind, so routes skip them). A rail-optimized fabric puts NIC i of every node on the leaves of rail i; a plain
+// fat-tree puts all NICs of a node on one leaf.
+//
+// Link capacities are the effective bandwidths (line rate × the link's bandwidth efficiency).
+#ifndef PACELINE_HARDWARE_TOPOLOGY_H_
+#define PACELINE_HARDWARE_TOPOLOGY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/units.h"
+#include "hardware/cluster.h"
+
+namespace paceline {
+
+using LinkId = uint32_t;
+
+class Topology {
+ public:
+  explicit Topology(const ClusterSpec& cluster);
+
+  size_t num_links() const { return capacity_.size(); }
+  BytesPerSecond capacity(LinkId link) const { return capacity_[link]; }
+  std::string link_name(LinkId link) const;
+
+  // The links a flow from GPU `from` to GPU `to` crosses (global GPU indices; empty when
+  // from == to). Appends to `path`.
+  void route(int from, int to, std::vector<LinkId>& path) const;
+  // Per-hop latency of the route (NVLink, or NIC plus switch hops).
+  Seconds route_latency(int from, int to) const;
+
+  // A GPU's NVLink port into its domain's switches (NVLink SHARP reduces in the switch).
+  LinkId nvlink_tx(int gpu) const { return static_cast<LinkId>(2 * gpu); }
+  LinkId nvlink_rx(int gpu) const { return static_cast<LinkId>(2 * gpu + 1); }
+
+  int num_gpus() const { return num_gpus_; }
+  int node_of(int gpu) const { return gpu / gpus_per_node_; }
+  int domain_of(int gpu) const { return gpu / nvlink_domain_; }
+  // The NIC (rail) serving a GPU within its node.
+  int rail_of(int gpu) const;
+  int leaf_of(int node, int rail) const;
+
+ private:
+  LinkId nic_tx(int node, int rail) const { return nic_base_ + static_cast<LinkId>(2 * (node * nics_per_node_ + rail)); }
+  LinkId nic_rx(int node, int rail) const { return nic_tx(node, rail) + 1; }
+  LinkId leaf_up(int leaf) const { return leaf_base_ + static_cast<LinkId>(2 * leaf); }
+  LinkId leaf_down(int leaf) const { return leaf_up(leaf) + 1; }
+
+  int num_gpus_ = 0;
+  int gpus_per_node_ = 1;
+  int nvlink_domain_ = 1;
+  int nics_per_node_ = 0;
+  int nodes_per_leaf_ = 1;
+  bool rail_optimized_ = false;
+  bool oversubscribed_ = false;
+  LinkId nic_base_ = 0;
+  LinkId leaf_base_ = 0;
+  int num_leaves_ = 0;
+  Seconds nvlink_latency_;
+  Seconds network_latency_;
+  std::vector<BytesPerSecond> capacity_;
+};
+
+}  // namespace paceline
+
+#endif  // PACELINE_HARDWARE_TOPOLOGY_H_
