@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "base/check.h"
@@ -11,11 +12,19 @@
 namespace paceline {
 namespace {
 
-// What a scheduled event finishes: one rank's task, or every member of a rendezvous.
+// What a scheduled event finishes: one rank's task, every member of a rendezvous, or whatever
+// the external model has finished by then.
+constexpr uint32_t kRendezvous = kNoId;
+constexpr uint32_t kWakeup = kNoId - 1;
 struct Completion {
-  uint32_t rank;  // kNoId for a rendezvous
-  uint32_t id;    // the task, or the rendezvous slot
+  uint32_t rank;     // the rank, or kRendezvous, or kWakeup
+  uint32_t id;       // the task, or the rendezvous slot
+  uint32_t version;  // a task completion is stale once its stream's version moved on
 };
+
+// Tokens the external model knows tasks by.
+constexpr uint64_t kRendezvousToken = uint64_t{1} << 63;
+uint64_t token_of(uint32_t rank, TaskId task) { return (uint64_t{rank} << 32) | task; }
 
 struct Rendezvous {
   uint32_t expected = 0;
@@ -30,6 +39,12 @@ struct RankState {
   std::vector<uint32_t> resource_free;        // by resource: units available
   std::vector<std::deque<TaskId>> resource_waiters;
   std::vector<SimTime> start_times;           // by task, when spans are recorded
+  // Interference: running victims' progress, by stream.
+  std::vector<uint32_t> version;              // bumped when a running task is rescheduled
+  std::vector<double> remaining_ps;           // full-speed work left at `since`
+  std::vector<SimTime> since;
+  std::vector<uint8_t> victim_running;
+  int aggressors = 0;                         // aggressor tasks running on the rank
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
   RankOutcome outcome;
@@ -38,8 +53,13 @@ struct RankState {
 class RunState {
  public:
   RunState(const std::vector<RankSetup>& ranks, const EngineOptions& options,
-           const std::vector<std::vector<uint32_t>>& instances, uint32_t num_instances)
-      : setups_(ranks), options_(options), instances_(instances), ranks_(ranks.size()), open_(num_instances) {
+           const std::vector<std::vector<uint32_t>>& instances, uint32_t num_instances, ExternalModel* external)
+      : setups_(ranks),
+        options_(options),
+        instances_(instances),
+        external_(external),
+        ranks_(ranks.size()),
+        open_(num_instances) {
     size_t recorded_tasks = 0;
     for (size_t r = 0; r < ranks.size(); ++r) {
       const Program& program = *ranks[r].program;
@@ -49,6 +69,10 @@ class RunState {
       RankState& state = ranks_[r];
       state.stream_next.assign(program.num_streams(), 0);
       state.stream_busy.assign(program.num_streams(), 0);
+      state.version.assign(program.num_streams(), 0);
+      state.remaining_ps.assign(program.num_streams(), 0.0);
+      state.since.assign(program.num_streams(), SimTime::zero());
+      state.victim_running.assign(program.num_streams(), 0);
       for (const Resource& resource : program.resources()) state.resource_free.push_back(resource.capacity);
       state.resource_waiters.resize(program.resources().size());
       if (ranks[r].record_spans) state.start_times.resize(program.num_tasks());
@@ -70,20 +94,37 @@ class RunState {
         if (!tasks.empty()) try_issue(r, tasks.front());
       }
     }
+    schedule_wakeup();
     while (!queue_.empty()) {
       if (options_.max_events != 0 && result_.events >= options_.max_events) {
         throw SimulationLimitError(fmt::format(
             "the simulation reached its limit of {} events at simulated time {:.6f} s", options_.max_events,
             to_seconds(now_) / Seconds(1)));
       }
+      // The wall clock only aborts; it is read every 4096 events and never reaches the schedule.
+      if (options_.deadline && (result_.events & 4095) == 0 && std::chrono::steady_clock::now() > *options_.deadline) {
+        throw SimulationDeadlineError(
+            fmt::format("the simulation ran past its wall-clock deadline after {} events, at simulated time {:.6f} s",
+                        result_.events, to_seconds(now_) / Seconds(1)),
+            result_.events);
+      }
       auto event = queue_.pop();
       now_ = event.time;
-      ++result_.events;
-      if (event.payload.rank != kNoId) {
-        complete(event.payload.rank, event.payload.id);
+      const Completion& c = event.payload;
+      if (c.rank == kWakeup) {
+        if (c.version != wakeup_version_) continue;  // the model's next time moved
+        ++result_.events;
+        wake_external();
+      } else if (c.rank == kRendezvous) {
+        ++result_.events;
+        complete_rendezvous(c.id);
       } else {
-        complete_rendezvous(event.payload.id);
+        const Task& t = program(c.rank).task(c.id);
+        if (c.version != ranks_[c.rank].version[t.stream]) continue;  // rescheduled since
+        ++result_.events;
+        complete(c.rank, c.id);
       }
+      schedule_wakeup();
     }
     check_all_finished();
     result_.ranks.reserve(ranks_.size());
@@ -136,10 +177,94 @@ class RunState {
     }
     if (setups_[rank].record_spans) state.start_times[task] = now_;
     if (t.sync == kNoId) {
-      queue_.push(now_ + t.duration, Completion{rank, task});
+      start_running(rank, task);
+      if (t.external) {
+        const TaskRef member{rank, task};
+        external().start(now_, token_of(rank, task), std::span<const TaskRef>(&member, 1));
+      } else {
+        schedule_completion(rank, task, t.duration);
+      }
       return;
     }
     arrive(rank, task, program(rank).syncs()[t.sync]);
+  }
+
+  ExternalModel& external() {
+    PACELINE_CHECK(external_ != nullptr, "an external task without an external model");
+    return *external_;
+  }
+
+  bool is_victim(uint8_t tag) const { return (options_.interference.victim_tags >> tag) & 1; }
+  bool is_aggressor(uint8_t tag) const { return (options_.interference.aggressor_tags >> tag) & 1; }
+  double rate(const RankState& state) const {
+    return state.aggressors > 0 ? 1.0 / (1.0 + options_.interference.slowdown) : 1.0;
+  }
+
+  // A local task takes `duration` at full speed; a victim of interference may take longer.
+  void schedule_completion(uint32_t rank, TaskId task, SimTime duration) {
+    RankState& state = ranks_[rank];
+    const Task& t = program(rank).task(task);
+    if (!is_victim(t.tag) || options_.interference.slowdown == 0.0) {
+      queue_.push(now_ + duration, Completion{rank, task, state.version[t.stream]});
+      return;
+    }
+    state.victim_running[t.stream] = 1;
+    state.remaining_ps[t.stream] = static_cast<double>(duration.picoseconds());
+    state.since[t.stream] = now_;
+    reschedule(rank, t.stream, task);
+  }
+
+  void reschedule(uint32_t rank, StreamId stream, TaskId task) {
+    RankState& state = ranks_[rank];
+    const int64_t left = std::llround(state.remaining_ps[stream] / rate(state));
+    queue_.push(now_ + SimTime::from_picoseconds(left), Completion{rank, task, ++state.version[stream]});
+  }
+
+  // Aggressors starting and ending change the speed of the rank's running victims.
+  void start_running(uint32_t rank, TaskId task) {
+    if (is_aggressor(program(rank).task(task).tag)) set_aggressors(rank, ranks_[rank].aggressors + 1);
+  }
+  void stop_running(uint32_t rank, TaskId task) {
+    const Task& t = program(rank).task(task);
+    RankState& state = ranks_[rank];
+    state.victim_running[t.stream] = 0;
+    if (is_aggressor(t.tag)) set_aggressors(rank, state.aggressors - 1);
+  }
+  void set_aggressors(uint32_t rank, int count) {
+    RankState& state = ranks_[rank];
+    const bool was_slowed = state.aggressors > 0;
+    const double old_rate = rate(state);
+    state.aggressors = count;
+    if (was_slowed == (count > 0) || options_.interference.slowdown == 0.0) return;
+    const Program& p = program(rank);
+    for (StreamId s = 0; s < p.num_streams(); ++s) {
+      if (!state.victim_running[s]) continue;
+      state.remaining_ps[s] -= static_cast<double>((now_ - state.since[s]).picoseconds()) * old_rate;
+      state.remaining_ps[s] = std::max(0.0, state.remaining_ps[s]);
+      state.since[s] = now_;
+      reschedule(rank, s, p.stream_tasks(s)[state.stream_next[s]]);
+    }
+  }
+
+  void schedule_wakeup() {
+    if (external_ == nullptr) return;
+    const SimTime next = external_->next_time();
+    if (next == SimTime::max() || next == scheduled_wakeup_) return;
+    scheduled_wakeup_ = next;
+    queue_.push(next, Completion{kWakeup, 0, ++wakeup_version_});
+  }
+
+  void wake_external() {
+    scheduled_wakeup_ = SimTime::max();
+    finished_.clear();
+    external_->advance(now_, finished_);
+    for (const uint64_t token : finished_) {
+      if (token & kRendezvousToken) {
+        complete_rendezvous(static_cast<uint32_t>(token & ~kRendezvousToken));
+      } else {
+        complete(static_cast<uint32_t>(token >> 32), static_cast<TaskId>(token & 0xffffffffu));
+      }
+    }
   }
 
   void arrive(uint32_t rank, TaskId task, const SyncPoint& sync) {
@@ -167,7 +292,14 @@ class RunState {
           if (setups_[member_rank].record_spans) ranks_[member_rank].start_times[member_task] = now_;
         }
       }
-      queue_.push(now_ + meeting.duration, Completion{kNoId, slot});
+      for (const auto& [member_rank, member_task] : meeting.members) start_running(member_rank, member_task);
+      if (program(rank).task(task).external) {
+        std::vector<TaskRef> members;
+        for (const auto& [member_rank, member_task] : meeting.members) members.push_back({member_rank, member_task});
+        external().start(now_, kRendezvousToken | slot, members);
+      } else {
+        queue_.push(now_ + meeting.duration, Completion{kRendezvous, slot, 0});
+      }
     }
   }
 
@@ -195,6 +327,7 @@ class RunState {
     RankState& state = ranks_[rank];
     const Program& p = program(rank);
     const Task& t = p.task(task);
+    stop_running(rank, task);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
     if (setups_[rank].record_spans) {
       result_.spans.push_back(TaskSpan{rank, task, state.start_times[task], now_});
@@ -245,12 +378,16 @@ class RunState {
   const std::vector<RankSetup>& setups_;
   const EngineOptions& options_;
   const std::vector<std::vector<uint32_t>>& instances_;
+  ExternalModel* external_;
   std::vector<RankState> ranks_;
   EventQueue<Completion> queue_;
   SimTime now_;
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> open_;  // by instance: (sequence, rendezvous)
   std::vector<Rendezvous> rendezvous_;
   std::vector<uint32_t> free_rendezvous_;
+  SimTime scheduled_wakeup_ = SimTime::max();
+  uint32_t wakeup_version_ = 0;
+  std::vector<uint64_t> finished_;
   bool any_recorded_ = false;
   RunResult result_;
 };
@@ -276,8 +413,8 @@ Engine::Engine(std::vector<RankSetup> ranks, EngineOptions options)
   }
 }
 
-RunResult Engine::run() const {
-  RunState state(ranks_, options_, dense_instances_, num_instances_);
+RunResult Engine::run(ExternalModel* external) const {
+  RunState state(ranks_, options_, dense_instances_, num_instances_, external);
   return state.run();
 }
 

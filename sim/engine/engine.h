@@ -10,8 +10,11 @@
 #ifndef PACELINE_SIM_ENGINE_ENGINE_H_
 #define PACELINE_SIM_ENGINE_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -29,8 +32,43 @@ struct RankSetup {
   bool record_spans = false;              // keep each task's start and end in the result
 };
 
+// Compute slowed by concurrent communication on the same rank: while any task whose tag is in
+// `aggressor_tags` runs, tasks whose tag is in `victim_tags` progress at 1/(1 + slowdown) of
+// their speed (bit t of a mask stands for tag t).
+struct Interference {
+  uint64_t victim_tags = 0;
+  uint64_t aggressor_tags = 0;
+  double slowdown = 0.0;
+};
+
+// A task run by the ExternalModel, on one rank.
+struct TaskRef {
+  uint32_t rank = 0;
+  TaskId task = 0;
+};
+
+// Decides when external tasks finish: the caller's model of a resource shared among them (a
+// network whose links concurrent transfers share). Called by one run, on its thread.
+class ExternalModel {
+ public:
+  virtual ~ExternalModel() = default;
+  // An external task started at `now`: a rendezvous once with all its members, else one task.
+  // `token` names it in advance().
+  virtual void start(SimTime now, uint64_t token, std::span<const TaskRef> members) = 0;
+  // The earliest time a started task may finish; SimTime::max() when none is running.
+  virtual SimTime next_time() = 0;
+  // Moves the model to `now` (never past next_time()) and appends the tokens of the tasks that
+  // finished, in a deterministic order.
+  virtual void advance(SimTime now, std::vector<uint64_t>& finished) = 0;
+};
+
 struct EngineOptions {
   uint64_t max_events = 0;  // stop with SimulationLimitError after this many events; 0: no limit
+  Interference interference;
+  // Stop with SimulationDeadlineError once the wall clock passes this point. The clock is read
+  // every 4096 events and only ever aborts the run: it never reaches the schedule, so a run
+  // that finishes is bit-identical with or without a deadline.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // A task's start and end on a rank.
@@ -55,19 +93,32 @@ struct RunResult {
   uint64_t events = 0;             // events processed
 };
 
-// Thrown when a run exceeds EngineOptions::max_events.
+// Thrown when a run exceeds a limit (EngineOptions::max_events, a deadline, or a caller's
+// memory or time limit checked before the run).
 class SimulationLimitError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Thrown when a run passes EngineOptions::deadline, after `events` events.
+class SimulationDeadlineError : public SimulationLimitError {
+ public:
+  SimulationDeadlineError(const std::string& message, uint64_t events)
+      : SimulationLimitError(message), events_(events) {}
+  uint64_t events() const { return events_; }
+
+ private:
+  uint64_t events_;
 };
 
 class Engine {
  public:
   explicit Engine(std::vector<RankSetup> ranks, EngineOptions options = {});
 
-  // Runs every rank to completion. Throws InternalError on a deadlock (a task that can never
-  // start), naming the rank, stream and task.
-  RunResult run() const;
+  // Runs every rank to completion; `external` times the external tasks (required when the
+  // programs have any). Throws InternalError on a deadlock (a task that can never start),
+  // naming the rank, stream and task.
+  RunResult run(ExternalModel* external = nullptr) const;
 
   size_t num_ranks() const { return ranks_.size(); }
   const RankSetup& rank(uint32_t index) const { return ranks_[index]; }

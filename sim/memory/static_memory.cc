@@ -1,5 +1,7 @@
 #include "sim/memory/static_memory.h"
 
+#include <algorithm>
+
 namespace paceline {
 
 ParameterBytes parameter_bytes(const Training& training) {
@@ -26,6 +28,17 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding, i
   memory.gradient_bytes = static_cast<int64_t>((sharding.gradients ? p / n : p) * bytes.gradient);
   memory.optimizer_bytes = static_cast<int64_t>((sharding.optimizer ? p / n : p) * bytes.optimizer);
   return memory;
+}
+
+StaticMemory rank_static_memory(const Training& training, const Parallelism& p, int64_t parameters,
+                                int64_t expert_parameters) {
+  const int expert_shard = std::max(1, std::min(p.zero_shard, p.tp * p.dp * p.cp / p.ep));
+  const Sharding sharding{p.zero >= 3, p.zero >= 2 && !(p.zero >= 3 && p.pp > 1), p.zero >= 1};
+  const int64_t dense_parameters = parameters - expert_parameters;
+  const StaticMemory dense = static_memory(training, sharding, dense_parameters, dense_parameters, p.zero_shard);
+  const StaticMemory experts = static_memory(training, sharding, expert_parameters, expert_parameters, expert_shard);
+  return StaticMemory{dense.weight_bytes + experts.weight_bytes, dense.gradient_bytes + experts.gradient_bytes,
+                      dense.optimizer_bytes + experts.optimizer_bytes};
 }
 
 }  // namespace paceline

@@ -44,6 +44,13 @@ struct Sharding {
 StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
                            int64_t gemm_parameters, int shard);
 
+// The static memory of a rank holding `parameters` (of which `expert_parameters` belong to
+// experts) under the ZeRO stage of `parallelism`: dense states are divided over its zero_shard
+// group, expert states over at most the expert-data group, and ZeRO-3 with pipelining keeps
+// unsharded gradients, accumulated over the micro-batches.
+StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism, int64_t parameters,
+                                int64_t expert_parameters);
+
 }  // namespace paceline
 
 #endif  // PACELINE_SIM_MEMORY_STATIC_MEMORY_H_

@@ -10,6 +10,21 @@
 
 namespace paceline {
 
+LayerShard layer_shard(const Scenario& s) {
+  LayerShard shard;
+  shard.micro_batch = s.training.micro_batch;
+  shard.seq_len = s.training.seq_len;
+  shard.tp = s.parallelism.tp;
+  shard.cp = s.parallelism.cp;
+  shard.ep = s.parallelism.ep;
+  shard.sequence_parallel = s.parallelism.sequence_parallel;
+  shard.activation_dtype = s.compute_dtype();
+  shard.fp8 = s.training.precision == Precision::kFp8;
+  shard.recompute = s.training.recompute;
+  shard.attention_kernel = s.training.attention;
+  return shard;
+}
+
 bool per_microbatch_fsdp(const Parallelism& p) { return p.zero >= 3 && p.pp == 1; }
 
 namespace {
@@ -46,22 +61,8 @@ struct Context {
   int64_t microbatches = 0;
   int virtual_stages_total = 1;
   bool zero_bubble = false;
+  bool shared_network = false;
 };
-
-LayerShard shard_of(const Scenario& s) {
-  LayerShard shard;
-  shard.micro_batch = s.training.micro_batch;
-  shard.seq_len = s.training.seq_len;
-  shard.tp = s.parallelism.tp;
-  shard.cp = s.parallelism.cp;
-  shard.ep = s.parallelism.ep;
-  shard.sequence_parallel = s.parallelism.sequence_parallel;
-  shard.activation_dtype = s.compute_dtype();
-  shard.fp8 = s.training.precision == Precision::kFp8;
-  shard.recompute = s.training.recompute;
-  shard.attention_kernel = s.training.attention;
-  return shard;
-}
 
 BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::string& name, int64_t expert_parameters) {
   BlockPlans block;
@@ -109,6 +110,8 @@ class StageBuilder {
     GroupKind group = GroupKind::kData;
     bool synchronized = false;  // a rendezvous of `group` (when it has more than one member)
     uint32_t sequence = 0;
+    Collective collective = Collective::kNone;  // what a communication task runs
+    Bytes size;
     int64_t alloc_bytes = 0;
     int64_t transient_bytes = 0;
     int32_t block = -3;
@@ -126,9 +129,11 @@ class StageBuilder {
     const uint32_t members = c_.members[static_cast<int>(spec.group)];
     if (spec.synchronized && members > 1) {
       task.sync = builder_.add_sync({static_cast<uint32_t>(spec.group), spec.sequence, members});
+      task.external = c_.shared_network && spec.collective != Collective::kNone;
     }
     const TaskId id = builder_.add_task(task);
     labels_.push_back(TaskLabel{kNoId, static_cast<uint32_t>(names_.size()), spec.block, spec.microbatch});
+    comms_.push_back(TaskComm{spec.collective, spec.group, spec.size});
     names_.push_back(spec.name);
     for (const TaskId d : spec.deps) {
       if (d != kNoId) builder_.add_dependency(d, id);
@@ -139,12 +144,14 @@ class StageBuilder {
   // A collective of the whole step (not of a block) over `group`, on the data stream.
   TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string name, std::vector<TaskId> deps) {
     LoneTask spec;
-    spec.duration = c_.collectives.time(kind, size, c_.layout.placement(group));
+    spec.duration = c_.collectives.time(kind, size, c_.layout.placement(group, stage_));
     spec.name = std::move(name);
     spec.deps = std::move(deps);
     spec.group = group;
     spec.synchronized = true;
     spec.sequence = next_sequence(group);
+    spec.collective = kind;
+    spec.size = size;
     spec.transient_bytes = static_cast<int64_t>(size / Bytes(1));
     return add(spec);
   }
@@ -179,6 +186,7 @@ class StageBuilder {
   int stage_;
   ProgramBuilder builder_;
   std::vector<TaskLabel> labels_;
+  std::vector<TaskComm> comms_;
   std::vector<std::string> names_;
   std::array<uint32_t, kNumGroupKinds> sequence_{};
   Flop executed_;
@@ -213,10 +221,14 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
     if (t.stream != StreamKind::kCompute) {
       const uint32_t members = c_.members[static_cast<int>(t.group)];
       const uint32_t sequence = next_sequence(t.group);
-      if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
+      if (members > 1) {
+        task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
+        task.external = c_.shared_network;
+      }
     }
     const TaskId id = builder_.add_task(task);
     labels_.push_back(TaskLabel{plan_index, i, block.block, microbatch});
+    comms_.push_back(TaskComm{t.comm.collective, t.group, t.comm.size});
     for (const uint32_t d : t.deps) builder_.add_dependency(base + d, id);
     if (t.entry) {
       for (const TaskId e : entry) {
@@ -249,10 +261,13 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
 TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass) {
   LoneTask spec;
   const Bytes size = gathered_weights(b);
-  spec.duration = c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard));
+  spec.duration =
+      c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
   spec.name = fmt::format("fsdp.{}_weight_gather", pass);
   spec.deps = {prefetch_after};
   spec.group = GroupKind::kDataShard;
+  spec.collective = Collective::kAllGather;
+  spec.size = size;
   spec.synchronized = true;
   spec.sequence = next_sequence(GroupKind::kDataShard);
   // The gathered weights stay until the pass over the block ends (freed by its last task).
@@ -276,10 +291,12 @@ void StageBuilder::forward(int microbatch, int chunk) {
     LoneTask recv;
     recv.stream = StreamKind::kRecvPrev;
     recv.duration = c_.collectives.time(Collective::kSendRecv, activation,
-                                        c_.layout.link_placement((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
+                                        c_.layout.link_members((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
     recv.tag = ActivityTag::kPipelineComm;
     recv.name = "pp.recv_activation";
     recv.group = GroupKind::kForwardRecv;
+    recv.collective = Collective::kSendRecv;
+    recv.size = activation;
     recv.synchronized = true;
     recv.sequence = static_cast<uint32_t>(microbatch * key_stride + vs - 1);
     recv.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
@@ -303,11 +320,13 @@ void StageBuilder::forward(int microbatch, int chunk) {
   if (vs + 1 < c_.virtual_stages_total) {
     LoneTask send;
     send.stream = StreamKind::kSendNext;
-    send.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_placement(stage_, true));
+    send.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(stage_, true));
     send.tag = ActivityTag::kPipelineComm;
     send.name = "pp.send_activation";
     send.deps = input;
     send.group = GroupKind::kForwardSend;
+    send.collective = Collective::kSendRecv;
+    send.size = activation;
     send.synchronized = true;
     send.sequence = static_cast<uint32_t>(microbatch * key_stride + vs);
     send.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
@@ -329,10 +348,12 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
   if (vs + 1 < c_.virtual_stages_total) {
     LoneTask recv;
     recv.stream = StreamKind::kRecvNext;
-    recv.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_placement(stage_, true));
+    recv.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(stage_, true));
     recv.tag = ActivityTag::kPipelineComm;
     recv.name = "pp.recv_gradient";
     recv.group = GroupKind::kBackwardRecv;
+    recv.collective = Collective::kSendRecv;
+    recv.size = activation;
     recv.synchronized = true;
     recv.sequence = static_cast<uint32_t>(microbatch * key_stride + vs + 1);
     recv.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
@@ -371,11 +392,13 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     LoneTask send;
     send.stream = StreamKind::kSendPrev;
     send.duration = c_.collectives.time(Collective::kSendRecv, activation,
-                                        c_.layout.link_placement((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
+                                        c_.layout.link_members((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
     send.tag = ActivityTag::kPipelineComm;
     send.name = "pp.send_gradient";
     send.deps = gradient;
     send.group = GroupKind::kBackwardSend;
+    send.collective = Collective::kSendRecv;
+    send.size = activation;
     send.synchronized = true;
     send.sequence = static_cast<uint32_t>(microbatch * key_stride + vs);
     send.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
@@ -532,6 +555,7 @@ StageProgram StageBuilder::build() {
   stage.stage = stage_;
   stage.plans = c_.plans;
   stage.labels = std::move(labels_);
+  stage.comms = std::move(comms_);
   stage.names = std::move(names_);
   int64_t parameters = 0;
   int64_t expert = 0;
@@ -542,15 +566,7 @@ StageProgram StageBuilder::build() {
     }
   }
   stage.parameters = parameters;
-  // Expert states are sharded over the expert-data group, the rest over the ZeRO shard group.
-  const int expert_shard = std::min(p.zero_shard, p.tp * p.dp * p.cp / p.ep);
-  // ZeRO-3 with pipelining accumulates unsharded gradients over the micro-batches.
-  const Sharding sharding{p.zero >= 3, p.zero >= 2 && !(p.zero >= 3 && p.pp > 1), p.zero >= 1};
-  const StaticMemory dense = static_memory(s.training, sharding, parameters - expert, parameters - expert, p.zero_shard);
-  const StaticMemory experts = static_memory(s.training, sharding, expert, expert, std::max(expert_shard, 1));
-  stage.static_memory = StaticMemory{dense.weight_bytes + experts.weight_bytes,
-                                     dense.gradient_bytes + experts.gradient_bytes,
-                                     dense.optimizer_bytes + experts.optimizer_bytes};
+  stage.static_memory = rank_static_memory(s.training, p, parameters, expert);
   stage.executed_flop = executed_;
   stage.recompute_flop = recomputed_;
   stage.program = std::move(builder_).build();
@@ -565,11 +581,11 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   const RankLayout layout(p, s.cluster.gpus_per_node);
   const OpPricer pricer(timer, collectives, layout);
   Context c{s, layout, pricer, collectives, {}, {}, {}, {}, 0, p.pp * p.virtual_stages,
-            p.schedule == Schedule::kZeroBubble};
+            p.schedule == Schedule::kZeroBubble, options.shared_network};
   c.microbatches = s.training.num_microbatches(p.dp);
 
   // The distinct blocks, planned once.
-  const LayerShard shard = shard_of(s);
+  const LayerShard shard = layer_shard(s);
   const ParameterCount count = count_parameters(s.model);
   c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
   c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);

@@ -32,10 +32,18 @@ struct TaskLabel {
   int32_t microbatch = -1;
 };
 
+// The collective a communication task runs (for the network of `full` fidelity).
+struct TaskComm {
+  Collective collective = Collective::kNone;
+  GroupKind group = GroupKind::kTensor;
+  Bytes size;
+};
+
 struct StageProgram {
   int stage = 0;
   Program program;
   std::vector<TaskLabel> labels;  // by task
+  std::vector<TaskComm> comms;    // by task
   std::vector<std::shared_ptr<const TaskPlan>> plans;
   std::vector<std::string> names;  // lone tasks: pipeline transfers, reductions, optimizer
   StaticMemory static_memory;
@@ -54,7 +62,14 @@ struct Lowering {
 
 struct LoweringOptions {
   bool record_spans = false;  // keep task spans of the first simulated rank of each stage
+  // Communication tasks of more than one rank are timed by a shared network (ExternalModel)
+  // instead of their isolated duration.
+  bool shared_network = false;
 };
+
+// The shard of every block a rank of the scenario computes (its slice of batch, sequence, heads
+// and experts, and how it is computed).
+LayerShard layer_shard(const Scenario& scenario);
 
 // Whether ZeRO-3 gathers weights and reduces gradients per micro-batch (FSDP without pipelining).
 bool per_microbatch_fsdp(const Parallelism& parallelism);

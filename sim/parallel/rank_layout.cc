@@ -99,19 +99,13 @@ std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
   return result;
 }
 
-GroupPlacement RankLayout::placement(GroupKind kind) const {
-  const std::vector<int> group = members(kind, 0);
-  const int first_node = node(group.front());
-  const int per_node = static_cast<int>(
-      std::count_if(group.begin(), group.end(), [&](int r) { return node(r) == first_node; }));
-  return GroupPlacement{static_cast<int>(group.size()), per_node};
+std::vector<int> RankLayout::placement(GroupKind kind, int stage) const {
+  return members(kind, rank_of(RankCoord{0, 0, 0, stage}));
 }
 
-GroupPlacement RankLayout::link_placement(int stage, bool forward) const {
-  const int from = rank_of(RankCoord{0, 0, 0, stage});
+std::vector<int> RankLayout::link_members(int stage, bool forward) const {
   const int to_stage = forward ? (stage + 1) % parallelism_.pp : (stage + parallelism_.pp - 1) % parallelism_.pp;
-  const int to = rank_of(RankCoord{0, 0, 0, to_stage});
-  return GroupPlacement{2, node(from) == node(to) ? 2 : 1};
+  return {rank_of(RankCoord{0, 0, 0, stage}), rank_of(RankCoord{0, 0, 0, to_stage})};
 }
 
 uint32_t RankLayout::instance(GroupKind kind, int rank) const {

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "hardware/collective_model.h"
 #include "sim/scenario/scenario.h"
 
 namespace paceline {
@@ -54,10 +53,12 @@ class RankLayout {
 
   // The members of `rank`'s group of `kind`, in rank order (pipeline links: sender, receiver).
   std::vector<int> members(GroupKind kind, int rank) const;
-  // How the group of `kind` containing rank 0 sits on nodes.
-  GroupPlacement placement(GroupKind kind) const;
-  // Placement of a pipeline link from `stage` to the next (or previous) stage of rank 0's column.
-  GroupPlacement link_placement(int stage, bool forward) const;
+  // The members of the group of `kind` containing the first rank of `stage` (the group whose
+  // collectives a stage's program is priced for; groups are alike up to translation).
+  std::vector<int> placement(GroupKind kind, int stage = 0) const;
+  // The two ends of the pipeline link from `stage` to the next (or previous) stage, in the
+  // column of rank 0: {sender, receiver}.
+  std::vector<int> link_members(int stage, bool forward) const;
   // A unique id for `rank`'s group of `kind` (equal for all members).
   uint32_t instance(GroupKind kind, int rank) const;
   // The group instance of every kind for `rank`, indexed by GroupKind.

@@ -8,16 +8,6 @@
 namespace paceline {
 namespace {
 
-bool in_pass(Phase phase, PassKind pass) {
-  switch (pass) {
-    case PassKind::kForward: return phase == Phase::kForward;
-    case PassKind::kBackward: return phase != Phase::kForward;
-    case PassKind::kBackwardInput: return phase == Phase::kRecompute || phase == Phase::kBackwardInput;
-    case PassKind::kBackwardWeight: return phase == Phase::kBackwardWeight;
-  }
-  return false;
-}
-
 // Identity ops (a collective of kind none, e.g. Megatron's `f` in forward) cost nothing and
 // run nowhere; their dependents wait for what they waited for.
 bool is_identity(const Op& op) {
@@ -65,6 +55,16 @@ void effective_predecessors(const LayerGraph& g, OpId id, std::vector<OpId>& out
 }
 
 }  // namespace
+
+bool in_pass(Phase phase, PassKind pass) {
+  switch (pass) {
+    case PassKind::kForward: return phase == Phase::kForward;
+    case PassKind::kBackward: return phase != Phase::kForward;
+    case PassKind::kBackwardInput: return phase == Phase::kRecompute || phase == Phase::kBackwardInput;
+    case PassKind::kBackwardWeight: return phase == Phase::kBackwardWeight;
+  }
+  return false;
+}
 
 std::string_view to_string(StreamKind stream) {
   switch (stream) {
@@ -198,6 +198,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       TaskTemplate task;
       task.stream = stream;
       task.group = op.kind == OpKind::kCommunication ? group_of(op.comm.group) : GroupKind::kTensor;
+      if (op.kind == OpKind::kCommunication) task.comm = op.comm;
       task.tag = tag_of(op);
       task.entry = boundary;
       task.first_op = static_cast<uint32_t>(plan.ops.size());

@@ -62,6 +62,9 @@ enum class PassKind {
   kBackwardWeight  // weight gradients (zero-bubble W)
 };
 
+// Whether a pass runs the ops of this phase.
+bool in_pass(Phase phase, PassKind pass);
+
 struct PlannedOp {
   std::string name;
   Seconds duration;
@@ -74,6 +77,7 @@ struct PlannedOp {
 struct TaskTemplate {
   StreamKind stream = StreamKind::kCompute;
   GroupKind group = GroupKind::kTensor;  // communication tasks: the group they run over
+  CommSpec comm;                         // communication tasks: the collective
   SimTime duration;
   std::vector<uint32_t> deps;       // templates of the same plan
   std::vector<OpId> external_deps;  // ops of another pass of the same block instance
@@ -103,14 +107,14 @@ class OpPricer {
  public:
   OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout);
   KernelTime price(const Op& op) const;
-  const GroupPlacement& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
+  const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
   const OpTimer& timer() const { return timer_; }
   const CollectiveModel& collectives() const { return collectives_; }
 
  private:
   const OpTimer& timer_;
   const CollectiveModel& collectives_;
-  std::array<GroupPlacement, kNumGroupKinds> placements_;
+  std::array<std::vector<int>, kNumGroupKinds> placements_;  // members of rank 0's groups
 };
 
 GroupKind group_of(CommGroup group);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/check.h"
+#include "hardware/collective_model.h"
 
 namespace paceline {
 namespace {
@@ -74,6 +75,23 @@ Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& 
     active[e.tag] += e.delta;
   }
   account(end);
+  // Compute that ran longer than its kernels take alone lost the difference to communication
+  // beside it (interference): moved from compute into overlap_slowdown.
+  for (const TaskSpan& span : run.spans) {
+    if (span.rank != rank) continue;
+    const Task& task = stage.program.task(span.task);
+    if (task.tag != static_cast<uint8_t>(ActivityTag::kCompute) && task.tag != static_cast<uint8_t>(ActivityTag::kRecompute)) {
+      continue;
+    }
+    const Seconds slowed = to_seconds(span.end - span.start) - to_seconds(task.duration);
+    if (slowed <= Seconds(0)) continue;
+    b.overlap_slowdown += slowed;
+    if (task.tag == static_cast<uint8_t>(ActivityTag::kCompute)) {
+      b.compute -= slowed;
+    } else {
+      b.recompute -= slowed;
+    }
+  }
   return b;
 }
 
@@ -82,6 +100,7 @@ Json seconds_map(const Breakdown& b) {
   json.set("compute", b.compute / Seconds(1));
   json.set("recompute", b.recompute / Seconds(1));
   json.set("optimizer", b.optimizer / Seconds(1));
+  json.set("overlap_slowdown", b.overlap_slowdown / Seconds(1));
   json.set("exposed_communication", b.exposed_communication / Seconds(1));
   for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
                                 ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
@@ -212,6 +231,7 @@ Json to_json(const Scenario& s) {
   }
   const ClusterSpec& c = s.cluster;
   Json cluster = Json::object();
+  cluster.set("system", c.system.empty() ? Json() : Json(c.system));
   cluster.set("gpu", c.gpu.name).set("nodes", c.nodes).set("gpus_per_node", c.gpus_per_node);
   cluster.set("profile", c.profile ? Json(std::filesystem::path(c.profile->path()).stem().string()) : Json());
   auto link = [](const LinkSpec& l) {
@@ -221,10 +241,11 @@ Json to_json(const Scenario& s) {
     return json;
   };
   cluster.set("intra_node", link(c.intra_node));
+  cluster.set("nvlink_domain", c.nvlink_domain).set("nvls", c.nvls);
   if (c.inter_node) {
     Json net = link(c.inter_node->nic);
     net.set("nics_per_node", c.inter_node->nics_per_node).set("topology", c.inter_node->topology);
-    net.set("oversubscription", c.inter_node->oversubscription);
+    net.set("oversubscription", c.inter_node->oversubscription).set("nodes_per_leaf", c.inter_node->nodes_per_leaf);
     cluster.set("inter_node", std::move(net));
   }
   const Parallelism& p = s.parallelism;
@@ -246,10 +267,16 @@ Json to_json(const Scenario& s) {
   training.set("optimizer", t.optimizer == Optimizer::kAdam ? "adam" : "sgd");
   training.set("overlap_grad_reduce", t.overlap_grad_reduce).set("overlap_param_gather", t.overlap_param_gather);
   training.set("grad_bucket_parameters", t.grad_bucket_parameters);
+  Json collectives = Json::object();
+  for (const auto& [key, kind] : {std::pair{"all_reduce", Collective::kAllReduce}, {"all_gather", Collective::kAllGather},
+                                  {"reduce_scatter", Collective::kReduceScatter}, {"all_to_all", Collective::kAllToAll}}) {
+    collectives.set(key, to_string(static_cast<CollectiveAlgorithm>(c.algorithms[static_cast<int>(kind)])));
+  }
   Json simulation = Json::object();
   simulation.set("fidelity", to_string(s.simulation.fidelity));
   Json json = Json::object();
   json.set("name", s.name).set("model", std::move(model)).set("cluster", std::move(cluster));
+  json.set("collectives", std::move(collectives));
   json.set("parallelism", std::move(parallelism)).set("training", std::move(training));
   json.set("simulation", std::move(simulation));
   return json;
@@ -329,6 +356,7 @@ std::string to_text(const Result& r) {
   out += line("compute", b.compute);
   if (b.recompute > Seconds(0)) out += line("recompute", b.recompute);
   out += line("optimizer", b.optimizer);
+  if (b.overlap_slowdown > Seconds(0)) out += line("overlap slowdown", b.overlap_slowdown);
   for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
                                 ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
     const Seconds t = b.exposed_by_tag[static_cast<int>(tag)];

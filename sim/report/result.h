@@ -22,10 +22,13 @@ struct Breakdown {
   Seconds compute;                // forward and backward kernels
   Seconds recompute;              // activation recomputation
   Seconds optimizer;              // the optimizer step
+  Seconds overlap_slowdown;       // compute lost to communication running beside it
   Seconds exposed_communication;  // communication with no compute beside it (sum of the below)
   std::array<Seconds, kNumActivityTags> exposed_by_tag{};  // indexed by ActivityTag
   Seconds pipeline_bubble;        // idle: waiting on other stages
-  Seconds total() const { return compute + recompute + optimizer + exposed_communication + pipeline_bubble; }
+  Seconds total() const {
+    return compute + recompute + optimizer + overlap_slowdown + exposed_communication + pipeline_bubble;
+  }
 };
 
 struct StageMemory {

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "base/yaml_reader.h"
+#include "hardware/collective_model.h"
 #include "models/model_catalog.h"
 
 namespace paceline {
@@ -125,7 +126,8 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                                       p.pp, p.cp, p.dp, model_parallel * p.dp, gpus));
     }
   } else if (gpus % model_parallel != 0) {
-    fail_parallel("tp", fmt::format("tp·pp·cp = {} does not divide the cluster's {} GPUs", model_parallel, gpus));
+    fail_parallel("tp", fmt::format("= {}: tp·pp·cp = {}·{}·{} = {} does not divide the cluster's {} GPUs", p.tp, p.tp,
+                                    p.pp, p.cp, model_parallel, gpus));
   } else {
     p.dp = gpus / model_parallel;
   }
@@ -183,13 +185,7 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   } else if (m.layers < virtual_total) {
     fail_parallel("pp", fmt::format("pp·virtual_stages = {} exceeds model.layers = {}", virtual_total, m.layers));
   } else {
-    // Even split; a remainder goes one layer each to the inner stages first (the first and last
-    // stages also carry the embedding and the output head).
-    p.layers_per_stage.assign(virtual_total, m.layers / virtual_total);
-    int remainder = m.layers % virtual_total;
-    for (int i = 1; i < virtual_total - 1 && remainder > 0; ++i, --remainder) ++p.layers_per_stage[i];
-    // With two virtual stages there are no inner ones: the one extra layer goes first.
-    if (remainder > 0) ++p.layers_per_stage[0];
+    p.layers_per_stage = default_layers_per_stage(m.layers, virtual_total);
   }
   // Batch.
   if (t.global_batch % (t.micro_batch * p.dp) != 0) {
@@ -246,6 +242,30 @@ Scenario read_scenario(YamlMap& root) {
   } else {
     s.parallelism.sequence_parallel = false;
   }
+  if (std::optional<YamlMap> collectives = root.optional_map("collectives")) {
+    // Algorithm overrides per collective (hardware/collective_model.h); auto by default.
+    const std::vector<std::pair<const char*, Collective>> kinds = {
+        {"all_reduce", Collective::kAllReduce}, {"all_gather", Collective::kAllGather},
+        {"reduce_scatter", Collective::kReduceScatter}, {"all_to_all", Collective::kAllToAll}};
+    for (const auto& [key, kind] : kinds) {
+      const bool all_reduce = kind == Collective::kAllReduce;
+      const std::vector<std::string> allowed =
+          all_reduce ? std::vector<std::string>{"auto", "ring", "tree", "hierarchical", "nvls"}
+                     : std::vector<std::string>{"auto", kind == Collective::kAllToAll ? "direct" : "ring"};
+      const std::string choice = collectives->choice(key, allowed, "auto");
+      const CollectiveAlgorithm algorithm = choice == "ring"           ? CollectiveAlgorithm::kRing
+                                            : choice == "tree"         ? CollectiveAlgorithm::kTree
+                                            : choice == "hierarchical" ? CollectiveAlgorithm::kHierarchical
+                                            : choice == "nvls"         ? CollectiveAlgorithm::kNvls
+                                            : choice == "direct"       ? CollectiveAlgorithm::kDirect
+                                                                       : CollectiveAlgorithm::kAuto;
+      if (algorithm == CollectiveAlgorithm::kNvls && !s.cluster.nvls) {
+        collectives->fail(key, "= nvls needs NVLink switches that reduce: set cluster.nvls: true");
+      }
+      s.cluster.algorithms[static_cast<int>(kind)] = static_cast<int>(algorithm);
+    }
+    collectives->finish();
+  }
   YamlMap training = root.map("training");
   s.training = read_training(training, s.model);
   if (std::optional<YamlMap> simulation = root.optional_map("simulation")) {
@@ -260,6 +280,17 @@ Scenario read_scenario(YamlMap& root) {
   root.finish();
   validate(s, root, parallelism ? &*parallelism : nullptr, training, dp_given, schedule_given);
   return s;
+}
+
+std::vector<int> default_layers_per_stage(int layers, int virtual_stages_total) {
+  // A remainder goes one layer each to the inner stages first: the first and last stages also
+  // carry the embedding and the output head.
+  std::vector<int> split(virtual_stages_total, layers / virtual_stages_total);
+  int remainder = layers % virtual_stages_total;
+  for (int i = 1; i < virtual_stages_total - 1 && remainder > 0; ++i, --remainder) ++split[i];
+  // With two virtual stages there are no inner ones: the one extra layer goes first.
+  if (remainder > 0) ++split[0];
+  return split;
 }
 
 Scenario load_scenario_file(const std::string& path) {

@@ -78,6 +78,10 @@ struct Scenario {
 // Reads and validates a scenario mapping; errors name the file, line, column and field.
 Scenario read_scenario(YamlMap& map);
 Scenario load_scenario_file(const std::string& path);
+
+// Layers of each virtual stage when `layers_per_stage` is not given: an even split, extra layers
+// to the inner stages first.
+std::vector<int> default_layers_per_stage(int layers, int virtual_stages_total);
 // `name` stands for the file in error messages.
 Scenario load_scenario_text(const std::string& text, const std::string& name);
 

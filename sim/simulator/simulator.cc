@@ -1,21 +1,80 @@
 #include "sim/simulator/simulator.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
+#include <optional>
 
 #include "hardware/collective_model.h"
 #include "hardware/op_timer.h"
+#include "hardware/topology.h"
+#include "sim/network/network_model.h"
 
 namespace paceline {
 
+void check_limits(const CostEstimate& cost, const SimulateOptions& options) {
+  if (options.max_memory > Bytes(0) && cost.memory > options.max_memory) {
+    throw SimulationLimitError(fmt::format(
+        "the simulation would need {}, more than the {:.3g} GiB of memory allowed; {}, or raise the limit "
+        "(paceline run --max-memory)",
+        describe(cost), options.max_memory / GiB(1), how_to_shrink(cost)));
+  }
+  if (options.timeout > Seconds(0) && cost.wall_time > options.timeout) {
+    throw SimulationLimitError(fmt::format(
+        "the simulation would need {}, longer than the {:.3g} s allowed; {}, or raise the limit "
+        "(paceline run --timeout)",
+        describe(cost), options.timeout / Seconds(1), how_to_shrink(cost)));
+  }
+}
+
 Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {
-  // The wall clock measures the simulator itself; it never reaches the simulated schedule.
+  // The wall clock measures the simulator itself and enforces the timeout; it never reaches
+  // the simulated schedule.
   const auto started = std::chrono::steady_clock::now();
-  const OpTimer timer(scenario->cluster.gpu);
-  const CollectiveModel collectives(scenario->cluster);
-  auto lowering = std::make_shared<const Lowering>(lower(*scenario, timer, collectives, {.record_spans = true}));
-  const Engine engine(lowering->ranks, EngineOptions{options.max_events});
+  // Up front: a scenario the limits cannot hold fails with its estimate, before lowering.
+  std::optional<CostEstimate> cost;
+  if (options.max_memory > Bytes(0) || options.timeout > Seconds(0)) {
+    cost = estimate_cost(*scenario);
+    check_limits(*cost, options);
+  }
+  EngineOptions engine_options{.max_events = options.max_events};
+  // (A timeout beyond a century is no limit, and would overflow the clock's type.)
+  if (options.timeout > Seconds(0) && options.timeout < Seconds(3e9)) {
+    engine_options.deadline =
+        started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(options.timeout / Seconds(1)));
+  }
+  auto overrun = [&](uint64_t events) {
+    return SimulationLimitError(fmt::format("the simulation ran past its timeout of {:.3g} s after {} events "
+                                            "(its estimate was {})",
+                                            options.timeout / Seconds(1), events, describe(*cost)));
+  };
+  const OpTimer timer(scenario->cluster.gpu, scenario->cluster.profile);
+  const Topology topology(scenario->cluster);
+  const CollectiveModel collectives(scenario->cluster, topology);
+  const bool full = scenario->simulation.fidelity == Fidelity::kFull;
+  auto lowering = std::make_shared<const Lowering>(
+      lower(*scenario, timer, collectives, {.record_spans = true, .shared_network = full}));
+  if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
+  // Communication kernels take SMs and memory bandwidth from compute they overlap (the GPU
+  // catalog's communication_interference).
+  for (const ActivityTag tag : {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
+    engine_options.interference.victim_tags |= uint64_t{1} << static_cast<int>(tag);
+  }
+  for (int tag = 0; tag < kNumActivityTags; ++tag) {
+    if (is_communication(static_cast<ActivityTag>(tag))) engine_options.interference.aggressor_tags |= uint64_t{1} << tag;
+  }
+  engine_options.interference.slowdown = scenario->cluster.gpu.kernels.communication_interference;
+  const Engine engine(lowering->ranks, engine_options);
+  const RankLayout layout(scenario->parallelism, scenario->cluster.gpus_per_node);
+  std::optional<NetworkModel> network;
+  if (full) network.emplace(*lowering, layout, collectives);
   Prediction prediction;
-  prediction.run = engine.run();
+  try {
+    prediction.run = engine.run(network ? &*network : nullptr);
+  } catch (const SimulationDeadlineError& e) {
+    throw overrun(e.events());
+  }
   prediction.lowering = lowering;
   prediction.result = make_result(scenario, *lowering, prediction.run);
   prediction.result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -8,11 +8,21 @@
 #include "sim/parallel/lowering.h"
 #include "sim/report/result.h"
 #include "sim/scenario/scenario.h"
+#include "sim/simulator/cost_estimate.h"
 
 namespace paceline {
 
+// Limits on one simulation. A limit only ever stops a run (with SimulationLimitError, naming
+// what it would have needed): a run that finishes is bit-identical with or without limits.
 struct SimulateOptions {
-  uint64_t max_events = 0;  // 0: no limit
+  uint64_t max_events = 0;  // stop after this many engine events; 0: no limit
+  // Wall-clock time for lowering and replay; 0: no limit. A scenario whose estimate
+  // (sim/simulator/cost_estimate.h) exceeds it fails before lowering; a run that overruns it
+  // anyway is stopped.
+  Seconds timeout;
+  // Memory the run may take, checked against the estimate before lowering; 0: no limit.
+  // The CLI passes the machine's memory (machine_memory()) unless told otherwise.
+  Bytes max_memory;
 };
 
 // A prediction and what produced it (for traces).
@@ -22,7 +32,13 @@ struct Prediction {
   RunResult run;
 };
 
+// Throws SimulationLimitError when a limit of `options` stops the run (before lowering when the
+// estimate already exceeds it).
 Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options = {});
+
+// Throws SimulationLimitError, with the estimate, when `cost` exceeds the memory or time limit
+// of `options` (simulate() calls it before lowering whenever one is set).
+void check_limits(const CostEstimate& cost, const SimulateOptions& options);
 
 }  // namespace paceline
 

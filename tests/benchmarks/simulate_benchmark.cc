@@ -2,6 +2,8 @@
 // lower, replay, assemble the result — for the ready scenarios, in both fidelities.
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+
 #include <memory>
 #include <string>
 
@@ -20,6 +22,10 @@ void simulate_file(benchmark::State& state, const std::string& path, Fidelity fi
     benchmark::DoNotOptimize(p.result.iteration_time);
   }
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  // The process's peak resident memory so far (the largest run dominates).
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["max_rss_MiB"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
 BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_symmetric, "scenarios/gpt3-175b-1024xa100.yaml", Fidelity::kSymmetric)
@@ -34,6 +40,9 @@ BENCHMARK_CAPTURE(simulate_file, mixtral_8x7b_64_symmetric, "scenarios/mixtral-8
 BENCHMARK_CAPTURE(simulate_file, llama31_405b_16384_symmetric, "scenarios/llama3.1-405b-16384xh100.yaml",
                   Fidelity::kSymmetric)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(simulate_file, llama31_405b_16384_full, "scenarios/llama3.1-405b-16384xh100.yaml", Fidelity::kFull)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 BENCHMARK_CAPTURE(simulate_file, gpt_1_7b_1_gpu, "scenarios/gpt-1.7b-1xa100.yaml", Fidelity::kSymmetric)
     ->Unit(benchmark::kMillisecond);
 

@@ -218,3 +218,68 @@ TEST(Engine, EnginesOnThreadsAgreeWithASerialRun) {
 
 }  // namespace
 }  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(Engine, CommunicationSlowsOverlappingCompute) {
+  // Compute A (tag 0) runs 10 us; communication X (tag 1) runs 4 us from 2 us. With a slowdown
+  // of 0.25, A advances at 1/1.25 while X runs: by 2 us it has done 2, from 2 to 6 us it does
+  // 4/1.25 = 3.2, and the last 4.8 us of work run at full speed: A ends at 6 + 4.8 = 10.8 us.
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const StreamId comm = b.add_stream("comm");
+  const StreamId timer = b.add_stream("timer");
+  b.add_task({.stream = compute, .duration = us(10), .tag = 0});
+  const TaskId delay = b.add_task({.stream = timer, .duration = us(2)});
+  const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = 1});
+  b.add_dependency(delay, x);
+  EngineOptions options;
+  options.interference = Interference{.victim_tags = 1u << 0, .aggressor_tags = 1u << 1, .slowdown = 0.25};
+  const RunResult r = Engine({rank_of(share(std::move(b)))}, options).run();
+  EXPECT_EQ(span_end(r, 0, 0), us(10.8));
+}
+
+// An external model that finishes every task `delay` after it starts, one by one.
+class FixedDelay : public ExternalModel {
+ public:
+  explicit FixedDelay(SimTime delay) : delay_(delay) {}
+  void start(SimTime now, uint64_t token, std::span<const TaskRef> members) override {
+    pending_.push_back({now + delay_, token});
+    starts_.push_back(members.size());
+  }
+  SimTime next_time() override { return pending_.empty() ? SimTime::max() : pending_.front().first; }
+  void advance(SimTime now, std::vector<uint64_t>& finished) override {
+    while (!pending_.empty() && pending_.front().first <= now) {
+      finished.push_back(pending_.front().second);
+      pending_.erase(pending_.begin());
+    }
+  }
+  std::vector<size_t> starts_;
+
+ private:
+  SimTime delay_;
+  std::vector<std::pair<SimTime, uint64_t>> pending_;
+};
+
+TEST(Engine, ExternalModelTimesExternalTasks) {
+  // Two ranks meet at an external collective after 1 us and 3 us of work; the model finishes
+  // it 5 us after the last arrival: both end at 8 us. The model saw one start, of 2 members.
+  auto program_with_lead = [](double lead_us) {
+    ProgramBuilder b;
+    const StreamId compute = b.add_stream("compute");
+    const StreamId comm = b.add_stream("comm");
+    const TaskId work = b.add_task({.stream = compute, .duration = us(lead_us)});
+    const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
+    const TaskId collective = b.add_task({.stream = comm, .sync = sync, .external = true});
+    b.add_dependency(work, collective);
+    return share(std::move(b));
+  };
+  FixedDelay model(us(5));
+  const RunResult r = Engine({rank_of(program_with_lead(1), {0}), rank_of(program_with_lead(3), {0})}).run(&model);
+  EXPECT_EQ(r.end, us(8));
+  EXPECT_EQ(model.starts_, (std::vector<size_t>{2}));
+}
+
+}  // namespace
+}  // namespace paceline

@@ -52,8 +52,12 @@ TEST(Lowering, SymmetricAndFullFidelityAgreeOnSymmetricScenarios) {
   const Result full = simulate(scenario_of(std::string(kThreeD) + "simulation: {fidelity: full}\n")).result;
   EXPECT_EQ(symmetric.ranks_simulated, 4);
   EXPECT_EQ(full.ranks_simulated, 16);
-  EXPECT_EQ(symmetric.iteration_time, full.iteration_time);
-  EXPECT_EQ(symmetric.peak_memory_bytes, full.peak_memory_bytes);
+  // `full` times collectives on the shared flow network, `symmetric` each alone on the same
+  // topology: here nothing contends beyond what a rank's own overlapping collectives share,
+  // within 1% (tests/sim/network states the tolerance).
+  EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.0, 0.01);
+  EXPECT_NEAR(static_cast<double>(full.peak_memory_bytes) / static_cast<double>(symmetric.peak_memory_bytes), 1.0,
+              0.01);
 }
 
 TEST(Lowering, BreakdownSumsToTheIterationTime) {

@@ -28,17 +28,13 @@ TEST(RankLayout, TensorParallelIsInnermost) {
   EXPECT_EQ(layout.members(GroupKind::kForwardSend, 9), (std::vector<int>{9, 41}));
 }
 
-TEST(RankLayout, PlacementCountsMembersPerNode) {
+TEST(RankLayout, PlacementIsTheFirstStagesGroups) {
   const RankLayout layout(layout_of(8, 1, 4, 2), 8);
-  const GroupPlacement tp = layout.placement(GroupKind::kTensor);
-  EXPECT_EQ(tp.size, 8);
-  EXPECT_EQ(tp.per_node, 8);
-  const GroupPlacement dp = layout.placement(GroupKind::kData);
-  EXPECT_EQ(dp.size, 4);
-  EXPECT_EQ(dp.per_node, 1);  // one DP peer per node
-  // tp 2: four DP peers share each node.
-  const RankLayout narrow(layout_of(2, 1, 16, 1), 8);
-  EXPECT_EQ(narrow.placement(GroupKind::kData).per_node, 4);
+  EXPECT_EQ(layout.placement(GroupKind::kTensor), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(layout.placement(GroupKind::kData), (std::vector<int>{0, 8, 16, 24}));
+  // Stage 1's data-parallel group is 32 ranks on; its pipeline link goes back to stage 0.
+  EXPECT_EQ(layout.placement(GroupKind::kData, 1), (std::vector<int>{32, 40, 48, 56}));
+  EXPECT_EQ(layout.link_members(1, /*forward=*/false), (std::vector<int>{32, 0}));
 }
 
 TEST(RankLayout, GroupInstancesAgreeWithinAGroupAndDifferAcross) {

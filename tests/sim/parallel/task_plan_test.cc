@@ -27,7 +27,8 @@ TEST(TaskPlan, EveryOpOfThePassAppearsOnceAndDurationsAdd) {
   Fixture f;
   const RankLayout layout(f.parallelism, 8);
   const OpTimer timer(f.cluster.gpu);
-  const CollectiveModel collectives(f.cluster);
+  const Topology topology(f.cluster);
+  const CollectiveModel collectives(f.cluster, topology);
   const OpPricer pricer(timer, collectives, layout);
   const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
   LayerShard shard;
@@ -61,7 +62,8 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
   f.parallelism.tp = 1;
   const RankLayout layout(f.parallelism, 8);
   const OpTimer timer(f.cluster.gpu);
-  const CollectiveModel collectives(f.cluster);
+  const Topology topology(f.cluster);
+  const CollectiveModel collectives(f.cluster, topology);
   const OpPricer pricer(timer, collectives, layout);
   const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
   LayerShard shard;

@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "base/data_root.h"
 #include "base/input_error.h"
 
 namespace paceline {
@@ -122,7 +127,7 @@ TEST(ScenarioErrors, UnknownCatalogNameListsTheCatalog) {
 }
 
 TEST(ScenarioErrors, EmptyFile) {
-  EXPECT_EQ(error_of(""), "s.yaml: the file is empty; expected a YAML mapping");
+  EXPECT_EQ(error_of(""), "s.yaml:1:1: the file is empty; expected a YAML mapping");
 }
 
 TEST(ScenarioErrors, Fp8OnAGpuWithoutFp8) {
@@ -134,6 +139,36 @@ TEST(ScenarioErrors, Fp8OnAGpuWithoutFp8) {
 TEST(ScenarioErrors, InterleavingNeedsVirtualStages) {
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  schedule: interleaved-1f1b")),
             "s.yaml:12:13: parallelism.schedule interleaved-1f1b needs virtual_stages > 1");
+}
+
+TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
+  // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
+  EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));
+  // 3 layers over 2 stages: no inner stage, the extra layer goes first.
+  EXPECT_EQ(default_layers_per_stage(3, 2), (std::vector<int>{2, 1}));
+}
+
+TEST(Scenario, RelativePathsAreTakenFromTheScenarioFolder) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::temp_directory_path() / ("paceline-scenario-" + std::to_string(getpid()));
+  fs::create_directories(folder / "hardware");
+  fs::copy_file(data_root() + "/hardware/catalog/gpus/h100-sxm5-80gb.yaml", folder / "hardware" / "my-gpu.yaml",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(data_root() + "/models/catalog/gpt-1.7b.yaml", folder / "my-model.yaml",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(folder / "s.yaml") << "model: my-model.yaml\ncluster: {gpu: hardware/my-gpu.yaml}\n"
+                                      "training: {global_batch: 8}\n";
+  // The working directory is the source tree, where neither file is.
+  const Scenario s = load_scenario_file((folder / "s.yaml").string());
+  EXPECT_EQ(s.cluster.gpu.name, "h100-sxm5-80gb");
+  EXPECT_EQ(s.model.layers, 24);
+  // Text has no folder: its paths are taken from the working directory.
+  EXPECT_THROW(load_scenario_text("model: my-model.yaml\ncluster: {gpu: h100-sxm5-80gb}\ntraining: {global_batch: 8}\n",
+                                  "<text>"),
+               InputError);
+  EXPECT_EQ(path_from("/abs/x.yaml", (folder / "s.yaml").string()), "/abs/x.yaml");
+  EXPECT_EQ(path_from("x.yaml", "<text>"), "x.yaml");
+  fs::remove_all(folder);
 }
 
 }  // namespace
