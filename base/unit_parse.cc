@@ -5,6 +5,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <span>
@@ -120,7 +121,15 @@ double parse_quantity(std::string_view text, Dimension dimension) {
   if (is_rate(dimension) && has_suffix) symbol.resize(symbol.size() - rate_suffix.size());
   if (has_suffix || !is_rate(dimension)) {
     for (const Unit& u : units) {
-      if (u.symbol == symbol) return number * u.factor;
+      if (u.symbol != symbol) continue;
+      // A finite number times its unit can still overflow ("1e300 PB").
+      const double value = number * u.factor;
+      if (!std::isfinite(value)) {
+        throw std::invalid_argument(fmt::format("'{}' is too large for {} (beyond {:g} {})", text,
+                                                dimension_name(dimension), std::numeric_limits<double>::max() / u.factor,
+                                                unit));
+      }
+      return value;
     }
   }
   throw std::invalid_argument(fmt::format("'{}' has unit '{}', which is not a unit of {}; expected one of: {}",

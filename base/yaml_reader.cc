@@ -21,7 +21,8 @@ YamlDocument parse(const std::string& text, const std::string& name) {
                      fmt::format("YAML syntax error: {}", e.msg));
   }
   if (!document.root || document.root.IsNull()) {
-    throw InputError(SourceLocation{name, 0, 0}, "the file is empty; expected a YAML mapping");
+    // An empty document has no node to point at: cite its start.
+    throw InputError(SourceLocation{name, 1, 1}, "the file is empty; expected a YAML mapping");
   }
   return document;
 }
@@ -171,7 +172,12 @@ SourceLocation YamlMap::location(std::string_view key) const {
 template <>
 std::string read_scalar<std::string>(const YAML::Node& node, const std::string& file,
                                      const std::string& field) {
-  return scalar_text(node, file, field, "a string");
+  const std::string& text = scalar_text(node, file, field, "a string");
+  // No name or path holds a NUL ("\0" in YAML): file APIs would stop reading it there.
+  if (text.find('\0') != std::string::npos) {
+    throw InputError(location_of(node, file), fmt::format("{} contains a NUL character", field));
+  }
+  return text;
 }
 
 template <>

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "base/data_root.h"
 #include "base/yaml_reader.h"
@@ -33,10 +34,18 @@ ModelSpec resolve_model(const std::string& reference, const std::string& catalog
                         const SourceLocation& where) {
   const std::filesystem::path path(reference);
   const std::string extension = path.extension().string();
-  if (extension == ".json") return load_hf_config(reference);
-  if (extension == ".yaml" || extension == ".yml") return load_model_file(reference);
+  if (extension == ".json" || extension == ".yaml" || extension == ".yml") {
+    const std::string file = path_from(reference, where.file);
+    // A missing file is reported where the scenario names it.
+    if (!std::ifstream(file)) {
+      throw InputError(where, fmt::format("model = '{}' cannot be opened (missing or unreadable)", reference));
+    }
+    return extension == ".json" ? load_hf_config(file) : load_model_file(file);
+  }
+  // The non-throwing check: a reference too long for a file name is simply not in the catalog.
   const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";
-  if (std::filesystem::exists(catalog_file)) return load_model_file(catalog_file);
+  std::error_code error;
+  if (std::filesystem::exists(catalog_file, error)) return load_model_file(catalog_file);
   throw InputError(where, fmt::format("model = '{}' is not in the model catalog ({}) and is not a path "
                                       "to a .yaml or config .json; known models: {}",
                                       reference, catalog_dir, fmt::join(catalog_models(catalog_dir), ", ")));

@@ -8,3 +8,19 @@ jobs=$(nproc)
 (cd build && ctest --output-on-failure -j "$jobs")
 limit=$(grep -v '^#' tests/validation_ratchet | head -n 1)
 build/sim/cli/paceline validate scenarios/validation/public.yaml --max-mape "$limit" | tail -n 25
+
+# Reliability (README.md, "Reliability"). PACELINE_RELIABILITY=0 skips it for a quick local run.
+if [[ "${PACELINE_RELIABILITY:-1}" != 0 ]]; then
+  # clang 14 with its sanitizer and libFuzzer runtimes, for the fuzz build.
+  scripts/install-packages.sh clang-14 libclang-rt-14-dev
+  # The whole C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-sanitize/):
+  # a leak, an invalid access or undefined behaviour fails its test.
+  [[ -f build-sanitize/build.ninja ]] || cmake --preset sanitize >/dev/null
+  cmake --build build-sanitize
+  (cd build-sanitize &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_init_order=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --output-on-failure -j "$jobs")
+  # Every input reader fuzzed for a bounded time (clang + libFuzzer, build-fuzz/).
+  tests/fuzz/fuzz.sh --seconds "${PACELINE_FUZZ_SECONDS:-20}"
+fi

@@ -63,7 +63,7 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
   EXPECT_NE(error_of([] { load_yaml_text("a: [1, 2\n", "bad.yaml"); }).find("YAML syntax error"),
             std::string::npos);
   EXPECT_EQ(error_of([] { load_yaml_text("", "empty.yaml"); }),
-            "empty.yaml: the file is empty; expected a YAML mapping");
+            "empty.yaml:1:1: the file is empty; expected a YAML mapping");
   EXPECT_EQ(error_of([] { load_yaml_file("/nonexistent/x.yaml"); }),
             "/nonexistent/x.yaml: cannot open the file (missing or unreadable)");
 }

@@ -199,11 +199,12 @@ TEST(ResolveModel, UnknownNameListsTheCatalog) {
 }
 
 TEST(ResolveModel, MissingFileIsNamed) {
+  // Reported where the scenario names the file (tests/fuzz/regression_test.cc).
   const SourceLocation where{"run.yaml", 2, 8};
   EXPECT_EQ(error_of([&] { resolve_model("no/such/model.yaml", kCatalog, where); }),
-            "no/such/model.yaml: cannot open the file (missing or unreadable)");
+            "run.yaml:2:8: model = 'no/such/model.yaml' cannot be opened (missing or unreadable)");
   EXPECT_EQ(error_of([&] { resolve_model("no/such/config.json", kCatalog, where); }),
-            "no/such/config.json: cannot open the file (missing or unreadable)");
+            "run.yaml:2:8: model = 'no/such/config.json' cannot be opened (missing or unreadable)");
 }
 
 TEST(ModelCatalog, MissingFolderHasNoModels) {

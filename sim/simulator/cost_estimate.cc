@@ -1,0 +1,154 @@
+#include "sim/simulator/cost_estimate.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <vector>
+
+#include "hardware/collective_model.h"
+#include "hardware/op_timer.h"
+#include "hardware/topology.h"
+#include "models/layer_graph.h"
+#include "sim/parallel/lowering.h"
+#include "sim/parallel/rank_layout.h"
+#include "sim/parallel/task_plan.h"
+
+namespace paceline {
+namespace {
+
+// Costs measured on the engine with `paceline run` on the ready scenarios in both fidelities:
+// Release build (g++ 12 -O3) on one core of the 2-core CI machine (x86-64, Debian 12), peak RSS
+// from getrusage, wall time per phase. Each is rounded to the cautious side of what was
+// measured (in brackets); the estimate decides whether a run fits at all, it does not predict
+// the simulator's speed to a few percent.
+//
+// Memory per task of a stage program: the Task, its label, adjacency and stream order, the
+// builder's copy while the program is laid out, and the first rank's span, start time and
+// breakdown edges [gpt3-175b-1024xa100: 55 MB over 352,451 tasks = 156 B].
+constexpr double kBytesPerProgramTask = 320.0;
+// Memory per simulated rank beyond its program: stream positions, resource queues, group
+// instance tables, its outcome and its share of pending events and open rendezvous
+// [llama3.1-405b-16384xh100, full − symmetric: 17.3 MB over 16,368 ranks = 1.06 KB].
+constexpr double kBytesPerRank = 2048.0;
+// Tasks the engine completes per second of replay [7.3 M/s symmetric gpt3-175b-1024xa100 to
+// 35 M/s full mixtral-8x7b-64xh100, where one event completes a whole rendezvous].
+constexpr double kCompletionsPerSecond = 10e6;
+// Tasks lowering builds per second [8.4–9.8 M/s], and lowering time per simulated rank for its
+// group tables [full llama3.1-405b-16384xh100: 0.22 s over 16,384 ranks = 14 µs].
+constexpr double kLoweredTasksPerSecond = 5e6;
+constexpr double kLoweringSecondsPerRank = 20e-6;
+
+// Readable counts: "12,345" below a million, "1.2e+09" above.
+std::string count(double n) {
+  if (n < 1e6) return fmt::format("{:L}", static_cast<int64_t>(std::llround(n)));
+  return fmt::format("{:.2g}", n);
+}
+
+// A cgroup's memory limit, when the process runs under one (containers, CI runners).
+double cgroup_limit() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    double limit = 0.0;
+    if (in >> limit && limit > 0.0) return limit;  // "max" (no limit) does not parse
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+CostEstimate estimate_cost(const Scenario& s) {
+  const Parallelism& p = s.parallelism;
+  // The passes of each distinct block, planned as lowering plans them.
+  const OpTimer timer(s.cluster.gpu, s.cluster.profile);
+  const Topology topology(s.cluster);
+  const CollectiveModel collectives(s.cluster, topology);
+  const RankLayout layout(p, s.cluster.gpus_per_node);
+  const OpPricer pricer(timer, collectives, layout);
+  const LayerShard shard = layer_shard(s);
+  const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
+  auto block_tasks = [&](const LayerGraph& graph) {
+    auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
+    const double backward =
+        zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
+    return tasks(PassKind::kForward) + backward;
+  };
+  const double embedding = block_tasks(build_embedding(s.model, shard));
+  const double head = block_tasks(build_output_head(s.model, shard));
+  const double dense =
+      s.model.num_moe_layers() < s.model.layers ? block_tasks(build_transformer_layer(s.model, shard, false)) : 0.0;
+  const double moe = s.model.moe ? block_tasks(build_transformer_layer(s.model, shard, true)) : 0.0;
+
+  // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
+  // micro-batch and virtual stage: at most four pipeline transfers, and under FSDP without
+  // pipelining two weight gathers and a gradient reduce-scatter per block; per step and
+  // block: at most a weight gather and three gradient reductions; per step: the tied
+  // embedding exchange, the gradient norm, the optimizer and a final weight gather.
+  const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
+  const bool fsdp_per_microbatch = p.zero >= 3 && p.pp == 1;
+  std::vector<double> stage_tasks(p.pp, 4.0);
+  int layer = 0;
+  const int virtual_total = static_cast<int>(p.layers_per_stage.size());
+  for (int vs = 0; vs < virtual_total; ++vs) {
+    double per_microbatch = 4.0;
+    double blocks = 0.0;
+    if (vs == 0) {
+      per_microbatch += embedding;
+      blocks += 1.0;
+    }
+    const int moe_layers = s.model.moe ? (layer + p.layers_per_stage[vs]) / s.model.moe->every -
+                                             layer / s.model.moe->every
+                                       : 0;
+    per_microbatch += moe_layers * moe + (p.layers_per_stage[vs] - moe_layers) * dense;
+    blocks += p.layers_per_stage[vs];
+    layer += p.layers_per_stage[vs];
+    if (vs == virtual_total - 1) {
+      per_microbatch += head;
+      blocks += 1.0;
+    }
+    if (fsdp_per_microbatch) per_microbatch += 3.0 * blocks;
+    stage_tasks[vs % p.pp] += per_microbatch * microbatches + 4.0 * blocks;
+  }
+
+  CostEstimate cost;
+  for (const double tasks : stage_tasks) {
+    cost.program_tasks += tasks;
+    cost.tasks_per_rank = std::max(cost.tasks_per_rank, tasks);
+  }
+  const bool full = s.simulation.fidelity == Fidelity::kFull;
+  cost.full_fidelity = full;
+  cost.ranks = full ? s.num_gpus() : p.pp;
+  // In full fidelity every stage's program runs on all tp·cp·dp ranks of the stage.
+  const double ranks_per_stage = full ? static_cast<double>(s.num_gpus()) / p.pp : 1.0;
+  cost.task_completions = cost.program_tasks * ranks_per_stage;
+  cost.memory = Bytes(cost.program_tasks * kBytesPerProgramTask + static_cast<double>(cost.ranks) * kBytesPerRank);
+  cost.wall_time = Seconds(cost.task_completions / kCompletionsPerSecond + cost.program_tasks / kLoweredTasksPerSecond +
+                           static_cast<double>(cost.ranks) * kLoweringSecondsPerRank);
+  return cost;
+}
+
+std::string describe(const CostEstimate& cost) {
+  return fmt::format("about {} engine tasks ({} per rank × {} simulated ranks): {:.3g} GiB of memory and {:.3g} s",
+                     count(cost.task_completions), count(cost.tasks_per_rank), count(static_cast<double>(cost.ranks)),
+                     cost.memory / GiB(1), cost.wall_time / Seconds(1));
+}
+
+std::string how_to_shrink(const CostEstimate& cost) {
+  if (cost.full_fidelity) {
+    return "simulate one rank per pipeline stage (simulation: {fidelity: symmetric}) or a smaller cluster";
+  }
+  return "simulate fewer micro-batches (a smaller global_batch or a larger micro_batch) or fewer layers";
+}
+
+Bytes machine_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  double bytes = pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : 0.0;
+  const double limit = cgroup_limit();
+  if (limit > 0.0 && (bytes == 0.0 || limit < bytes)) bytes = limit;
+  return Bytes(bytes);
+}
+
+}  // namespace paceline

@@ -1,0 +1,127 @@
+// Tests sim/simulator/cost_estimate.h: the task counts it works out before lowering against
+// the programs lowering then builds, and the limits simulate() enforces with it.
+#include "sim/simulator/cost_estimate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hardware/collective_model.h"
+#include "hardware/op_timer.h"
+#include "hardware/topology.h"
+#include "sim/parallel/lowering.h"
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+std::vector<std::string> ready_scenarios() {
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator("scenarios")) {
+    if (entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+struct Lowered {
+  double program_tasks = 0.0;
+  double largest_program = 0.0;
+  double task_completions = 0.0;
+  int64_t ranks = 0;
+};
+
+Lowered lowered(const Scenario& s) {
+  const OpTimer timer(s.cluster.gpu, s.cluster.profile);
+  const Topology topology(s.cluster);
+  const CollectiveModel collectives(s.cluster, topology);
+  const Lowering lowering = lower(s, timer, collectives, {});
+  Lowered out;
+  for (const auto& stage : lowering.stages) {
+    out.program_tasks += static_cast<double>(stage->program.num_tasks());
+    out.largest_program = std::max(out.largest_program, static_cast<double>(stage->program.num_tasks()));
+  }
+  for (const RankSetup& rank : lowering.ranks) out.task_completions += static_cast<double>(rank.program->num_tasks());
+  out.ranks = static_cast<int64_t>(lowering.ranks.size());
+  return out;
+}
+
+TEST(CostEstimate, CountsTheTasksLoweringBuilds) {
+  // The blocks' tasks are counted exactly and the tasks outside blocks bounded from above, so
+  // the estimate is within a few percent of the lowered programs — except for the smallest
+  // (a few hundred tasks on one GPU), where the bound on the others weighs more.
+  for (const std::string& path : ready_scenarios()) {
+    for (const Fidelity fidelity : {Fidelity::kSymmetric, Fidelity::kFull}) {
+      Scenario s = load_scenario_file(path);
+      if (fidelity == Fidelity::kFull && s.num_gpus() > 64) continue;  // same programs, more ranks
+      s.simulation.fidelity = fidelity;
+      SCOPED_TRACE(path + (fidelity == Fidelity::kFull ? " (full)" : ""));
+      const CostEstimate cost = estimate_cost(s);
+      const Lowered actual = lowered(s);
+      EXPECT_EQ(cost.ranks, actual.ranks);
+      const double over = actual.program_tasks > 10'000 ? 1.05 : 1.5;
+      EXPECT_GE(cost.program_tasks, 0.98 * actual.program_tasks);
+      EXPECT_LE(cost.program_tasks, over * actual.program_tasks);
+      EXPECT_GE(cost.tasks_per_rank, 0.98 * actual.largest_program);
+      EXPECT_LE(cost.tasks_per_rank, over * actual.largest_program);
+      EXPECT_GE(cost.task_completions, 0.98 * actual.task_completions);
+      EXPECT_LE(cost.task_completions, over * actual.task_completions);
+    }
+  }
+}
+
+// Llama 3.1 405B as in scenarios/llama3.1-405b-16384xh100.yaml, on `nodes` nodes of 8.
+std::string llama405b(int nodes, int64_t global_batch, const char* fidelity) {
+  return "model: llama3.1-405b\n"
+         "cluster: {gpu: h100-sxm5-80gb, nodes: " + std::to_string(nodes) + ", gpus_per_node: 8,\n"
+         "          inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}}\n"
+         "parallelism: {tp: 8, pp: 16, zero: 3}\n"
+         "training: {global_batch: " + std::to_string(global_batch) + ", seq_len: 8192}\n"
+         "simulation: {fidelity: " + fidelity + "}\n";
+}
+
+TEST(CostEstimate, FullFidelityScalesWithRanks) {
+  // 102,400 GPUs (tp 8 · pp 16 · dp 800), 16 micro-batches: every rank runs its stage's program.
+  const CostEstimate full = estimate_cost(load_scenario_text(llama405b(12800, 12800, "full"), "big.yaml"));
+  const CostEstimate symmetric = estimate_cost(load_scenario_text(llama405b(12800, 12800, "symmetric"), "big.yaml"));
+  EXPECT_EQ(full.ranks, 102400);
+  EXPECT_EQ(symmetric.ranks, 16);
+  EXPECT_EQ(full.program_tasks, symmetric.program_tasks);
+  // The tp·dp = 6400 ranks of each stage each complete their stage's tasks.
+  EXPECT_DOUBLE_EQ(full.task_completions, 6400.0 * symmetric.task_completions);
+  EXPECT_GT(full.wall_time, 100.0 * symmetric.wall_time);
+  EXPECT_GT(full.memory, symmetric.memory);
+  EXPECT_TRUE(full.full_fidelity);
+  EXPECT_NE(how_to_shrink(full).find("fidelity: symmetric"), std::string::npos);
+  EXPECT_NE(describe(full).find("102400 simulated ranks"), std::string::npos) << describe(full);
+}
+
+TEST(CostEstimate, AbsurdScenariosAreEstimatedNotBuilt) {
+  // Ten million micro-batches of 56 tasks each: counted in microseconds, never lowered.
+  const Scenario s = load_scenario_text(R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb}
+training: {global_batch: 10000000}
+)", "absurd.yaml");
+  const CostEstimate cost = estimate_cost(s);
+  EXPECT_GT(cost.program_tasks, 5e8);
+  EXPECT_GT(cost.memory, GiB(100));
+  try {
+    simulate(std::make_shared<const Scenario>(s), SimulateOptions{.max_memory = GiB(64)});
+    FAIL() << "expected SimulationLimitError";
+  } catch (const SimulationLimitError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("the simulation would need about"), std::string::npos) << message;
+    EXPECT_NE(message.find("64 GiB of memory allowed"), std::string::npos) << message;
+    EXPECT_NE(message.find("fewer micro-batches"), std::string::npos) << message;
+  }
+}
+
+TEST(CostEstimate, MachineMemoryIsKnown) {
+  EXPECT_GT(machine_memory(), GiB(0.5));
+}
+
+}  // namespace
+}  // namespace paceline
