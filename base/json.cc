@@ -49,6 +49,12 @@ const Json& Json::at(std::string_view key) const {
   return kNull;
 }
 
+const std::vector<Json>& Json::elements() const {
+  static const Array kNone;
+  const Array* array = std::get_if<Array>(&value_);
+  return array ? *array : kNone;
+}
+
 std::string json_quote(std::string_view text) {
   std::string out = "\"";
   for (const char ch : text) {

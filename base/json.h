@@ -33,6 +33,8 @@ class Json {
   Json& push(Json value);
   // Objects: the value of a key (null if absent).
   const Json& at(std::string_view key) const;
+  // Arrays: the elements (empty for any other value).
+  const std::vector<Json>& elements() const;
 
   bool is_null() const { return std::holds_alternative<std::monostate>(value_); }
   double number() const { return std::get<double>(value_); }

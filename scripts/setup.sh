@@ -6,18 +6,9 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ libboost-graph-dev libeigen3-dev libfmt-dev libyaml-cpp-dev
           libgtest-dev libbenchmark-dev pybind11-dev python3-dev python3-pybind11 python3-pytest
-          python3-numpy python3-pandas python3-matplotlib python3-yaml)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "paceline setup: installing ${missing[*]}"
-  sudo_cmd=()
-  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+          python3-numpy python3-pandas python3-matplotlib python3-yaml
+          python3-tqdm python3-distributed python3-nbconvert python3-nbclient python3-ipykernel)
+scripts/install-packages.sh "${packages[@]}"
 
 # CUDA (for paceline-calibrate) is used where the toolkit is installed; nvcc may not be on PATH.
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then

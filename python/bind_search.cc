@@ -1,0 +1,106 @@
+// Bindings of sim/search: scenario sources, sweeps and the layout search.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python/bindings.h"
+#include "sim/search/search.h"
+#include "sim/search/sweep.h"
+
+namespace paceline::python {
+
+void bind_search(py::module_& m) {
+  m.def(
+      "read_source",
+      [](const std::string& path) {
+        const ScenarioSource source = read_scenario_source(path);
+        return std::make_pair(source.text, source.file);
+      },
+      py::arg("path"),
+      "Reads a scenario file; returns (text, file). Raises ValueError when unreadable.");
+
+  py::class_<SweepTable, std::shared_ptr<SweepTable>>(
+      m, "SweepTable",
+      "A sweep's results as read-only NumPy columns, one row per configuration; rows whose "
+      "configuration is invalid hold NaN, -1 and False, and their one-line reason in `error`.")
+      .def("__len__", &SweepTable::size, "Number of configurations.")
+      .def_property_readonly(
+          "iteration_time_s",
+          [](py::object self) {
+            return view(self.cast<const SweepTable&>().iteration_time_s, self);
+          },
+          "Iteration time, in seconds (float64).")
+      .def_property_readonly(
+          "tokens_per_s",
+          [](py::object self) { return view(self.cast<const SweepTable&>().tokens_per_s, self); },
+          "Throughput, in tokens per second (float64).")
+      .def_property_readonly(
+          "tokens_per_s_per_gpu",
+          [](py::object self) {
+            return view(self.cast<const SweepTable&>().tokens_per_s_per_gpu, self);
+          },
+          "Throughput per GPU, in tokens per second (float64).")
+      .def_property_readonly(
+          "mfu", [](py::object self) { return view(self.cast<const SweepTable&>().mfu, self); },
+          "Model FLOP utilization, a fraction (float64).")
+      .def_property_readonly(
+          "hfu", [](py::object self) { return view(self.cast<const SweepTable&>().hfu, self); },
+          "Hardware FLOP utilization, a fraction (float64).")
+      .def_property_readonly(
+          "peak_memory_bytes",
+          [](py::object self) {
+            return view(self.cast<const SweepTable&>().peak_memory_bytes, self);
+          },
+          "Peak memory of the worst rank, in bytes; -1 for invalid configurations (int64).")
+      .def_property_readonly(
+          "fits", [](py::object self) { return view(self.cast<const SweepTable&>().fits, self); },
+          "1 when the peak fits in GPU memory, else 0 (uint8).")
+      .def_readonly("error", &SweepTable::error,
+                    "Per configuration: '' or the one-line reason it is invalid.");
+
+  m.def(
+      "sweep",
+      [](const std::string& text, const std::string& file,
+         const std::vector<std::pair<std::string, std::vector<std::string>>>& grid, size_t begin,
+         size_t end, int threads, const std::function<void(size_t, size_t)>& progress) {
+        std::vector<SweepAxis> axes;
+        for (const auto& [path, values] : grid) axes.push_back({path, values});
+        py::gil_scoped_release release;
+        return std::make_shared<SweepTable>(
+            run_sweep({text, file}, axes, begin, end, {threads, progress}));
+      },
+      py::arg("text"), py::arg("file"), py::arg("grid"), py::arg("begin"), py::arg("end"),
+      py::arg("threads") = 0, py::arg("progress") = nullptr,
+      "Simulates configurations [begin, end) of the cartesian product of `grid` ([(dotted path, "
+      "[YAML value "
+      "text, ...]), ...], last axis fastest) applied to the scenario `text`, on `threads` C++ "
+      "threads (0: all "
+      "cores) with the GIL released; `progress(done, total)` is called as they finish. Returns a "
+      "SweepTable "
+      "(seconds, bytes, tokens/s).");
+
+  m.def(
+      "search",
+      [](const std::string& text, const std::string& file, int gpus, int top, int threads) {
+        SearchReport report;
+        {
+          py::gil_scoped_release release;
+          report = search_layouts({text, file}, {.gpus = gpus, .top = top, .threads = threads});
+        }
+        return to_python(to_json(report));
+      },
+      py::arg("text"), py::arg("file"), py::arg("gpus") = 0, py::arg("top") = 10,
+      py::arg("threads") = 0,
+      "Ranks every valid layout of the scenario's model on its cluster (or on `gpus` GPUs) by "
+      "simulated "
+      "tokens/s; returns the report as a dict: counts (considered, duplicates, pruned_memory, "
+      "pruned_bound, "
+      "simulated, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
+      "tokens_per_s, mfu, "
+      "peak_memory_bytes (bytes).");
+}
+
+}  // namespace paceline::python

@@ -1,0 +1,39 @@
+"""How a scenario given in Python reaches the C++ core: as YAML text and the name its errors cite."""
+
+import json
+import os
+
+from . import _paceline
+
+
+def _plain(value):
+    # NumPy scalars and paths inside a scenario dict, as JSON understands them.
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"cannot put a {type(value).__name__} into a scenario: {value!r}")
+
+
+def yaml_value(value):
+    """One value as YAML text (JSON is YAML): 4 → '4', 'full' → '"full"', {...} → '{...}'."""
+    return json.dumps(value, default=_plain)
+
+
+def source(scenario):
+    """(text, file) for a scenario given as a dict, a YAML string, or a path (str or PathLike).
+
+    A dict is written as indented JSON named "<dict>", so an error's line points into that text;
+    a string is a path when it is one line naming a file (or ending in .yaml/.yml), else YAML text
+    named "<string>".
+    """
+    if isinstance(scenario, dict):
+        return json.dumps(scenario, indent=2, default=_plain), "<dict>"
+    if isinstance(scenario, os.PathLike):
+        return _paceline.read_source(os.fspath(scenario))
+    if isinstance(scenario, str):
+        one_line = "\n" not in scenario.strip()
+        if one_line and (scenario.strip().endswith((".yaml", ".yml")) or os.path.isfile(scenario)):
+            return _paceline.read_source(scenario.strip())
+        return scenario, "<string>"
+    raise TypeError(f"a scenario is a dict, a YAML string or a path, not {type(scenario).__name__}")

@@ -1,0 +1,41 @@
+"""Layout search: every valid parallel layout of a scenario's model on its cluster, ranked."""
+
+import pandas as pd
+
+from . import _paceline
+from ._scenario import source
+
+
+class SearchResult:
+    """What paceline.search() found.
+
+    top: DataFrame of the best layouts, best first (rank, tp, pp, dp, cp, ep, virtual_stages,
+    schedule, micro_batch, recompute, zero, sequence_parallel, iteration_time_s (s),
+    tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, capacity_bytes (bytes), fits).
+    Counts: considered (valid layouts), duplicates (simulate exactly as an earlier layout),
+    pruned_memory, pruned_bound, simulated, fit; wall_s: the search's own time in seconds.
+    """
+
+    def __init__(self, report):
+        self.report = report
+        for key in ["name", "model", "gpu", "gpus", "global_batch", "considered", "duplicates", "pruned_memory",
+                    "pruned_bound", "simulated", "fit", "wall_s"]:
+            setattr(self, key, report[key])
+        self.top = pd.DataFrame(report["layouts"])
+
+    def to_dict(self):
+        """The report as `paceline search --json` prints it."""
+        return self.report
+
+    def __repr__(self):
+        return (f"SearchResult({self.model} on {self.gpus} × {self.gpu}: {self.considered} layouts considered, "
+                f"{self.duplicates} duplicates, {self.pruned_memory} pruned by memory, {self.pruned_bound} by "
+                f"throughput bound, {self.simulated} simulated, {self.fit} fit, {self.wall_s:.2f} s)")
+
+
+def search(scenario, gpus=None, top=10, threads=None):
+    """Ranks every valid layout of `scenario`'s model on its cluster — or on `gpus` GPUs of the
+    same kind — by simulated tokens/s, keeping its global batch (see `paceline search --help`).
+    Returns a SearchResult; the ranking equals simulating every layout, on any thread count."""
+    text, file = source(scenario)
+    return SearchResult(_paceline.search(text, file, gpus or 0, top, threads or 0))

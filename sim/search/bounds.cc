@@ -1,0 +1,462 @@
+#include "sim/search/bounds.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "base/check.h"
+#include "sim/memory/static_memory.h"
+#include "sim/parallel/lowering.h"
+#include "sim/parallel/pipeline_schedule.h"
+#include "sim/search/internal/parallel_for.h"
+
+namespace paceline {
+namespace {
+
+constexpr double kUnreached = -std::numeric_limits<double>::infinity();
+
+// Engine durations are op times rounded to whole picoseconds and summed per task; the bound
+// gives up this much so rounding can never lift it above a simulated time.
+constexpr double kRoundingMargin = 1e-6;
+
+bool is_collective(const Op& op) { return op.kind == OpKind::kCommunication; }
+
+// The ops of a graph in an order where every op follows its predecessors (Kahn's algorithm,
+// lowest id first among the ready ones, so the order is fixed).
+std::vector<OpId> topological_order(const std::vector<std::vector<OpId>>& predecessors) {
+  const size_t n = predecessors.size();
+  std::vector<int> waiting(n, 0);
+  std::vector<std::vector<OpId>> successors(n);
+  for (OpId id = 0; id < n; ++id) {
+    for (const OpId p : predecessors[id]) {
+      ++waiting[id];
+      successors[p].push_back(id);
+    }
+  }
+  std::set<OpId> ready;
+  for (OpId id = 0; id < n; ++id) {
+    if (waiting[id] == 0) ready.insert(id);
+  }
+  std::vector<OpId> order;
+  while (!ready.empty()) {
+    const OpId id = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(id);
+    for (const OpId s : successors[id]) {
+      if (--waiting[s] == 0) ready.insert(s);
+    }
+  }
+  PACELINE_CHECK(order.size() == n, "operator graph has a cycle");
+  return order;
+}
+
+// Whether two graphs hold the same ops (every field the lowering reads) and edges.
+bool same_graph(const LayerGraph& a, const LayerGraph& b) {
+  if (a.num_ops() != b.num_ops() || a.parameters != b.parameters ||
+      a.forward_exit() != b.forward_exit()) {
+    return false;
+  }
+  for (OpId id = 0; id < a.num_ops(); ++id) {
+    const Op& x = a.op(id);
+    const Op& y = b.op(id);
+    const bool same = x.name == y.name && x.phase == y.phase && x.kind == y.kind &&
+                      x.flop == y.flop && x.bytes == y.bytes && x.saved == y.saved &&
+                      x.transient == y.transient && x.released_by == y.released_by &&
+                      x.memory_kernel == y.memory_kernel &&
+                      x.comm.collective == y.comm.collective && x.comm.group == y.comm.group &&
+                      x.comm.size == y.comm.size && a.predecessors(id) == b.predecessors(id);
+    if (!same) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+LayoutBounds::LayoutBounds(const Scenario& base)
+    : base_(base),
+      timer_(base.cluster.gpu, base.cluster.profile),
+      topology_(base.cluster),
+      collectives_(base_.cluster, topology_),
+      neutral_layout_(base.parallelism, base.cluster.gpus_per_node),
+      kernel_pricer_(timer_, collectives_, neutral_layout_) {
+  moe_before_.assign(base.model.layers + 1, 0);
+  for (int layer = 0; layer < base.model.layers; ++layer) {
+    moe_before_[layer + 1] = moe_before_[layer] + (base.model.is_moe_layer(layer) ? 1 : 0);
+  }
+  if (base.model.moe) {
+    expert_parameters_ = base.model.moe->experts * count_parameters(base.model).per_expert;
+  }
+}
+
+LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) {
+  return ShardKey{
+      l.micro_batch, l.tp, l.cp, l.ep, l.sequence_parallel, static_cast<int>(l.recompute)};
+}
+
+void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {
+  auto prepared = std::make_shared<std::map<ShardKey, ShardFacts>>(
+      prepared_ ? *prepared_ : std::map<ShardKey, ShardFacts>{});
+  prepared->merge(shards_);
+  std::map<ShardKey, const Layout*> missing;  // one layout of each shard not built yet
+  for (const Layout& l : layouts) {
+    if (!prepared->count(shard_key(l))) missing.emplace(shard_key(l), &l);
+  }
+  const std::vector<std::pair<ShardKey, const Layout*>> keys(missing.begin(), missing.end());
+  std::vector<ShardFacts> built(keys.size());
+  internal::parallel_for(keys.size(), threads, [&](size_t i) { built[i] = build_shard(*keys[i].second); });
+  for (size_t i = 0; i < keys.size(); ++i) prepared->emplace(keys[i].first, std::move(built[i]));
+  prepared_ = std::move(prepared);
+  shards_.clear();
+}
+
+std::unique_ptr<LayoutBounds> LayoutBounds::fork() const {
+  auto other = std::make_unique<LayoutBounds>(base_);
+  other->prepared_ = prepared_;
+  return other;
+}
+
+LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
+  const LayerShard shard = layer_shard(with_layout(base_, layout));
+  auto facts_of = [&](LayerGraph graph) {
+    auto facts = std::make_shared<BlockFacts>();
+    facts->graph = std::make_shared<const LayerGraph>(std::move(graph));
+    const LayerGraph& g = *facts->graph;
+    facts->predecessors.resize(g.num_ops());
+    for (OpId id = 0; id < g.num_ops(); ++id) facts->predecessors[id] = g.predecessors(id);
+    facts->order = topological_order(facts->predecessors);
+    facts->parameters = g.parameters;
+    facts->compute_s.assign(g.num_ops(), 0.0);
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      const Op& op = g.op(id);
+      if (!is_collective(op)) facts->compute_s[id] = kernel_pricer_.price(op).time / Seconds(1);
+      // Kept for backward: saved by a forward kernel and not released within the forward pass.
+      const bool released_in_forward =
+          op.released_by != UINT32_MAX && g.op(op.released_by).phase == Phase::kForward;
+      if (op.phase == Phase::kForward && !is_collective(op) && !released_in_forward) {
+        facts->kept_bytes += static_cast<int64_t>(op.saved / Bytes(1));
+      }
+    }
+    return std::shared_ptr<const BlockFacts>(std::move(facts));
+  };
+  ShardFacts facts;
+  const ModelSpec& m = base_.model;
+  facts[kEmbedding] = facts_of(build_embedding(m, shard));
+  facts[kHead] = facts_of(build_output_head(m, shard));
+  if (m.num_moe_layers() < m.layers) {
+    facts[kDense] = facts_of(build_transformer_layer(m, shard, false));
+  }
+  if (m.moe) facts[kMoe] = facts_of(build_transformer_layer(m, shard, true));
+  return facts;
+}
+
+const LayoutBounds::ShardFacts& LayoutBounds::shard_facts(const Layout& l) {
+  const ShardKey key = shard_key(l);
+  if (prepared_) {
+    if (auto it = prepared_->find(key); it != prepared_->end()) return it->second;
+  }
+  if (auto it = shards_.find(key); it != shards_.end()) return it->second;
+  return shards_.emplace(key, build_shard(l)).first->second;
+}
+
+bool LayoutBounds::recompute_changes_nothing(const Layout& l) {
+  const ShardKey key = shard_key(l);
+  if (auto it = recompute_noop_.find(key); it != recompute_noop_.end()) return it->second;
+  Layout without = l;
+  without.recompute = Recompute::kNone;
+  const ShardFacts& a = shard_facts(l);
+  const ShardFacts& b = shard_facts(without);
+  bool same = true;
+  for (int kind = 0; kind < kNumBlockKinds && same; ++kind) {
+    if (!a[kind] || !b[kind]) {
+      same = !a[kind] && !b[kind];
+    } else {
+      same =
+          same_graph(*a[kind]->graph, *b[kind]->graph) && a[kind]->compute_s == b[kind]->compute_s;
+    }
+  }
+  return recompute_noop_.emplace(key, same).first->second;
+}
+
+const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& LayoutBounds::block_times(
+    const Layout& l, Detail detail) {
+  const bool zero_bubble = l.schedule == Schedule::kZeroBubble;
+  if (detail == Detail::kKernels) {
+    const auto key = std::make_tuple(shard_key(l), zero_bubble);
+    if (auto it = kernel_times_.find(key); it != kernel_times_.end()) return it->second;
+    return kernel_times_.emplace(key, compute_times(shard_facts(l), nullptr, zero_bubble))
+        .first->second;
+  }
+  const auto layout_key = std::make_tuple(shard_key(l), l.tp, l.cp, l.dp, l.pp, l.ep, zero_bubble);
+  if (auto it = times_by_layout_.find(layout_key); it != times_by_layout_.end()) return *it->second;
+  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.gpus_per_node);
+  auto placed = placements_.find({l.tp, l.cp, l.dp, l.pp, l.ep});
+  if (placed == placements_.end()) {
+    placed = placements_
+                 .emplace(std::make_tuple(l.tp, l.cp, l.dp, l.pp, l.ep),
+                          std::array<std::vector<int>, 3>{ranks.placement(GroupKind::kTensor),
+                                                          ranks.placement(GroupKind::kContext),
+                                                          ranks.placement(GroupKind::kExpert)})
+                 .first;
+  }
+  const auto& [tensor, context, expert] = placed->second;
+  const TimesKey key{shard_key(l), tensor, context, expert, zero_bubble};
+  if (auto it = times_.find(key); it != times_.end()) {
+    return *(times_by_layout_[layout_key] = &it->second);
+  }
+  const OpPricer pricer(timer_, collectives_, ranks);
+  const auto& times =
+      times_.emplace(key, compute_times(shard_facts(l), &pricer, zero_bubble)).first->second;
+  return *(times_by_layout_[layout_key] = &times);
+}
+
+std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds::compute_times(
+    const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble) const {
+  std::array<BlockTimes, kNumBlockKinds> times{};
+  for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+    const BlockFacts* block = facts[kind].get();
+    if (!block) continue;
+    const LayerGraph& g = *block->graph;
+    // Op durations: kernels from the op timer, collectives over the group they run on.
+    std::vector<double> duration = block->compute_s;
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      const Op& op = g.op(id);
+      if (pricer && is_collective(op) && op.comm.collective != Collective::kNone) {
+        duration[id] = pricer->price(op).time / Seconds(1);
+      }
+    }
+    // A pass alone, replayed op by op: its kernels in order on the one compute stream, each
+    // collective as soon as its inputs are ready (no stream order assumed for collectives, and
+    // none that waits on no kernel of the pass costs anything: it may have run earlier). The
+    // span of its kernels bounds the pass's span in any schedule, where only more can wait.
+    auto pass_bound = [&](PassKind pass) {
+      std::vector<double> finish(g.num_ops(), 0.0);
+      std::vector<bool> after_kernel(g.num_ops(), false);
+      double stream = 0.0;
+      double first = -1.0;
+      for (OpId id = 0; id < g.num_ops(); ++id) {
+        const Op& op = g.op(id);
+        if (!in_pass(op.phase, pass)) continue;
+        double ready = 0.0;
+        bool waits_on_kernel = false;
+        for (const OpId pred : block->predecessors[id]) {
+          if (!in_pass(g.op(pred).phase, pass)) continue;
+          ready = std::max(ready, finish[pred]);
+          waits_on_kernel = waits_on_kernel || after_kernel[pred];
+        }
+        if (is_collective(op)) {
+          finish[id] = ready + (waits_on_kernel ? duration[id] : 0.0);
+          after_kernel[id] = waits_on_kernel;
+        } else {
+          const double start = std::max(stream, ready);
+          if (first < 0.0) first = start;
+          stream = finish[id] = start + duration[id];
+          after_kernel[id] = true;
+        }
+      }
+      return first < 0.0 ? 0.0 : stream - first;
+    };
+    BlockTimes& t = times[kind];
+    t.forward_s = pass_bound(PassKind::kForward);
+    t.backward_s =
+        zero_bubble ? pass_bound(PassKind::kBackwardInput) + pass_bound(PassKind::kBackwardWeight)
+                    : pass_bound(PassKind::kBackward);
+    // Input to output: every forward op waits (through its predecessors) for an op with none,
+    // and those wait for the block's input.
+    std::vector<double> reach(g.num_ops(), kUnreached);
+    for (const OpId id : block->order) {
+      if (g.op(id).phase != Phase::kForward) continue;
+      const std::vector<OpId>& preds = block->predecessors[id];
+      double from = preds.empty() ? 0.0 : kUnreached;
+      for (const OpId pred : preds) from = std::max(from, reach[pred]);
+      if (from != kUnreached) reach[id] = from + duration[id];
+    }
+    t.latency_s = std::max(0.0, reach[g.forward_exit()]);
+    // Output gradient to input gradient: an op of the backward pass with no backward
+    // predecessor waits for the output gradient (task_plan.h's entry rule); from a kernel: a
+    // chain that starts where the pass's kernels start.
+    if (!zero_bubble) {
+      std::vector<double> from_gradient(g.num_ops(), kUnreached);
+      std::vector<double> from_kernel(g.num_ops(), kUnreached);
+      for (const OpId id : block->order) {
+        const Op& op = g.op(id);
+        if (op.phase == Phase::kForward) continue;
+        bool backward_predecessor = false;
+        double gradient = kUnreached;
+        double kernel = is_collective(op) ? kUnreached : 0.0;
+        for (const OpId pred : block->predecessors[id]) {
+          if (g.op(pred).phase == Phase::kForward) continue;
+          backward_predecessor = true;
+          gradient = std::max(gradient, from_gradient[pred]);
+          kernel = std::max(kernel, from_kernel[pred]);
+        }
+        if (!backward_predecessor) gradient = 0.0;
+        if (gradient != kUnreached) from_gradient[id] = gradient + duration[id];
+        if (kernel != kUnreached) from_kernel[id] = kernel + duration[id];
+      }
+      for (const OpId exit : g.backward_exits()) {
+        t.backward_latency_s = std::max(t.backward_latency_s, from_gradient[exit]);
+        t.backward_latency_from_kernel_s =
+            std::max(t.backward_latency_from_kernel_s, from_kernel[exit]);
+      }
+    }
+  }
+  return times;
+}
+
+const std::vector<LayoutBounds::VirtualStage>& LayoutBounds::blocks_of(int virtual_stages_total) {
+  if (auto it = blocks_.find(virtual_stages_total); it != blocks_.end()) return it->second;
+  const std::vector<int> split = default_layers_per_stage(base_.model.layers, virtual_stages_total);
+  std::vector<VirtualStage> blocks(virtual_stages_total);
+  int first = 0;
+  for (int vs = 0; vs < virtual_stages_total; ++vs) {
+    const int moe = moe_before_[first + split[vs]] - moe_before_[first];
+    VirtualStage& v = blocks[vs];
+    v.count[kEmbedding] = vs == 0 ? 1 : 0;
+    v.count[kHead] = vs + 1 == virtual_stages_total ? 1 : 0;
+    v.count[kMoe] = moe;
+    v.count[kDense] = split[vs] - moe;
+    first += split[vs];
+    v.last = v.count[kHead]  ? kHead
+             : split[vs] > 0 ? (base_.model.is_moe_layer(first - 1) ? kMoe : kDense)
+                             : kEmbedding;
+  }
+  return blocks_.emplace(virtual_stages_total, std::move(blocks)).first->second;
+}
+
+double LayoutBounds::fsdp_stream_s(const Layout& l) {
+  const ShardFacts& facts = shard_facts(l);
+  std::array<int64_t, kNumBlockKinds> parameters{};
+  for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+    parameters[kind] = facts[kind] ? facts[kind]->parameters : 0;
+  }
+  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, parameters);
+  if (auto it = fsdp_.find(key); it != fsdp_.end()) return it->second;
+  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.gpus_per_node);
+  // As sim/parallel/lowering.cc sizes them: weights at the working precision, gradients at the
+  // accumulation precision, over the ZeRO shard group (dp·cp ranks).
+  const ParameterBytes bytes = parameter_bytes(base_.training);
+  const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
+  double per_microbatch = 0.0;
+  for (const VirtualStage& v : blocks_of(l.virtual_stages)) {
+    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+      if (v.count[kind] == 0) continue;
+      const double held = static_cast<double>(parameters[kind]);
+      const Seconds gather =
+          collectives_.time(Collective::kAllGather, Bytes(held * bytes.weight), shard);
+      const Seconds reduce =
+          collectives_.time(Collective::kReduceScatter, Bytes(held * bytes.gradient), shard);
+      per_microbatch += v.count[kind] * (2.0 * (gather / Seconds(1)) + reduce / Seconds(1));
+    }
+  }
+  return fsdp_[key] = per_microbatch;
+}
+
+const std::vector<std::vector<int>>& LayoutBounds::in_flight(const Layout& l, int stage) {
+  const int64_t microbatches = base_.training.global_batch / (l.micro_batch * l.dp);
+  const auto key =
+      std::make_tuple(static_cast<int>(l.schedule), l.pp, stage, microbatches, l.virtual_stages);
+  if (auto it = in_flight_.find(key); it != in_flight_.end()) return it->second;
+  // Per-chunk micro-batches in flight at the end of each run of forward passes. A backward
+  // pass (its input half, for zero-bubble) counts as freeing its activations.
+  const std::vector<PipelineAction> actions =
+      pipeline_schedule(l.schedule, l.pp, stage, static_cast<int>(microbatches), l.virtual_stages);
+  std::set<std::vector<int>> peaks;
+  std::vector<int> live(l.virtual_stages + 1, 0);  // then the highest chunk run
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
+    if (a.kind == PipelineAction::Kind::kForward) {
+      ++live[a.chunk];
+      live.back() = std::max(live.back(), a.chunk);
+      if (i + 1 == actions.size() || actions[i + 1].kind != PipelineAction::Kind::kForward) {
+        peaks.insert(live);
+      }
+    } else if (a.kind != PipelineAction::Kind::kBackwardWeight) {
+      --live[a.chunk];
+    }
+  }
+  return in_flight_.emplace(key, std::vector<std::vector<int>>(peaks.begin(), peaks.end()))
+      .first->second;
+}
+
+int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
+  const ShardFacts& facts = shard_facts(l);
+  const auto& blocks = blocks_of(l.pp * l.virtual_stages);
+  const ParameterBytes bytes = parameter_bytes(base_.training);
+  const Parallelism parallelism = layout_parallelism(l, base_);
+  // ZeRO-3 with pipelining gathers each chunk's weights for the whole step.
+  const bool gathered = l.zero >= 3 && l.pp > 1;
+  int64_t bound = 0;
+  for (const int stage : {0, 1, l.pp - 1}) {
+    if (stage >= l.pp) continue;
+    int64_t parameters = 0;
+    int64_t expert = 0;
+    std::vector<int64_t> kept(l.virtual_stages, 0);
+    std::vector<int64_t> weights(l.virtual_stages, 0);  // gathered, per chunk
+    for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
+      const auto& count = blocks[chunk * l.pp + stage].count;
+      for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+        if (count[kind] == 0) continue;
+        const BlockFacts& block = *facts[kind];
+        parameters += count[kind] * block.parameters;
+        kept[chunk] += count[kind] * block.kept_bytes;
+        weights[chunk] +=
+            count[kind] *
+            static_cast<int64_t>(Bytes(static_cast<double>(block.parameters) * bytes.weight) /
+                                 Bytes(1));
+      }
+      expert += count[kMoe] * (expert_parameters_ / l.ep);
+    }
+    const StaticMemory states = rank_static_memory(base_.training, parallelism, parameters, expert);
+    int64_t transient = 0;
+    for (const std::vector<int>& state : in_flight(l, stage)) {
+      int64_t held = 0;
+      for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
+        held += state[chunk] * kept[chunk];
+        if (gathered && chunk <= state.back()) held += weights[chunk];
+      }
+      transient = std::max(transient, held);
+    }
+    bound = std::max(bound, states.total() + transient);
+  }
+  return bound;
+}
+
+Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail) {
+  const std::array<BlockTimes, kNumBlockKinds>& times = block_times(l, detail);
+  const std::vector<VirtualStage>& blocks = blocks_of(l.pp * l.virtual_stages);
+  const double microbatches =
+      static_cast<double>(base_.training.global_batch / (l.micro_batch * l.dp));
+  // Per micro-batch: each stage's passes, and each virtual stage's input-to-output latencies.
+  std::vector<double> stage_s(l.pp, 0.0);
+  double warmup_s = 0.0;    // micro-batch 0 forward through virtual stages 0 .. pp−2
+  double cooldown_s = 0.0;  // the last micro-batch's gradient back from virtual stage pp−1 to 0
+  double last_backward_s = 0.0;  // the backward pass bounds of virtual stage pp−1
+  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs) {
+    const VirtualStage& v = blocks[vs];
+    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+      const BlockTimes& t = times[kind];
+      stage_s[vs % l.pp] += v.count[kind] * (t.forward_s + t.backward_s);
+      if (vs < l.pp - 1) warmup_s += v.count[kind] * t.latency_s;
+      if (vs < l.pp) cooldown_s += v.count[kind] * t.backward_latency_s;
+      if (vs == l.pp - 1) last_backward_s += v.count[kind] * t.backward_s;
+    }
+  }
+  // Every stage runs its passes for all micro-batches; the last starts after micro-batch 0
+  // crossed the stages before it.
+  double bound = warmup_s + microbatches * stage_s[l.pp - 1];
+  for (const double s : stage_s) bound = std::max(bound, microbatches * s);
+  // Its last pass (backward of the last micro-batch, chunk 0) starts after all its other
+  // passes; the input gradient leaves it along a chain from the pass's first kernel (its last
+  // block's), then crosses every earlier stage.
+  if (l.pp > 1 && l.schedule != Schedule::kZeroBubble) {
+    const BlockTimes& first = times[blocks[l.pp - 1].last];
+    const double chain =
+        cooldown_s - first.backward_latency_s + first.backward_latency_from_kernel_s;
+    bound = std::max(bound, warmup_s + microbatches * stage_s[l.pp - 1] - last_backward_s + chain);
+  }
+  // FSDP: the data stream gathers and reduce-scatters every block for every micro-batch.
+  if (l.zero >= 3 && l.pp == 1) bound = std::max(bound, microbatches * fsdp_stream_s(l));
+  return Seconds(bound * (1.0 - kRoundingMargin));
+}
+
+}  // namespace paceline

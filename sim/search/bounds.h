@@ -1,0 +1,157 @@
+// LayoutBounds: lower bounds on a layout's peak memory and iteration time, computed from the
+// operator graphs, the op timer and the pipeline schedule without simulating — so a search can
+// skip layouts that cannot fit, or cannot beat the layouts it has already simulated.
+//
+// Both bounds hold for the engine's accounting (tests hold them under the simulated values for
+// every layout of small clusters):
+//
+// Memory. A rank starts with its weights, gradients and optimizer states resident (sharded as
+// sim/parallel/lowering.cc shards them) and, when a forward pass ends on the compute stream,
+// still holds the activations that every forward pass it ran before keeps for its backward
+// pass, less those of the backward passes it ran before (freed no later than their compute
+// ends). With ZeRO-3 and pipelining, it also holds the gathered weights of every model chunk
+// it has run. The bound is the largest such total the pipeline schedule reaches on the first,
+// second and last stage. Only activations of compute kernels count.
+//
+// Time. A stage's compute stream runs its passes one after another, so the step lasts at least
+// the sum over its passes of each pass's span replayed alone: its kernels in order on the one
+// compute stream, each collective as soon as its inputs are ready (in the schedule, other
+// passes and other ranks can only make either wait longer). The last
+// stage also cannot start before micro-batch 0 has flowed forward through every earlier stage
+// (block input to block output, on the critical path of each block's graph), and — except under
+// zero-bubble, which defers weight gradients — the gradient of its last pass, the backward of
+// the last micro-batch, must then flow back through every earlier stage. With ZeRO-3 and no
+// pipelining, the data stream's gathers and reduce-scatters of every micro-batch run one after
+// another too.
+//
+// An instance caches graphs, prices and schedule profiles and is not thread-safe; prepare()
+// builds graphs on threads, and fork() gives each thread its own instance over shared graphs.
+#ifndef PACELINE_SIM_SEARCH_BOUNDS_H_
+#define PACELINE_SIM_SEARCH_BOUNDS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "hardware/collective_model.h"
+#include "hardware/op_timer.h"
+#include "hardware/topology.h"
+#include "models/layer_graph.h"
+#include "sim/parallel/rank_layout.h"
+#include "sim/parallel/task_plan.h"
+#include "sim/scenario/scenario.h"
+#include "sim/search/layout.h"
+
+namespace paceline {
+
+class LayoutBounds {
+ public:
+  // `base`: the model, cluster and training setup the layouts apply to. Kept by reference.
+  explicit LayoutBounds(const Scenario& base);
+  // Members refer to one another (the pricers to the timer and the collective model).
+  LayoutBounds(const LayoutBounds&) = delete;
+  LayoutBounds& operator=(const LayoutBounds&) = delete;
+
+  // Builds the operator graphs of all `layouts` on `threads` threads (optional: the bounds
+  // build what they miss on demand).
+  void prepare(const std::vector<Layout>& layouts, int threads);
+  // A second instance over the same base that shares the graphs built so far (read-only) and
+  // keeps its own caches, so instances can compute bounds on separate threads.
+  std::unique_ptr<LayoutBounds> fork() const;
+
+  // A lower bound on the peak memory of the worst rank, in bytes.
+  int64_t peak_memory_lower_bound(const Layout& layout);
+  // How much a time bound prices: kFull every term; kKernels only the kernels, every collective
+  // counted as instant — looser, never wrong, and cheap where pricing collectives over groups
+  // of thousands of GPUs is not.
+  enum class Detail { kKernels, kFull };
+  // A lower bound on the iteration time.
+  Seconds iteration_time_lower_bound(const Layout& layout, Detail detail = Detail::kFull);
+  // Whether `layout` runs the same operator graphs as with no recomputation (selective
+  // recomputation recomputes nothing when attention is fused and there is no dropout), so
+  // both simulate identically.
+  bool recompute_changes_nothing(const Layout& layout);
+
+ private:
+  enum BlockKind { kEmbedding, kDense, kMoe, kHead, kNumBlockKinds };
+
+  // What one block (embedding, layer, head) costs one rank for one micro-batch, independent of
+  // where its groups sit.
+  struct BlockFacts {
+    std::shared_ptr<const LayerGraph> graph;
+    std::vector<OpId> order;                      // a topological order of the ops
+    std::vector<std::vector<OpId>> predecessors;  // per op
+    std::vector<double> compute_s;                // per op: kernel time (0 for collectives)
+    int64_t parameters = 0;                       // held by the rank
+    int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
+  };
+  // The same with collectives priced for a layout's group placement.
+  struct BlockTimes {
+    double forward_s = 0.0;   // bound on the forward pass's span on the compute stream
+    double backward_s = 0.0;  // the same for the backward pass (both halves for zero-bubble)
+    double latency_s = 0.0;   // forward: block input to block output
+    // Backward (non-zero-bubble): output gradient to input gradient, and from the pass's first
+    // kernel to its input gradient.
+    double backward_latency_s = 0.0;
+    double backward_latency_from_kernel_s = 0.0;
+  };
+  // The blocks of one virtual stage: how many of each kind, and the kind of its last block.
+  struct VirtualStage {
+    std::array<int, kNumBlockKinds> count{};
+    int last = kHead;
+  };
+  using ShardKey = std::tuple<int64_t, int, int, int, bool, int>;  // mb, tp, cp, ep, sp, recompute
+  using ShardFacts =
+      std::array<std::shared_ptr<const BlockFacts>, kNumBlockKinds>;  // null where absent
+  // Shard, the members of rank 0's tensor, context and expert groups, zero-bubble.
+  using TimesKey = std::tuple<ShardKey, std::vector<int>, std::vector<int>, std::vector<int>, bool>;
+
+  static ShardKey shard_key(const Layout& layout);
+  ShardFacts build_shard(const Layout& layout) const;
+  const ShardFacts& shard_facts(const Layout& layout);
+  const std::array<BlockTimes, kNumBlockKinds>& block_times(const Layout& layout, Detail detail);
+  // The block times of a shard; collectives priced by `pricer`, or instant when null.
+  std::array<BlockTimes, kNumBlockKinds> compute_times(const ShardFacts& facts,
+                                                       const OpPricer* pricer,
+                                                       bool zero_bubble) const;
+  // Distinct states of a stage at the end of a run of forward passes: per chunk, the
+  // micro-batches whose activations it holds, then the highest chunk it has run.
+  const std::vector<std::vector<int>>& in_flight(const Layout& layout, int stage);
+  // The blocks of each virtual stage under the default layer split.
+  const std::vector<VirtualStage>& blocks_of(int virtual_stages_total);
+  // ZeRO-3 without pipelining: a lower bound on the data stream's busy time per micro-batch
+  // (each block's weights gathered for forward and backward, its gradients reduce-scattered).
+  double fsdp_stream_s(const Layout& layout);
+
+  const Scenario& base_;
+  OpTimer timer_;
+  Topology topology_;
+  CollectiveModel collectives_;
+  RankLayout neutral_layout_;  // base's own layout: placements do not matter for kernels
+  OpPricer kernel_pricer_;
+  std::vector<int> moe_before_;    // MoE layers among the first i layers
+  int64_t expert_parameters_ = 0;  // all experts of one MoE layer
+  // Graphs: those prepared, shared by forks (read-only), then those this instance built.
+  std::shared_ptr<const std::map<ShardKey, ShardFacts>> prepared_;
+  std::map<ShardKey, ShardFacts> shards_;
+  std::map<TimesKey, std::array<BlockTimes, kNumBlockKinds>> times_;
+  std::map<std::tuple<ShardKey, bool>, std::array<BlockTimes, kNumBlockKinds>> kernel_times_;
+  // The same entries by (shard, tp, cp, dp, pp, ep, zero-bubble), which fix the placements.
+  std::map<std::tuple<ShardKey, int, int, int, int, int, bool>,
+           const std::array<BlockTimes, kNumBlockKinds>*>
+      times_by_layout_;
+  // By (tp, cp, dp, ep) and the parameters of each block kind.
+  std::map<std::tuple<int, int, int, int, std::array<int64_t, kNumBlockKinds>>, double> fsdp_;
+  std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
+  std::map<int, std::vector<VirtualStage>> blocks_;
+  std::map<ShardKey, bool> recompute_noop_;
+  // Tensor, context and expert group placements by (tp, cp, dp, pp, ep).
+  std::map<std::tuple<int, int, int, int, int>, std::array<std::vector<int>, 3>> placements_;
+};
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_SEARCH_BOUNDS_H_

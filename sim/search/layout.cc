@@ -1,0 +1,140 @@
+#include "sim/search/layout.h"
+
+#include <fmt/format.h>
+
+#include "base/json.h"
+
+namespace paceline {
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) result.push_back(d);
+  }
+  return result;
+}
+
+// The tensor-parallel degrees the scenario format accepts for this model on `gpus` GPUs.
+bool valid_tp(const ModelSpec& m, int tp, int gpus_per_node) {
+  if (tp % gpus_per_node != 0 && gpus_per_node % tp != 0) return false;
+  if (m.heads % tp != 0 || m.ffn_hidden % tp != 0) return false;
+  return m.kv_heads % tp == 0 || tp % m.kv_heads == 0;
+}
+
+}  // namespace
+
+std::vector<Layout> enumerate_layouts(const Scenario& base) {
+  const ModelSpec& m = base.model;
+  const Training& t = base.training;
+  const int gpus = base.num_gpus();
+  const Schedule single_chunk = base.parallelism.schedule == Schedule::kInterleavedOneFOneB
+                                    ? Schedule::kOneFOneB
+                                    : base.parallelism.schedule;
+  std::vector<Layout> layouts;
+  for (const int64_t tp : divisors(gpus)) {
+    if (!valid_tp(m, static_cast<int>(tp), base.cluster.gpus_per_node)) continue;
+    for (const int64_t pp : divisors(gpus / tp)) {
+      if (pp > m.layers) continue;
+      for (const int64_t cp : divisors(gpus / (tp * pp))) {
+        if (cp > 1 && t.seq_len % (2 * cp) != 0) continue;
+        const int64_t dp = gpus / (tp * pp * cp);
+        if (t.global_batch % dp != 0) continue;
+        std::vector<int64_t> eps = {1};
+        if (m.moe) {
+          eps.clear();
+          for (const int64_t ep : divisors(m.moe->experts)) {
+            if ((tp * dp * cp) % ep == 0) eps.push_back(ep);
+          }
+        }
+        std::vector<int64_t> virtual_stages = {1};
+        if (pp > 1) {
+          for (int64_t v = 2; pp * v <= m.layers; ++v) {
+            if (m.layers % (pp * v) == 0) virtual_stages.push_back(v);
+          }
+        }
+        for (const int64_t ep : eps) {
+          for (const int64_t v : virtual_stages) {
+            for (const int64_t micro_batch : divisors(t.global_batch / dp)) {
+              const int64_t microbatches = t.global_batch / (micro_batch * dp);
+              if (v > 1 && microbatches % pp != 0) continue;
+              for (const Recompute recompute :
+                   {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
+                  for (const bool sp : {false, true}) {
+                    if (sp && tp == 1) continue;
+                    if (!sp && tp > 1 && m.moe) continue;
+                    if (sp && (micro_batch * (t.seq_len / cp)) % tp != 0) continue;
+                    Layout l;
+                    l.tp = static_cast<int>(tp);
+                    l.pp = static_cast<int>(pp);
+                    l.dp = static_cast<int>(dp);
+                    l.cp = static_cast<int>(cp);
+                    l.ep = static_cast<int>(ep);
+                    l.virtual_stages = static_cast<int>(v);
+                    l.schedule = v > 1 ? Schedule::kInterleavedOneFOneB : single_chunk;
+                    l.micro_batch = micro_batch;
+                    l.recompute = recompute;
+                    l.zero = zero;
+                    l.sequence_parallel = sp;
+                    layouts.push_back(l);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
+  Parallelism p = base.parallelism;
+  p.tp = l.tp;
+  p.pp = l.pp;
+  p.dp = l.dp;
+  p.cp = l.cp;
+  p.ep = l.ep;
+  p.virtual_stages = l.virtual_stages;
+  p.schedule = l.schedule;
+  p.sequence_parallel = l.sequence_parallel;
+  p.zero = l.zero;
+  p.zero_shard = l.dp * l.cp;
+  p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);
+  return p;
+}
+
+Scenario with_layout(const Scenario& base, const Layout& l) {
+  Scenario s = base;
+  s.parallelism = layout_parallelism(l, base);
+  s.training.micro_batch = l.micro_batch;
+  s.training.recompute = l.recompute;
+  return s;
+}
+
+std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
+  std::string order;
+  for (const RankDim dim : base.parallelism.rank_order) {
+    order += (order.empty() ? "" : "-") + to_string(dim);
+  }
+  Json parallelism = Json::object();
+  parallelism.set("tp", l.tp).set("pp", l.pp).set("dp", l.dp).set("cp", l.cp).set("ep", l.ep);
+  parallelism.set("virtual_stages", l.virtual_stages).set("schedule", to_string(l.schedule));
+  parallelism.set("sequence_parallel", l.sequence_parallel)
+      .set("zero", l.zero)
+      .set("rank_order", order);
+  return {{"parallelism", parallelism.dump(-1)},
+          {"training.micro_batch", fmt::format("{}", l.micro_batch)},
+          {"training.recompute", to_string(l.recompute)}};
+}
+
+std::string to_string(const Layout& l) {
+  return fmt::format(
+      "tp {} · pp {} · dp {} · cp {} · ep {} · v {} · mb {} · recompute {} · zero {}{}", l.tp, l.pp,
+      l.dp, l.cp, l.ep, l.virtual_stages, l.micro_batch, to_string(l.recompute), l.zero,
+      l.sequence_parallel ? " · sp" : "");
+}
+
+}  // namespace paceline

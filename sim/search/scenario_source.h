@@ -1,0 +1,47 @@
+// ScenarioSource: a scenario's YAML text and the name its errors cite, kept as text so that
+// many variants of one scenario (a sweep's configurations, a search's layouts) can be parsed
+// and validated independently, on threads, each with its own overrides.
+//
+// An Override sets one field by its dotted path before the scenario is read:
+//   {"parallelism.tp", "4"}, {"training.recompute", "full"}, {"model", "{layers: 2, ...}"}
+// The value is YAML (so JSON too). Mappings on the path are created when absent. An overridden
+// value has no line in the file, so an error about it cites the mapping it was put in, or only
+// the file when that mapping was given whole too:
+//   gpt3.yaml:9:3: parallelism.tp = 16 does not divide model.heads = 96
+#ifndef PACELINE_SIM_SEARCH_SCENARIO_SOURCE_H_
+#define PACELINE_SIM_SEARCH_SCENARIO_SOURCE_H_
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/scenario/scenario.h"
+
+namespace paceline {
+
+struct ScenarioSource {
+  std::string text;  // YAML (or JSON) of one scenario mapping
+  std::string file;  // the name errors cite: a path, or e.g. "<dict>"
+};
+
+// Reads a scenario file's text. Throws InputError naming the file when it cannot be read.
+ScenarioSource read_scenario_source(const std::string& path);
+
+struct Override {
+  std::string path;   // dotted field path, e.g. "parallelism.tp"
+  std::string value;  // YAML text of the value, e.g. "4", "full", "{bandwidth: 300 GB/s}"
+};
+
+// Sets `override.path` in the document `root` (a mapping) to the parsed value. Throws
+// InputError when the path is empty or malformed, when a key on the path holds something other
+// than a mapping, or when the value is not valid YAML.
+void apply_override(YAML::Node& root, const std::string& file, const Override& override);
+
+// Parses the source, applies the overrides in order, then reads and validates the scenario
+// (the same rules and messages as `paceline run`).
+Scenario load_scenario(const ScenarioSource& source, const std::vector<Override>& overrides = {});
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_SEARCH_SCENARIO_SOURCE_H_

@@ -1,0 +1,309 @@
+#include "sim/search/search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+#include <queue>
+
+#include "base/check.h"
+#include "base/yaml_reader.h"
+#include "sim/search/bounds.h"
+#include "sim/search/internal/parallel_for.h"
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+// Layouts simulated between two updates of the pruning threshold. Fixed, so that what is
+// simulated does not depend on the thread count.
+constexpr size_t kBatch = 16;
+
+// The value of `key` in a mapping node; an undefined node when absent (yaml-cpp throws on
+// reading the type of a missing key's node, so every lookup goes through here).
+YAML::Node child(const YAML::Node& node, const char* key) {
+  if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const YAML::Node value = node[key];
+  return value ? value : YAML::Node(YAML::NodeType::Undefined);
+}
+
+// An integer field of the raw document, or `fallback` when absent or not an integer (the
+// scenario reader then reports it properly).
+int64_t raw_integer(const YAML::Node& root, const char* section, const char* key,
+                    int64_t fallback) {
+  const YAML::Node value = child(child(root, section), key);
+  if (!value.IsScalar()) return fallback;
+  try {
+    return value.as<int64_t>();
+  } catch (const YAML::Exception&) {
+    return fallback;
+  }
+}
+
+// The scenario the layouts apply to: the source's model, cluster (resized to `gpus`) and
+// training setup, read with a neutral layout so that its own layout cannot make it invalid.
+// `cluster` receives the overrides that resize the cluster.
+Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Override>& cluster) {
+  const YamlDocument document = load_yaml_text(source.text, source.file);
+  const YAML::Node& root = document.root;
+  int64_t nodes = raw_integer(root, "cluster", "nodes", 1);
+  int64_t gpus_per_node = raw_integer(root, "cluster", "gpus_per_node", 1);
+  if (gpus > 0) {
+    if (gpus_per_node >= 1 && gpus % gpus_per_node == 0) {
+      nodes = gpus / gpus_per_node;
+    } else if (gpus_per_node >= 1 && gpus_per_node % gpus == 0) {
+      nodes = 1;
+      gpus_per_node = gpus;
+    } else {
+      throw InputError(SourceLocation{source.file},
+                       fmt::format("search on {} GPUs: the count must be a multiple "
+                                   "or a divisor of cluster.gpus_per_node = {}",
+                                   gpus, gpus_per_node));
+    }
+    cluster = {{"cluster.nodes", fmt::format("{}", nodes)},
+               {"cluster.gpus_per_node", fmt::format("{}", gpus_per_node)}};
+  }
+  // Neutral layout: one GPU per model replica, micro-batch 1, a global batch of one sequence
+  // per GPU; the real global batch is read back below.
+  std::vector<Override> neutral = cluster;
+  const YAML::Node order = child(child(root, "parallelism"), "rank_order");
+  neutral.push_back(
+      {"parallelism", order.IsScalar() ? fmt::format("{{rank_order: {}}}", order.Scalar()) : "{}"});
+  neutral.push_back({"training.micro_batch", "1"});
+  const YAML::Node batch = child(child(root, "training"), "global_batch");
+  const bool has_batch = batch.IsDefined();
+  if (has_batch) {
+    neutral.push_back({"training.global_batch", fmt::format("{}", nodes * gpus_per_node)});
+  }
+  Scenario base = load_scenario(source, neutral);
+  if (has_batch) {
+    base.training.global_batch = read_scalar<int64_t>(batch, source.file, "training.global_batch");
+    if (base.training.global_batch < 1) {
+      throw InputError(
+          location_of(batch, source.file),
+          fmt::format("training.global_batch = {} must be at least 1", base.training.global_batch));
+    }
+  }
+  return base;
+}
+
+RankedLayout ranked(const Layout& layout, size_t index, const Result& r) {
+  RankedLayout out;
+  out.layout = layout;
+  out.index = index;
+  out.iteration_time_s = r.iteration_time / Seconds(1);
+  out.tokens_per_s = r.tokens_per_s;
+  out.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
+  out.mfu = r.mfu;
+  out.hfu = r.hfu;
+  out.peak_memory_bytes = r.peak_memory_bytes;
+  out.capacity_bytes = r.capacity_bytes;
+  out.fits = r.fits;
+  return out;
+}
+
+// Best first: throughput, then enumeration order.
+bool better(const RankedLayout& a, const RankedLayout& b) {
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  return a.index < b.index;
+}
+
+}  // namespace
+
+SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& options) {
+  // The wall clock times the search itself; it never reaches a result.
+  const auto started = std::chrono::steady_clock::now();
+  if (options.top < 1) {
+    throw InputError(SourceLocation{"<search>"},
+                     fmt::format("top = {} must be at least 1", options.top));
+  }
+  if (options.gpus < 0) {
+    throw InputError(SourceLocation{"<search>"},
+                     fmt::format("gpus = {} must be positive", options.gpus));
+  }
+  std::vector<Override> cluster;
+  const Scenario base = load_search_base(source, options.gpus, cluster);
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+
+  SearchReport report;
+  report.name = base.name;
+  report.model = base.model.name;
+  report.gpu = base.cluster.gpu.name;
+  report.gpus = base.num_gpus();
+  report.global_batch = base.training.global_batch;
+  report.considered = layouts.size();
+
+  // Bounds. Each thread bounds every threads-th block of layouts with its own fork of the
+  // graphs (bounds are pure functions of a layout, so the split changes nothing). The time bound
+  // here counts kernels only; collectives are priced when a layout nears the top (below).
+  enum class Verdict : uint8_t { kDuplicate, kNoFit, kCandidate };
+  const int threads = internal::resolve_threads(options.threads);
+  LayoutBounds bounds(base);
+  bounds.prepare(layouts, threads);
+  const int64_t capacity = static_cast<int64_t>(base.cluster.gpu.memory_capacity / Bytes(1));
+  const double tokens = static_cast<double>(base.tokens_per_iteration());
+  auto throughput_bound = [&](LayoutBounds& b, const Layout& l, LayoutBounds::Detail detail) {
+    return tokens / (b.iteration_time_lower_bound(l, detail) / Seconds(1));
+  };
+  std::vector<Verdict> verdict(layouts.size());
+  std::vector<double> bound(layouts.size(), std::numeric_limits<double>::infinity());
+  constexpr size_t kBlock = 2048;
+  internal::parallel_for(static_cast<size_t>(threads), threads, [&](size_t worker) {
+    const std::unique_ptr<LayoutBounds> fork = bounds.fork();
+    for (size_t first = worker * kBlock; first < layouts.size(); first += threads * kBlock) {
+      for (size_t i = first; i < std::min(first + kBlock, layouts.size()); ++i) {
+        const Layout& l = layouts[i];
+        if (l.recompute == Recompute::kSelective && fork->recompute_changes_nothing(l)) {
+          verdict[i] = Verdict::kDuplicate;
+        } else if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
+          verdict[i] = Verdict::kNoFit;
+        } else {
+          verdict[i] = Verdict::kCandidate;
+          if (options.prune) bound[i] = throughput_bound(*fork, l, LayoutBounds::Detail::kKernels);
+        }
+      }
+    }
+  });
+
+  // Candidates, best bound first (ties: enumeration order). A candidate whose bound still
+  // counts kernels only gets its full bound when it reaches the top, and goes back in line.
+  struct Candidate {
+    double bound_tokens_per_s;
+    size_t index;
+    bool full;
+  };
+  auto after = [](const Candidate& a, const Candidate& b) {
+    if (a.bound_tokens_per_s != b.bound_tokens_per_s)
+      return a.bound_tokens_per_s < b.bound_tokens_per_s;
+    return a.index > b.index;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(after)> queue(after);
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    if (verdict[i] == Verdict::kDuplicate) ++report.duplicates;
+    if (verdict[i] == Verdict::kNoFit) ++report.pruned_memory;
+    if (verdict[i] == Verdict::kCandidate) queue.push({bound[i], i, !options.prune});
+  }
+
+  // Simulate batch by batch while a candidate could still enter the ranking.
+  const size_t top = static_cast<size_t>(options.top);
+  std::vector<RankedLayout> fitting;  // sorted best first
+  while (!queue.empty()) {
+    const double threshold = fitting.size() >= top ? fitting[top - 1].tokens_per_s : 0.0;
+    std::vector<size_t> picked;
+    while (!queue.empty() && picked.size() < kBatch) {
+      Candidate c = queue.top();
+      if (options.prune && c.bound_tokens_per_s < threshold) break;
+      queue.pop();
+      if (c.full) {
+        picked.push_back(c.index);
+        continue;
+      }
+      c.bound_tokens_per_s =
+          throughput_bound(bounds, layouts[c.index], LayoutBounds::Detail::kFull);
+      c.full = true;
+      if (c.bound_tokens_per_s < threshold) {
+        ++report.pruned_bound;
+      } else {
+        queue.push(c);
+      }
+    }
+    if (picked.empty()) break;
+    std::vector<RankedLayout> batch(picked.size());
+    internal::parallel_for(batch.size(), threads, [&](size_t i) {
+      const size_t index = picked[i];
+      std::vector<Override> overrides = cluster;
+      for (Override& o : layout_overrides(layouts[index], base)) overrides.push_back(std::move(o));
+      std::shared_ptr<const Scenario> scenario;
+      try {
+        scenario = std::make_shared<const Scenario>(load_scenario(source, overrides));
+      } catch (const InputError& e) {
+        // The enumeration only yields layouts the scenario format accepts.
+        throw InternalError(fmt::format("layout {} was enumerated but is invalid: {}",
+                                        to_string(layouts[index]), e.what()));
+      }
+      batch[i] = ranked(layouts[index], index, simulate(scenario).result);
+    });
+    for (const RankedLayout& r : batch) {
+      ++report.simulated;
+      if (!r.fits) continue;
+      ++report.fit;
+      fitting.insert(std::upper_bound(fitting.begin(), fitting.end(), r, better), r);
+    }
+  }
+  report.pruned_bound += queue.size();
+  if (fitting.size() > top) fitting.resize(top);
+  report.top = std::move(fitting);
+  report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
+}
+
+Json to_json(const SearchReport& r, bool include_wall_time) {
+  Json json = Json::object();
+  json.set("name", r.name).set("model", r.model).set("gpu", r.gpu).set("gpus", r.gpus);
+  json.set("global_batch", r.global_batch);
+  json.set("considered", static_cast<uint64_t>(r.considered));
+  json.set("duplicates", static_cast<uint64_t>(r.duplicates));
+  json.set("pruned_memory", static_cast<uint64_t>(r.pruned_memory));
+  json.set("pruned_bound", static_cast<uint64_t>(r.pruned_bound));
+  json.set("simulated", static_cast<uint64_t>(r.simulated))
+      .set("fit", static_cast<uint64_t>(r.fit));
+  if (include_wall_time) json.set("wall_s", r.wall_s);
+  Json layouts = Json::array();
+  int rank = 0;
+  for (const RankedLayout& t : r.top) {
+    const Layout& l = t.layout;
+    Json entry = Json::object();
+    entry.set("rank", ++rank)
+        .set("tp", l.tp)
+        .set("pp", l.pp)
+        .set("dp", l.dp)
+        .set("cp", l.cp)
+        .set("ep", l.ep);
+    entry.set("virtual_stages", l.virtual_stages).set("schedule", to_string(l.schedule));
+    entry.set("micro_batch", l.micro_batch)
+        .set("recompute", to_string(l.recompute))
+        .set("zero", l.zero);
+    entry.set("sequence_parallel", l.sequence_parallel);
+    entry.set("iteration_time_s", t.iteration_time_s).set("tokens_per_s", t.tokens_per_s);
+    entry.set("tokens_per_s_per_gpu", t.tokens_per_s_per_gpu).set("mfu", t.mfu).set("hfu", t.hfu);
+    entry.set("peak_memory_bytes", t.peak_memory_bytes).set("capacity_bytes", t.capacity_bytes);
+    entry.set("fits", t.fits);
+    layouts.push(std::move(entry));
+  }
+  json.set("layouts", std::move(layouts));
+  return json;
+}
+
+std::string to_text(const SearchReport& r) {
+  std::string out = fmt::format("{}\n  {} on {} × {}, global batch {}\n", r.name, r.model, r.gpus,
+                                r.gpu, r.global_batch);
+  out += fmt::format(
+      "  layouts: {} considered · {} duplicates · {} pruned by memory · {} pruned by throughput "
+      "bound · "
+      "{} simulated · {} fit   ({:.2f} s)\n\n",
+      r.considered, r.duplicates, r.pruned_memory, r.pruned_bound, r.simulated, r.fit, r.wall_s);
+  if (r.top.empty()) return out + "  no layout fits in GPU memory\n";
+  out += fmt::format(
+      "  {:>3} {:>4} {:>4} {:>5} {:>4} {:>4} {:>3} {:>5} {:>10} {:>5} {:>3} {:>12} {:>8} {:>6} "
+      "{:>9} "
+      "{:>13}\n",
+      "#", "tp", "pp", "dp", "cp", "ep", "v", "mb", "recompute", "zero", "sp", "tokens/s",
+      "per GPU", "MFU", "mem GiB", "iteration ms");
+  int rank = 0;
+  for (const RankedLayout& t : r.top) {
+    const Layout& l = t.layout;
+    out += fmt::format(
+        "  {:>3} {:>4} {:>4} {:>5} {:>4} {:>4} {:>3} {:>5} {:>10} {:>5} {:>3} {:>12.0f} {:>8.1f} "
+        "{:>5.1f}% {:>9.2f} {:>13.2f}\n",
+        ++rank, l.tp, l.pp, l.dp, l.cp, l.ep, l.virtual_stages, l.micro_batch,
+        to_string(l.recompute), l.zero, l.sequence_parallel ? "yes" : "no", t.tokens_per_s,
+        t.tokens_per_s_per_gpu, 100.0 * t.mfu,
+        static_cast<double>(t.peak_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
+        1e3 * t.iteration_time_s);
+  }
+  return out;
+}
+
+}  // namespace paceline

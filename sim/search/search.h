@@ -1,0 +1,78 @@
+// Layout search: every valid layout of a scenario's model on its cluster (sim/search/layout.h),
+// ranked by simulated throughput — `paceline search` and Python's paceline.search().
+//
+//   1. enumerate the layouts (the scenario's model, cluster, global batch and training setup);
+//   2. set aside layouts that simulate exactly as an earlier one does (selective recomputation
+//      where it recomputes nothing: the operator graphs are identical to those without);
+//   3. prune by memory: a layout whose peak-memory lower bound exceeds the GPU's capacity
+//      cannot fit (sim/search/bounds.h);
+//   4. bound the rest's throughput from above (tokens over an iteration-time lower bound that
+//      counts kernels only), and take them highest bound first, ties by enumeration order; a
+//      layout reaching the front gets its full bound (collectives priced) and goes back in line;
+//   5. simulate the front layouts in fixed batches on threads; once `top` fitting layouts are
+//      known, a layout whose bound is below the top-th best cannot enter the ranking and is
+//      pruned with every layout behind it.
+// Because the bounds are sound, the ranking equals that of simulating every layout. Batches
+// are of a fixed size, so the counts and the ranking are the same for any thread count.
+#ifndef PACELINE_SIM_SEARCH_SEARCH_H_
+#define PACELINE_SIM_SEARCH_SEARCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "sim/search/layout.h"
+#include "sim/search/scenario_source.h"
+
+namespace paceline {
+
+struct SearchOptions {
+  int gpus = 0;       // search on this many GPUs (same GPU and gpus_per_node); 0: the scenario's
+  int top = 10;       // layouts to rank
+  int threads = 0;    // 0: one per hardware thread
+  bool prune = true;  // false: simulate every layout (for tests of the pruning)
+};
+
+// One simulated layout and what it achieved.
+struct RankedLayout {
+  Layout layout;
+  size_t index = 0;  // in enumeration order
+  double iteration_time_s = 0.0;
+  double tokens_per_s = 0.0;
+  double tokens_per_s_per_gpu = 0.0;
+  double mfu = 0.0;
+  double hfu = 0.0;
+  int64_t peak_memory_bytes = 0;
+  int64_t capacity_bytes = 0;
+  bool fits = false;
+};
+
+struct SearchReport {
+  std::string name;  // the scenario's
+  std::string model;
+  std::string gpu;
+  int gpus = 0;
+  int64_t global_batch = 0;
+  size_t considered = 0;     // valid layouts enumerated
+  size_t duplicates = 0;     // simulate exactly as an earlier layout (not ranked again)
+  size_t pruned_memory = 0;  // memory lower bound above the capacity
+  size_t pruned_bound = 0;   // throughput bound below the top-th best
+  size_t simulated = 0;
+  size_t fit = 0;                 // simulated and fitting
+  double wall_s = 0.0;            // the search's own wall time
+  std::vector<RankedLayout> top;  // best first: tokens/s, then enumeration order
+};
+
+// Searches the layouts of `source`. Throws InputError when the scenario (apart from its
+// parallel layout, micro-batch and recomputation, which the search replaces) is invalid, or
+// when `gpus` does not fit the cluster's gpus_per_node.
+SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& options = {});
+
+// `include_wall_time`: false for comparisons.
+Json to_json(const SearchReport& report, bool include_wall_time = true);
+std::string to_text(const SearchReport& report);
+
+}  // namespace paceline
+
+#endif  // PACELINE_SIM_SEARCH_SEARCH_H_

@@ -1,0 +1,54 @@
+"""paceline.search: the same report as `paceline search --json`, a ranked DataFrame, counts that
+add up."""
+
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+import paceline
+
+CLI = os.environ.get("PACELINE_CLI")
+
+
+def test_ranked_layouts_and_counts(gpt_8gpus):
+    result = paceline.search(gpt_8gpus, top=5)
+    assert len(result.top) == 5
+    assert list(result.top["rank"]) == [1, 2, 3, 4, 5]
+    assert result.top["tokens_per_s"].is_monotonic_decreasing
+    assert result.top["fits"].all()
+    assert result.gpus == 8 and result.global_batch == 16
+    assert result.considered == (result.duplicates + result.pruned_memory + result.pruned_bound
+                                 + result.simulated)
+    assert result.fit <= result.simulated
+    assert "layouts considered" in repr(result)
+
+
+def test_the_best_layout_simulates_as_reported(gpt_8gpus):
+    best = paceline.search(gpt_8gpus, top=1).top.iloc[0]
+    scenario = dict(gpt_8gpus)
+    scenario["parallelism"] = {key: best[key].item() if hasattr(best[key], "item") else best[key]
+                               for key in ["tp", "pp", "dp", "cp", "ep", "virtual_stages", "schedule", "zero",
+                                           "sequence_parallel"]}
+    scenario["training"] = dict(gpt_8gpus["training"], micro_batch=int(best["micro_batch"]),
+                                recompute=best["recompute"])
+    assert paceline.simulate(scenario).tokens_per_s == best["tokens_per_s"]
+
+
+@pytest.mark.skipif(not CLI, reason="PACELINE_CLI (the paceline executable) not given")
+def test_same_report_as_the_cli(gpt_8gpus, tmp_path):
+    path = tmp_path / "gpt.yaml"
+    path.write_text(yaml.safe_dump(gpt_8gpus))
+    cli = json.loads(subprocess.run([CLI, "search", str(path), "--gpus", "4", "--top", "3", "--json"],
+                                    check=True, capture_output=True, text=True).stdout)
+    ours = paceline.search(path, gpus=4, top=3, threads=1).to_dict()
+    del cli["wall_s"], ours["wall_s"]
+    assert ours == cli
+
+
+def test_bad_gpu_counts_are_value_errors(scenario_path):
+    with pytest.raises(ValueError, match="search on 3 GPUs"):
+        paceline.search("model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb, gpus_per_node: 8}\n"
+                        "training: {global_batch: 8}\n", gpus=3)

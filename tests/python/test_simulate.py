@@ -1,0 +1,120 @@
+"""paceline.simulate / load_scenario / models / gpus: the forms a scenario takes, the result
+contract, and errors as ValueError with file:line:col."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+import yaml
+
+import paceline
+
+CLI = os.environ.get("PACELINE_CLI")
+
+
+def test_every_form_of_a_scenario_gives_the_same_result(scenario_path):
+    with open(scenario_path) as f:
+        text = f.read()
+    expected = paceline.simulate(scenario_path).iteration_time_s
+    assert paceline.simulate(pathlib.Path(scenario_path)).iteration_time_s == expected
+    assert paceline.simulate(text).iteration_time_s == expected
+    assert paceline.simulate(yaml.safe_load(text)).iteration_time_s == expected
+
+
+def test_result_attributes_match_its_dict(gpt_8gpus):
+    r = paceline.simulate(gpt_8gpus)
+    d = r.to_dict()
+    assert r.iteration_time_s == d["iteration_time_s"]
+    assert r.tokens_per_s == d["tokens_per_s"]
+    assert r.mfu == d["mfu"]
+    assert r.peak_memory_bytes == d["memory"]["peak_bytes"]
+    assert r.fits == d["memory"]["fits"]
+    # tokens/s = global batch 16 × 1024 tokens / iteration time.
+    assert r.tokens_per_s == pytest.approx(16 * 1024 / r.iteration_time_s, rel=1e-12)
+    assert json.loads(r.to_json()) == d
+    assert "iteration time" in repr(r)
+
+
+@pytest.mark.skipif(not CLI, reason="PACELINE_CLI (the paceline executable) not given")
+def test_to_dict_is_the_cli_json(scenario_path):
+    cli = json.loads(subprocess.run([CLI, "run", scenario_path, "--json"], check=True, capture_output=True,
+                                    text=True).stdout)
+    ours = paceline.simulate(scenario_path).to_dict()
+    assert list(ours) == list(cli)
+    # The simulator's own wall time is the only field allowed to differ.
+    del ours["sim"]["wall_s"], cli["sim"]["wall_s"]
+    assert ours == cli
+
+
+def test_dict_errors_cite_lines_of_the_dict_as_json(gpt_8gpus):
+    gpt_8gpus["training"]["micro_batch"] = 3
+    text = json.dumps(gpt_8gpus, indent=2)
+    with pytest.raises(ValueError) as error:
+        paceline.simulate(gpt_8gpus)
+    message = str(error.value)
+    match = re.match(r"<dict>:(\d+):(\d+): training\.global_batch = 16 is not a multiple of micro_batch·dp", message)
+    assert match, message
+    # The line is global_batch's in the JSON text the dict was written as.
+    assert '"global_batch": 16' in text.splitlines()[int(match.group(1)) - 1]
+
+
+def test_file_errors_cite_file_line_and_column(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\nparallelism: {schedule: interleave}\n"
+                    "training: {global_batch: 8}\n")
+    with pytest.raises(ValueError, match=re.escape(f"{path}:3:25: parallelism.schedule")):
+        paceline.simulate(path)
+    with pytest.raises(ValueError, match=r"^<string>:2:16: gpu = 'a100' is not in the GPU catalog"):
+        paceline.simulate("model: gpt-1.7b\ncluster: {gpu: a100}\ntraining: {global_batch: 4}\n")
+    with pytest.raises(ValueError, match="cannot open the file"):
+        paceline.simulate(tmp_path / "missing.yaml")
+    with pytest.raises(TypeError):
+        paceline.simulate(42)
+
+
+def test_load_scenario_fills_in_every_default(gpt_8gpus):
+    s = paceline.load_scenario(gpt_8gpus)
+    # dp = 8 GPUs / tp 2; sequence parallelism is on by default with tp > 1.
+    assert s["parallelism"]["dp"] == 4
+    assert s["parallelism"]["sequence_parallel"] is True
+    assert s["training"]["micro_batch"] == 1
+    assert s["training"]["precision"] == "bf16"
+    assert s["model"]["layers"] == 24
+
+
+@pytest.mark.skipif(not CLI, reason="PACELINE_CLI (the paceline executable) not given")
+@pytest.mark.parametrize("listing", ["models", "gpus"])
+def test_catalogs_match_the_cli(listing):
+    cli = json.loads(subprocess.run([CLI, listing, "--json"], check=True, capture_output=True, text=True).stdout)
+    ours = getattr(paceline, listing)()
+    assert [entry["name"] for entry in ours] == [entry["name"] for entry in cli]
+    for a, b in zip(ours, cli):
+        assert a.keys() == b.keys()
+        for key in a:
+            if isinstance(a[key], float) or isinstance(b[key], float):
+                assert a[key] == pytest.approx(b[key], rel=1e-12)
+            else:
+                assert a[key] == b[key]
+
+
+def test_data_path_finds_the_scenarios():
+    assert os.path.isfile(paceline.data_path("scenarios", "gpt3-175b-1024xa100.yaml"))
+    assert os.path.isdir(paceline.data_path("models", "catalog"))
+
+
+def test_limits_refuse_with_the_estimate_and_never_change_a_result(scenario_path):
+    cost = paceline.estimate_cost(scenario_path)
+    assert cost["engine_tasks"] > 0 and cost["memory_bytes"] > 0 and cost["wall_time_s"] > 0
+    with pytest.raises(paceline.SimulationLimitError, match="the simulation would need"):
+        paceline.simulate(scenario_path, max_memory_bytes=cost["memory_bytes"] / 2)
+    with pytest.raises(paceline.SimulationLimitError):
+        paceline.simulate(scenario_path, max_events=10)
+    limited = paceline.simulate(scenario_path, timeout_s=600, max_memory_bytes=paceline._paceline.machine_memory_bytes())
+    free = paceline.simulate(scenario_path)
+    # Everything but the simulator's own wall time is the same.
+    limited_dict, free_dict = limited.to_dict(), free.to_dict()
+    del limited_dict["sim"]["wall_s"], free_dict["sim"]["wall_s"]
+    assert limited_dict == free_dict

@@ -1,0 +1,128 @@
+// Tests sim/search/bounds.h: the memory and time lower bounds never exceed what the simulator
+// reports, over the layouts of small clusters under every pipeline schedule, dense and MoE.
+#include "sim/search/bounds.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "sim/search/internal/parallel_for.h"
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+struct Case {
+  const char* name;
+  const char* text;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// A dense model big enough for memory to matter on 80 GB GPUs (8 layers of hidden 8192: 6.4 B
+// parameters, 103 GB of weights, gradients and Adam states unsharded), with dropout so
+// selective recomputation does something; a small mixture-of-experts model with grouped-query
+// attention; both on 2 nodes of 4 GPUs.
+const Case kCases[] = {
+    {"dense", R"(name: dense
+model: {name: dense, layers: 8, hidden: 8192, heads: 64, ffn_hidden: 32768, vocab: 32000, seq_len: 2048,
+        dropout: 0.1, bias: true}
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 200 Gb/s}}
+training: {global_batch: 8}
+)"},
+    {"moe", R"(name: moe
+model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
+        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
+training: {global_batch: 16, attention: unfused}
+)"},
+};
+
+class BoundsTest : public testing::TestWithParam<std::tuple<Case, const char*>> {};
+
+TEST_P(BoundsTest, NeverExceedTheSimulation) {
+  const auto& [c, schedule] = GetParam();
+  const ScenarioSource source{c.text, fmt::format("{}.yaml", c.name)};
+  Scenario base = load_scenario(source);
+  const std::vector<Override> schedule_override = {{"parallelism.schedule", schedule}};
+  base.parallelism.schedule = load_scenario(source, schedule_override).parallelism.schedule;
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+  LayoutBounds bounds(base);
+  // Every 3rd layout (of 1416 dense, 3399 MoE) keeps the test short while covering each dimension.
+  std::vector<size_t> picked;
+  for (size_t i = 0; i < layouts.size(); i += 3) picked.push_back(i);
+  EXPECT_GT(picked.size(), 400u);
+  std::vector<int64_t> memory(picked.size());
+  std::vector<double> time(picked.size());
+  for (size_t k = 0; k < picked.size(); ++k) {
+    memory[k] = bounds.peak_memory_lower_bound(layouts[picked[k]]);
+    time[k] = bounds.iteration_time_lower_bound(layouts[picked[k]]) / Seconds(1);
+    // Counting kernels only loosens the bound.
+    EXPECT_LE(bounds.iteration_time_lower_bound(layouts[picked[k]], LayoutBounds::Detail::kKernels),
+              Seconds(time[k]));
+  }
+  std::vector<Result> results(picked.size());
+  internal::parallel_for(picked.size(), internal::resolve_threads(0), [&](size_t k) {
+    Scenario s = with_layout(base, layouts[picked[k]]);
+    results[k] = simulate(std::make_shared<const Scenario>(std::move(s))).result;
+  });
+  size_t tight_memory = 0;
+  for (size_t k = 0; k < picked.size(); ++k) {
+    const std::string layout = to_string(layouts[picked[k]]);
+    EXPECT_LE(memory[k], results[k].peak_memory_bytes) << layout;
+    EXPECT_LE(time[k], results[k].iteration_time / Seconds(1)) << layout;
+    EXPECT_GT(time[k], 0.0) << layout;
+    if (memory[k] >= 0.5 * static_cast<double>(results[k].peak_memory_bytes)) ++tight_memory;
+  }
+  // The bounds are useful too: most memory bounds reach half the simulated peak.
+  EXPECT_GT(tight_memory, picked.size() / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, BoundsTest,
+                         testing::Combine(testing::ValuesIn(kCases),
+                                          testing::Values("1f1b", "gpipe", "zero-bubble")),
+                         [](const auto& param_info) {
+                           std::string schedule = std::get<1>(param_info.param);
+                           std::replace(schedule.begin(), schedule.end(), '-', '_');
+                           return fmt::format("{}_{}", std::get<0>(param_info.param).name,
+                                              schedule);
+                         });
+
+TEST(Bounds, SelectiveRecomputeWithFusedAttentionChangesNothing) {
+  // No dropout and flash attention: selective recomputation has nothing to recompute.
+  const Scenario flash = load_scenario(
+      {R"(model: {name: t, layers: 2, hidden: 256, heads: 4, ffn_hidden: 1024, vocab: 512, seq_len: 128}
+cluster: {gpu: a100-sxm4-80gb}
+training: {global_batch: 4}
+)",
+       "t.yaml"});
+  Layout l;
+  l.recompute = Recompute::kSelective;
+  EXPECT_TRUE(LayoutBounds(flash).recompute_changes_nothing(l));
+  // Unfused attention keeps the s×s scores unless selectively recomputed.
+  Scenario unfused = flash;
+  unfused.training.attention = AttentionKernel::kUnfused;
+  EXPECT_FALSE(LayoutBounds(unfused).recompute_changes_nothing(l));
+  l.recompute = Recompute::kFull;
+  EXPECT_FALSE(LayoutBounds(flash).recompute_changes_nothing(l));
+}
+
+TEST(Bounds, StaticStatesAloneCanRuleALayoutOut) {
+  // GPT-3 175B on 8 GPUs with tp 8 and nothing else sharded: 175e9 parameters × 18 bytes (2 for
+  // bf16 weights, 4 for fp32 gradients, 12 for Adam's master copy and moments) / 8 ≈ 3.9e11 B
+  // ≈ 367 GiB per GPU, far above 80 GiB.
+  Scenario base = load_scenario({R"(model: gpt3-175b
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 8}
+training: {global_batch: 8}
+)",
+                                 "g.yaml"});
+  Layout l;
+  l.tp = 8;
+  EXPECT_GT(LayoutBounds(base).peak_memory_lower_bound(l), GiB(360) / Bytes(1));
+}
+
+}  // namespace
+}  // namespace paceline

@@ -1,0 +1,169 @@
+// Tests sim/search/layout.h: the layouts enumerated for tiny clusters, derived by hand, and
+// agreement with the scenario format's own rules.
+#include "sim/search/layout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "base/input_error.h"
+#include "sim/search/scenario_source.h"
+
+namespace paceline {
+namespace {
+
+// Two layers, two heads, sequences of 8 tokens, on one node of 2 GPUs.
+constexpr const char* kTwoGpus = R"(name: tiny
+model: {name: tiny, layers: 2, hidden: 64, heads: 2, ffn_hidden: 128, vocab: 128, seq_len: 8}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 2}
+training: {global_batch: 2}
+)";
+
+TEST(Layout, EnumeratesTwoGpusByHand) {
+  const Scenario base = load_scenario({kTwoGpus, "tiny.yaml"});
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+  // tp 1, pp 1, cp 1 → dp 2: micro_batch 1 (global 2 / dp 2), 3 recompute × 4 ZeRO stages = 12
+  // tp 1, pp 1, cp 2 → dp 1: micro_batch 1 or 2, 3 recompute × 4 ZeRO (dp·cp = 2)    = 24
+  // tp 1, pp 2       → dp 1: micro_batch 1 or 2, 3 recompute, ZeRO 0 only; v = 1   =  6
+  //                          (pp·v ≤ 2 layers leaves no room for v = 2)
+  // tp 2             → dp 1: micro_batch 1 or 2, 3 recompute, ZeRO 0, sp off or on  = 12
+  EXPECT_EQ(layouts.size(), 12u + 24u + 6u + 12u);
+  // The first layouts vary the innermost settings first: ZeRO stage, then recompute.
+  Layout first;
+  first.dp = 2;
+  EXPECT_EQ(layouts[0], first);
+  Layout zero_one = first;
+  zero_one.zero = 1;
+  EXPECT_EQ(layouts[1], zero_one);
+  Layout selective = first;
+  selective.recompute = Recompute::kSelective;
+  EXPECT_EQ(layouts[4], selective);
+  // The last: tp 2, micro-batch 2, full recompute, sequence parallel.
+  const Layout& last = layouts.back();
+  EXPECT_EQ(last.tp, 2);
+  EXPECT_EQ(last.micro_batch, 2);
+  EXPECT_EQ(last.recompute, Recompute::kFull);
+  EXPECT_TRUE(last.sequence_parallel);
+  EXPECT_EQ(last.zero, 0);
+}
+
+TEST(Layout, VirtualStagesSplitTheLayersEvenly) {
+  // 4 layers on 4 GPUs (one node), 8 sequences.
+  const Scenario base = load_scenario(
+      {R"(model: {name: t, layers: 4, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128, seq_len: 8}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+training: {global_batch: 8}
+)",
+       "t.yaml"});
+  std::set<std::pair<int, int>> stages;  // (pp, virtual_stages)
+  for (const Layout& l : enumerate_layouts(base)) {
+    stages.insert({l.pp, l.virtual_stages});
+    EXPECT_EQ(l.schedule,
+              l.virtual_stages > 1 ? Schedule::kInterleavedOneFOneB : Schedule::kOneFOneB);
+  }
+  // pp 2: v = 2 (2·2 divides 4 layers); pp 4: v = 1 only (4·2 > 4).
+  EXPECT_EQ(stages, (std::set<std::pair<int, int>>{{1, 1}, {2, 1}, {2, 2}, {4, 1}}));
+}
+
+TEST(Layout, TensorParallelStaysInANodeOrSpansWholeNodes) {
+  // 12 GPUs as 3 nodes of 4, 12 heads: tp 3 and 6 divide the heads and the GPU count but
+  // neither divides 4 nor is a multiple of 4; tp 12 spans all three nodes.
+  const Scenario base = load_scenario(
+      {R"(model: {name: t, layers: 2, hidden: 96, heads: 12, ffn_hidden: 192, vocab: 128, seq_len: 48}
+cluster: {gpu: a100-sxm4-80gb, nodes: 3, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 200 Gb/s}}
+training: {global_batch: 12}
+)",
+       "t.yaml"});
+  std::set<int> tps;
+  for (const Layout& l : enumerate_layouts(base)) tps.insert(l.tp);
+  EXPECT_EQ(tps, (std::set<int>{1, 2, 4, 12}));
+}
+
+TEST(Layout, MixtureOfExpertsVariesEpAndKeepsSequenceParallel) {
+  const Scenario base = load_scenario(
+      {R"(model: {name: m, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128, seq_len: 8,
+        moe: {experts: 4, top_k: 2}}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+training: {global_batch: 4}
+)",
+       "m.yaml"});
+  std::set<int> eps;
+  for (const Layout& l : enumerate_layouts(base)) {
+    eps.insert(l.ep);
+    EXPECT_EQ(4 % l.ep, 0);
+    EXPECT_EQ((l.tp * l.dp * l.cp) % l.ep, 0);
+    if (l.tp > 1) {
+      EXPECT_TRUE(l.sequence_parallel);
+    }
+  }
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4}));
+}
+
+// A grid wider than the search space, loaded through the scenario reader: the valid points
+// that belong to the search space are exactly the enumerated layouts, and each reads back as
+// with_layout() builds it.
+TEST(Layout, EnumerationAgreesWithTheScenarioReader) {
+  const ScenarioSource source{R"(name: grid
+model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 200 Gb/s}}
+training: {global_batch: 8}
+)",
+                              "grid.yaml"};
+  const Scenario base = load_scenario(source);
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+  size_t valid = 0;
+  for (const int tp : {1, 2, 4, 8}) {
+    for (const int pp : {1, 2, 4, 8}) {
+      for (const int cp : {1, 2, 4, 8}) {
+        for (const int v : {1, 2, 3}) {
+          for (const int mb : {1, 2, 4, 8}) {
+            for (const bool sp : {false, true}) {
+              if (sp && tp == 1) continue;  // the same layout as sp off
+              Layout l;
+              l.tp = tp;
+              l.pp = pp;
+              l.cp = cp;
+              l.dp = 8 / std::min(8, tp * pp * cp);
+              l.virtual_stages = v;
+              l.schedule = v > 1 ? Schedule::kInterleavedOneFOneB : Schedule::kOneFOneB;
+              l.micro_batch = mb;
+              l.sequence_parallel = sp;
+              Scenario read;
+              try {
+                read = load_scenario(source, layout_overrides(l, base));
+              } catch (const InputError&) {
+                EXPECT_EQ(std::find(layouts.begin(), layouts.end(), l), layouts.end())
+                    << to_string(l);
+                continue;
+              }
+              // Interleaving is searched only with equal chunks (Megatron-LM's rule).
+              if (v > 1 && base.model.layers % (pp * v) != 0) continue;
+              ++valid;
+              EXPECT_NE(std::find(layouts.begin(), layouts.end(), l), layouts.end())
+                  << to_string(l);
+              const Scenario built = with_layout(base, l);
+              EXPECT_EQ(read.parallelism.dp, built.parallelism.dp) << to_string(l);
+              EXPECT_EQ(read.parallelism.zero_shard, built.parallelism.zero_shard) << to_string(l);
+              EXPECT_EQ(read.parallelism.layers_per_stage, built.parallelism.layers_per_stage)
+                  << to_string(l);
+              EXPECT_EQ(read.parallelism.sequence_parallel, built.parallelism.sequence_parallel)
+                  << to_string(l);
+              EXPECT_EQ(read.training.micro_batch, built.training.micro_batch) << to_string(l);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Each valid grid point appears with 3 recompute settings, and 4 ZeRO stages when dp·cp > 1.
+  size_t expected = 0;
+  for (const Layout& l : layouts)
+    expected += (l.recompute == Recompute::kNone && l.zero == 0) ? 1 : 0;
+  EXPECT_EQ(valid, expected);
+  EXPECT_GT(valid, 0u);
+}
+
+}  // namespace
+}  // namespace paceline

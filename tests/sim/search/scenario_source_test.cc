@@ -1,0 +1,105 @@
+// Tests sim/search/scenario_source.h: dotted-path overrides on a scenario's YAML tree and the
+// messages a bad override gives.
+#include "sim/search/scenario_source.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/input_error.h"
+
+namespace paceline {
+namespace {
+
+constexpr const char* kBase = R"(name: test
+model: gpt3-175b
+cluster:
+  gpu: a100-sxm4-80gb
+  nodes: 128
+  gpus_per_node: 8
+  inter_node: {nics_per_node: 8, nic_bandwidth: 200 Gb/s}
+parallelism:
+  tp: 8
+  pp: 16
+training:
+  global_batch: 1536
+)";
+
+std::string error_of(const ScenarioSource& source, const std::vector<Override>& overrides) {
+  try {
+    load_scenario(source, overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ScenarioSource, OverridesReplaceValues) {
+  const Scenario s =
+      load_scenario({kBase, "s.yaml"}, {{"parallelism.tp", "4"}, {"training.recompute", "full"}});
+  EXPECT_EQ(s.parallelism.tp, 4);
+  // dp = 1024 GPUs / (tp 4 · pp 16) = 16.
+  EXPECT_EQ(s.parallelism.dp, 16);
+  EXPECT_EQ(s.training.recompute, Recompute::kFull);
+  EXPECT_EQ(s.file, "s.yaml");
+}
+
+TEST(ScenarioSource, OverridesCreateMissingMappings) {
+  const Scenario s = load_scenario({kBase, "s.yaml"}, {{"simulation.fidelity", "full"}});
+  EXPECT_EQ(s.simulation.fidelity, Fidelity::kFull);
+}
+
+TEST(ScenarioSource, ValuesMayBeMappingsInJson) {
+  const Scenario s =
+      load_scenario({kBase, "s.yaml"}, {{"parallelism", R"({"tp": 2, "pp": 4, "zero": 1})"}});
+  EXPECT_EQ(s.parallelism.tp, 2);
+  EXPECT_EQ(s.parallelism.pp, 4);
+  EXPECT_EQ(s.parallelism.zero, 1);
+  // The whole mapping is replaced: dp = 1024 / (2·4) = 128.
+  EXPECT_EQ(s.parallelism.dp, 128);
+}
+
+TEST(ScenarioSource, LaterOverridesWin) {
+  const Scenario s =
+      load_scenario({kBase, "s.yaml"}, {{"parallelism.tp", "4"}, {"parallelism.tp", "2"}});
+  EXPECT_EQ(s.parallelism.tp, 2);
+}
+
+TEST(ScenarioSource, AnOverriddenValueIsCitedAtItsMapping) {
+  // tp 64 · pp 16 divides the 1024 GPUs; 64 does not divide the 96 heads. The value has no line in
+  // the file: the message cites the mapping it sits in (parallelism's keys start at 9:3).
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "64"}}),
+            "s.yaml:9:3: parallelism.tp = 64 does not divide model.heads = 96");
+  // A mapping given whole has no line at all: the file and the field.
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism", "{tp: 64, pp: 16}"}}),
+            "s.yaml: parallelism.tp = 64 does not divide model.heads = 96");
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.shcedule", "1f1b"}})
+                .rfind("s.yaml: unknown key 'shcedule'", 0),
+            0u);
+}
+
+TEST(ScenarioSource, ErrorsInTheTextKeepTheirLine) {
+  // The base has 12 lines; the unknown key is the 13th.
+  EXPECT_EQ(error_of({std::string(kBase) + "foo: 1\n", "s.yaml"}, {})
+                .rfind("s.yaml:13:1: unknown key 'foo'", 0),
+            0u);
+}
+
+TEST(ScenarioSource, BadOverridesSayWhy) {
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"name.first", "x"}}),
+            "s.yaml:1:7: override name.first: name is 'test', not a mapping");
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism..tp", "2"}}),
+            "s.yaml: override 'parallelism..tp' is not a dotted field path such as parallelism.tp");
+  EXPECT_NE(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "[1"}})
+                .find("override parallelism.tp = '[1' is not valid YAML"),
+            std::string::npos);
+}
+
+TEST(ScenarioSource, MissingFileIsAnInputError) {
+  EXPECT_THROW(read_scenario_source("/nonexistent/scenario.yaml"), InputError);
+  EXPECT_EQ(read_scenario_source("scenarios/gpt3-175b-1024xa100.yaml").file,
+            "scenarios/gpt3-175b-1024xa100.yaml");
+}
+
+}  // namespace
+}  // namespace paceline

@@ -1,0 +1,93 @@
+// Tests sim/search/search.h: pruning keeps the exhaustive ranking, the report is the same on
+// any thread count, and the counts add up.
+#include "sim/search/search.h"
+
+#include <gtest/gtest.h>
+
+#include "base/input_error.h"
+
+namespace paceline {
+namespace {
+
+// A 2.6 B-parameter dense model on 4 GPUs of one node: sharding, recomputation and the
+// micro-batch all matter for memory (42 GB of weights, gradients and Adam states unsharded).
+constexpr const char* kFourGpus = R"(name: four
+model: {name: m, layers: 4, hidden: 8192, heads: 64, ffn_hidden: 32768, vocab: 32000, seq_len: 4096, dropout: 0.1}
+cluster: {gpu: a100-sxm4-40gb, nodes: 1, gpus_per_node: 4}
+training: {global_batch: 8}
+)";
+
+TEST(Search, PruningKeepsTheExhaustiveRanking) {
+  const ScenarioSource source{kFourGpus, "four.yaml"};
+  const SearchReport pruned = search_layouts(source, {.top = 5, .threads = 2});
+  const SearchReport exhaustive = search_layouts(source, {.top = 5, .threads = 2, .prune = false});
+  EXPECT_EQ(to_json(pruned, false).at("layouts").dump(),
+            to_json(exhaustive, false).at("layouts").dump());
+  EXPECT_EQ(pruned.top.size(), 5u);
+  // The exhaustive search simulates every layout but the duplicates.
+  EXPECT_EQ(exhaustive.simulated, exhaustive.considered - exhaustive.duplicates);
+  EXPECT_LT(pruned.simulated, exhaustive.simulated);
+  EXPECT_LE(pruned.fit, exhaustive.fit);
+  EXPECT_GT(pruned.pruned_memory, 0u);
+  EXPECT_GT(pruned.pruned_bound, 0u);
+  // Every considered layout is accounted for exactly once.
+  EXPECT_EQ(pruned.considered,
+            pruned.duplicates + pruned.pruned_memory + pruned.pruned_bound + pruned.simulated);
+  // Best first.
+  for (size_t i = 1; i < pruned.top.size(); ++i)
+    EXPECT_GE(pruned.top[i - 1].tokens_per_s, pruned.top[i].tokens_per_s);
+  for (const RankedLayout& r : pruned.top) EXPECT_TRUE(r.fits);
+}
+
+TEST(Search, SameReportOnAnyThreadCount) {
+  const ScenarioSource source{kFourGpus, "four.yaml"};
+  const SearchReport one = search_layouts(source, {.top = 3, .threads = 1});
+  const SearchReport three = search_layouts(source, {.top = 3, .threads = 3});
+  EXPECT_EQ(to_json(one, false).dump(), to_json(three, false).dump());
+}
+
+TEST(Search, GpusResizeTheCluster) {
+  const ScenarioSource source{kFourGpus, "four.yaml"};
+  // 2 GPUs: a divisor of gpus_per_node 4 → one node of 2.
+  EXPECT_EQ(search_layouts(source, {.gpus = 2, .top = 1}).gpus, 2);
+  try {
+    search_layouts(source, {.gpus = 6});
+    FAIL() << "6 GPUs do not fit nodes of 4";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "four.yaml: search on 6 GPUs: the count must be a multiple or a divisor of "
+              "cluster.gpus_per_node = 4");
+  }
+}
+
+TEST(Search, TheScenariosOwnLayoutDoesNotMatter) {
+  // tp 3 does not divide 64 heads, and the global batch is not a multiple of dp = 4: the search
+  // replaces both, so the scenario still searches.
+  const ScenarioSource source{std::string(kFourGpus) + "parallelism: {tp: 3}\n", "four.yaml"};
+  EXPECT_EQ(to_json(search_layouts(source, {.top = 2})).at("layouts").dump(),
+            to_json(search_layouts({kFourGpus, "four.yaml"}, {.top = 2})).at("layouts").dump());
+}
+
+TEST(Search, BadScenariosStillSayWhere) {
+  try {
+    search_layouts(
+        {"model: nope\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 4}\n", "bad.yaml"});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind("bad.yaml:1:8: model = 'nope' is not in the model catalog", 0),
+        0u)
+        << e.what();
+  }
+  try {
+    search_layouts(
+        {"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 0}\n",
+         "bad.yaml"});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "bad.yaml:3:26: training.global_batch = 0 must be at least 1");
+  }
+}
+
+}  // namespace
+}  // namespace paceline

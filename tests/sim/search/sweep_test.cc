@@ -1,0 +1,145 @@
+// Tests sim/search/sweep.h: the order of configurations, invalid configurations as rows, and
+// results equal to single simulations whatever the thread count.
+#include "sim/search/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "base/input_error.h"
+#include "sim/simulator/simulator.h"
+
+namespace paceline {
+namespace {
+
+constexpr const char* kBase = R"(name: sweep
+model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 8}
+training: {global_batch: 16, seq_len: 1024}
+)";
+
+TEST(Sweep, LastAxisVariesFastest) {
+  const std::vector<SweepAxis> axes = {{"a", {"1", "2", "3"}}, {"b", {"x", "y"}}};
+  EXPECT_EQ(sweep_size(axes), 6u);
+  // Index 3 = 1·2 + 1: a's second value, b's second value.
+  const std::vector<Override> third = sweep_configuration(axes, 3);
+  ASSERT_EQ(third.size(), 2u);
+  EXPECT_EQ(third[0].path, "a");
+  EXPECT_EQ(third[0].value, "2");
+  EXPECT_EQ(third[1].value, "y");
+  EXPECT_EQ(sweep_configuration(axes, 4)[0].value, "3");
+  EXPECT_EQ(sweep_size({}), 1u);
+}
+
+TEST(Sweep, RowsEqualSingleSimulations) {
+  const ScenarioSource base{kBase, "sweep.yaml"};
+  // tp 5 does not divide the 8 GPUs: an error row, not a failed sweep.
+  const std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "5", "8"}},
+                                       {"training.micro_batch", {"1", "2"}}};
+  const SweepTable table = run_sweep(base, axes, 0, 100, {.threads = 2});
+  ASSERT_EQ(table.size(), 6u);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::vector<Override> overrides = sweep_configuration(axes, i);
+    if (overrides[0].value == "5") {
+      std::string expected;
+      try {
+        load_scenario(base, overrides);
+      } catch (const InputError& e) {
+        expected = e.what();
+      }
+      EXPECT_EQ(table.error[i], expected);
+      EXPECT_EQ(table.error[i].rfind("sweep.yaml: ", 0), 0u) << table.error[i];
+      EXPECT_TRUE(std::isnan(table.tokens_per_s[i]));
+      EXPECT_EQ(table.peak_memory_bytes[i], -1);
+      continue;
+    }
+    EXPECT_EQ(table.error[i], "");
+    const Result r =
+        simulate(std::make_shared<const Scenario>(load_scenario(base, overrides))).result;
+    EXPECT_EQ(table.iteration_time_s[i], r.iteration_time / Seconds(1));
+    EXPECT_EQ(table.tokens_per_s[i], r.tokens_per_s);
+    EXPECT_EQ(table.mfu[i], r.mfu);
+    EXPECT_EQ(table.peak_memory_bytes[i], r.peak_memory_bytes);
+    EXPECT_EQ(table.fits[i], r.fits ? 1 : 0);
+  }
+}
+
+TEST(Sweep, SameResultOnAnyThreadCountAndRange) {
+  const ScenarioSource base{kBase, "sweep.yaml"};
+  const std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "2", "4"}},
+                                       {"training.recompute", {"none", "full"}}};
+  const SweepTable one = run_sweep(base, axes, 0, 6, {.threads = 1});
+  const SweepTable three = run_sweep(base, axes, 0, 6, {.threads = 3});
+  EXPECT_EQ(one.iteration_time_s, three.iteration_time_s);
+  EXPECT_EQ(one.peak_memory_bytes, three.peak_memory_bytes);
+  // A chunk of the sweep (as a Dask worker runs it) gives the same rows.
+  const SweepTable tail = run_sweep(base, axes, 4, 6, {.threads = 2});
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail.iteration_time_s[0], one.iteration_time_s[4]);
+  EXPECT_EQ(tail.iteration_time_s[1], one.iteration_time_s[5]);
+}
+
+TEST(Sweep, ProgressRunsOnTheCallerAndCanCancel) {
+  const ScenarioSource base{kBase, "sweep.yaml"};
+  const std::vector<SweepAxis> axes = {{"training.micro_batch", {"1", "2", "4", "8"}}};
+  size_t last = 0;
+  run_sweep(base, axes, 0, 4, {.threads = 2, .progress = [&](size_t done, size_t total) {
+                                 EXPECT_EQ(total, 4u);
+                                 EXPECT_GE(done, last);
+                                 last = done;
+                               }});
+  EXPECT_EQ(last, 4u);
+  struct Cancelled {};
+  EXPECT_THROW(run_sweep(base, axes, 0, 4,
+                         {.threads = 1, .progress = [](size_t, size_t) { throw Cancelled{}; }}),
+               Cancelled);
+}
+
+TEST(Sweep, AxesSplitAtCommasOutsideBracketsAndQuotes) {
+  const SweepAxis tp = parse_sweep_axis("parallelism.tp=1,2,4", "--set");
+  EXPECT_EQ(tp.path, "parallelism.tp");
+  EXPECT_EQ(tp.values, (std::vector<std::string>{"1", "2", "4"}));
+  const SweepAxis link = parse_sweep_axis("cluster.intra_node={bandwidth: 300 GB/s, latency: 1 us},[1, 2],'a,b'", "--set");
+  EXPECT_EQ(link.values,
+            (std::vector<std::string>{"{bandwidth: 300 GB/s, latency: 1 us}", "[1, 2]", "'a,b'"}));
+  for (const char* bad : {"parallelism.tp", "=1,2", "parallelism.tp=", "parallelism.tp=1,,2", "a={1,2", "a='x"}) {
+    EXPECT_THROW(parse_sweep_axis(bad, "--set"), InputError) << bad;
+  }
+  try {
+    parse_sweep_axis("parallelism.tp", "--set");
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set: sweep axis 'parallelism.tp' must be written PATH=V1,V2,... (e.g. parallelism.tp=1,2,4)");
+  }
+}
+
+TEST(Sweep, CsvAndJsonHoldOneRowPerConfiguration) {
+  const ScenarioSource base{kBase, "sweep.yaml"};
+  // A value holding a comma is quoted in CSV.
+  const std::vector<SweepAxis> axes = {{"parallelism.tp", {"1", "[1, 5]"}}};
+  const SweepTable table = run_sweep(base, axes, 0, 2, {.threads = 1});
+  const std::string csv = to_csv(axes, 0, table);
+  const std::string header =
+      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,fits,error\n";
+  ASSERT_EQ(csv.rfind(header, 0), 0u) << csv;
+  // tp 1 simulated (no error); the list an error row.
+  const std::string first = csv.substr(header.size(), csv.find('\n', header.size()) - header.size());
+  EXPECT_EQ(first.rfind("1,", 0), 0u) << first;
+  EXPECT_EQ(first.back(), ',') << first;
+  EXPECT_NE(csv.find("\n\"[1, 5]\",,,,,,,,sweep.yaml"), std::string::npos) << csv;
+  const Json json = to_json(axes, 0, table);
+  ASSERT_EQ(json.elements().size(), 2u);
+  EXPECT_EQ(json.elements()[0].at("parallelism.tp").string(), "1");
+  EXPECT_EQ(json.elements()[1].at("parallelism.tp").string(), "[1, 5]");
+  EXPECT_DOUBLE_EQ(json.elements()[0].at("iteration_time_s").number(), table.iteration_time_s[0]);
+  EXPECT_TRUE(json.elements()[0].at("error").is_null());
+  EXPECT_TRUE(json.elements()[1].at("iteration_time_s").is_null());
+  EXPECT_EQ(json.elements()[1].at("error").string(), table.error[1]);
+  const std::string text = to_text(axes, 0, table);
+  EXPECT_NE(text.find("invalid: " + table.error[1]), std::string::npos) << text;
+  EXPECT_NE(text.find("2 configurations, 1 valid"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace paceline
