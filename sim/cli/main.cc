@@ -13,9 +13,13 @@
 
 #include "base/check.h"
 #include "base/input_error.h"
+#include "base/unit_parse.h"
 #include "hardware/gpu_spec.h"
 #include "models/model_catalog.h"
 #include "sim/report/chrome_trace.h"
+#include "sim/listing/listing.h"
+#include "sim/search/search.h"
+#include "sim/search/sweep.h"
 #include "sim/simulator/simulator.h"
 #include "sim/validate/validation.h"
 
@@ -29,6 +33,8 @@ usage: paceline <command> [options]
 commands:
   run SCENARIO       predict one training iteration of a scenario YAML
   validate FILE...   run validation cases (published measurements) and report the error
+  sweep SCENARIO     simulate a scenario over a grid of field values (--set PATH=V1,V2,...)
+  search SCENARIO    rank every parallel layout of a scenario's model on its cluster
   models             list the model catalog
   gpus               list the GPU catalog
 
@@ -36,13 +42,20 @@ Run `paceline <command> --help` for a command's options. Exit codes: 0 success, 
 failed (e.g. validate --max-mape), 2 bad input (the message names file, line and field).
 )";
 
-constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--json] [--trace FILE] [--max-events N]
+constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--json] [--trace FILE] [--max-events N] [--timeout TIME]
+                    [--max-memory SIZE]
 
 Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fields).
 
-  --json          print the result as JSON (the keys of the result contract)
-  --trace FILE    write a Chrome trace of the step (open in ui.perfetto.dev)
-  --max-events N  stop with an error after N simulation events
+  --json              print the result as JSON (the keys of the result contract)
+  --trace FILE        write a Chrome trace of the step (open in ui.perfetto.dev)
+  --max-events N      stop with an error after N simulation events
+  --timeout TIME      stop with an error after TIME of wall-clock time (seconds, or e.g. "5 min");
+                      a scenario whose estimate exceeds it fails before it starts
+  --max-memory SIZE   fail before the simulation starts when its estimated memory exceeds SIZE
+                      (bytes, or e.g. "16 GiB"; default: the machine's memory; 0: no limit)
+
+A limit only ever stops a run (exit 2, with the estimate); it never changes a result.
 )";
 
 constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--json] [--report FILE.md] [--threads N] [--max-mape X]
@@ -65,7 +78,8 @@ Lists the catalog with each entry's key figures.
 // Parsed command line: positional arguments and --flags (with their value when they take one).
 struct Arguments {
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;
+  std::map<std::string, std::string> options;            // the last value of each option
+  std::map<std::string, std::vector<std::string>> repeated;  // every value, in order
   bool has(const std::string& flag) const { return options.count(flag) > 0; }
 };
 
@@ -81,6 +95,7 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
     if (std::find(valued.begin(), valued.end(), arg) != valued.end()) {
       if (i + 1 >= argc) throw InputError({"<command line>"}, fmt::format("option {} needs a value", arg));
       args.options[arg] = argv[++i];
+      args.repeated[arg].push_back(args.options[arg]);
     } else if (std::find(flags.begin(), flags.end(), arg) != flags.end()) {
       args.options[arg] = "";
     } else {
@@ -104,7 +119,8 @@ uint64_t parse_count(const std::string& text, const std::string& option) {
 }
 
 int run_command(int argc, char** argv) {
-  const Arguments args = parse(argc, argv, 2, {"--trace", "--max-events"}, {"--json", "--help"});
+  const Arguments args =
+      parse(argc, argv, 2, {"--trace", "--max-events", "--timeout", "--max-memory"}, {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kRunUsage;
     return 0;
@@ -112,9 +128,22 @@ int run_command(int argc, char** argv) {
   if (args.positional.size() != 1) {
     throw InputError({"<command line>"}, "paceline run takes exactly one scenario file (see paceline run --help)");
   }
+  // A limit given as a quantity: "--timeout 90", "--timeout '5 min'", "--max-memory '16 GiB'".
+  auto limit = [&](const std::string& option, Dimension dimension) {
+    double value = 0.0;
+    try {
+      value = parse_quantity(args.options.at(option), dimension);
+    } catch (const std::invalid_argument& e) {
+      throw InputError({"<command line>"}, fmt::format("{}: {}", option, e.what()));
+    }
+    if (value < 0.0) throw InputError({"<command line>"}, fmt::format("{} must not be negative", option));
+    return value;
+  };
   auto scenario = std::make_shared<const Scenario>(load_scenario_file(args.positional[0]));
   SimulateOptions options;
   if (args.has("--max-events")) options.max_events = parse_count(args.options.at("--max-events"), "--max-events");
+  if (args.has("--timeout")) options.timeout = Seconds(limit("--timeout", Dimension::kTime));
+  options.max_memory = args.has("--max-memory") ? Bytes(limit("--max-memory", Dimension::kBytes)) : machine_memory();
   const Prediction prediction = simulate(scenario, options);
   if (args.has("--trace")) {
     const std::string path = args.options.at("--trace");
@@ -178,40 +207,106 @@ int catalog_command(int argc, char** argv, bool gpus) {
     std::cout << kCatalogUsage;
     return 0;
   }
-  Json list = Json::array();
+  const Json list = gpus ? gpu_listing() : model_listing();
   std::string text;
   if (gpus) {
     text = fmt::format("{:<22} {:>10} {:>10} {:>12} {:>10}  {}\n", "gpu", "bf16 TF/s", "fp8 TF/s", "memory GiB",
                        "HBM TB/s", "description");
-    for (const std::string& name : catalog_gpus(default_gpu_catalog())) {
-      const GpuSpec gpu = resolve_gpu(name, default_gpu_catalog(), {});
-      const double bf16 = *gpu.peak(DType::kBf16) / TflopPerSecond(1);
-      const auto fp8 = gpu.peak(DType::kFp8);
-      Json entry = Json::object();
-      entry.set("name", name).set("description", gpu.description).set("bf16_flop_per_s", bf16 * 1e12);
-      entry.set("fp8_flop_per_s", fp8 ? Json(*fp8 / FlopPerSecond(1)) : Json());
-      entry.set("memory_bytes", gpu.memory_capacity / Bytes(1));
-      entry.set("memory_bandwidth_bytes_per_s", gpu.memory_bandwidth / BytesPerSecond(1));
-      list.push(std::move(entry));
-      text += fmt::format("{:<22} {:>10.1f} {:>10} {:>12.1f} {:>10.2f}  {}\n", name, bf16,
-                          fp8 ? fmt::format("{:.1f}", *fp8 / TflopPerSecond(1)) : "-", gpu.memory_capacity / GiB(1),
-                          gpu.memory_bandwidth / TBPerSecond(1), gpu.description);
+    for (const Json& gpu : list.elements()) {
+      const Json& fp8 = gpu.at("fp8_flop_per_s");
+      text += fmt::format("{:<22} {:>10.1f} {:>10} {:>12.1f} {:>10.2f}  {}\n", gpu.at("name").string(),
+                          gpu.at("bf16_flop_per_s").number() / 1e12,
+                          fp8.is_null() ? "-" : fmt::format("{:.1f}", fp8.number() / 1e12),
+                          gpu.at("memory_bytes").number() / (1024.0 * 1024.0 * 1024.0),
+                          gpu.at("memory_bandwidth_bytes_per_s").number() / 1e12, gpu.at("description").string());
     }
   } else {
     text = fmt::format("{:<18} {:>8} {:>7} {:>6} {:>9} {:>18} {:>18}\n", "model", "layers", "hidden", "heads",
                        "kv_heads", "parameters", "active");
-    for (const std::string& name : catalog_models(default_model_catalog())) {
-      const ModelSpec model = resolve_model(name, default_model_catalog(), {});
-      const ParameterCount count = count_parameters(model);
-      Json entry = Json::object();
-      entry.set("name", name).set("layers", model.layers).set("hidden", model.hidden).set("heads", model.heads);
-      entry.set("kv_heads", model.kv_heads).set("parameters", count.total).set("active_parameters", count.active);
-      list.push(std::move(entry));
-      text += fmt::format("{:<18} {:>8} {:>7} {:>6} {:>9} {:>18L} {:>18L}\n", name, model.layers, model.hidden,
-                          model.heads, model.kv_heads, count.total, count.active);
+    auto whole = [](const Json& value) { return static_cast<int64_t>(value.number()); };
+    for (const Json& model : list.elements()) {
+      text += fmt::format("{:<18} {:>8} {:>7} {:>6} {:>9} {:>18L} {:>18L}\n", model.at("name").string(),
+                          whole(model.at("layers")), whole(model.at("hidden")), whole(model.at("heads")),
+                          whole(model.at("kv_heads")), whole(model.at("parameters")),
+                          whole(model.at("active_parameters")));
     }
   }
   std::cout << (args.has("--json") ? list.dump() + "\n" : text);
+  return 0;
+}
+
+int search_command(int argc, char** argv) {
+  constexpr const char* kSearchUsage = R"(usage: paceline search SCENARIO [--gpus N] [--top K] [--threads N] [--json]
+
+Ranks every valid parallel layout of SCENARIO's model on its cluster (tp, pp, dp, cp, ep,
+virtual stages, micro-batch, recompute, ZeRO stage, sequence parallelism) by simulated
+tokens/s, keeping its global batch; layouts that cannot fit or cannot make the top K are
+pruned by lower bounds before simulating. The ranking equals simulating every layout.
+
+  --gpus N     search on N GPUs of the same kind (default: the scenario's cluster)
+  --top K      how many layouts to rank (default 10)
+  --threads N  simulate on N threads (default: all cores; the result is the same)
+  --json       print the report as JSON
+)";
+  const Arguments args = parse(argc, argv, 2, {"--gpus", "--top", "--threads"}, {"--json", "--help"});
+  if (args.has("--help")) {
+    std::cout << kSearchUsage;
+    return 0;
+  }
+  if (args.positional.size() != 1) {
+    throw InputError({"<command line>"}, "paceline search takes exactly one scenario file (see paceline search --help)");
+  }
+  SearchOptions options;
+  if (args.has("--gpus")) options.gpus = static_cast<int>(parse_count(args.options.at("--gpus"), "--gpus"));
+  if (args.has("--top")) options.top = static_cast<int>(parse_count(args.options.at("--top"), "--top"));
+  if (args.has("--threads")) options.threads = static_cast<int>(parse_count(args.options.at("--threads"), "--threads"));
+  const SearchReport report = search_layouts(read_scenario_source(args.positional[0]), options);
+  std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
+  return 0;
+}
+
+int sweep_command(int argc, char** argv) {
+  constexpr const char* kSweepUsage = R"(usage: paceline sweep SCENARIO --set PATH=V1,V2,... [--set ...] [--threads N] [--csv | --json]
+
+Simulates SCENARIO once for every combination of the values given (the cartesian product of
+the --set axes, the last varying fastest) and prints one row per configuration: its values,
+iteration time, tokens/s, MFU, peak memory and whether it fits. A configuration that breaks
+the scenario format is a row with its error, not a failure of the sweep.
+
+  --set PATH=V1,V2,...  a field by its dotted path and the values to try (YAML; split at commas
+                        outside brackets and quotes), e.g. --set parallelism.tp=1,2,4,8
+                        --set training.recompute=none,selective,full
+  --threads N           simulate on N threads (default: all cores; the result is the same)
+  --csv                 print CSV (a header, then one row per configuration)
+  --json                print a JSON list of rows
+)";
+  const Arguments args = parse(argc, argv, 2, {"--set", "--threads"}, {"--csv", "--json", "--help"});
+  if (args.has("--help")) {
+    std::cout << kSweepUsage;
+    return 0;
+  }
+  if (args.positional.size() != 1) {
+    throw InputError({"<command line>"}, "paceline sweep takes exactly one scenario file (see paceline sweep --help)");
+  }
+  if (!args.has("--set")) {
+    throw InputError({"<command line>"}, "paceline sweep needs at least one --set PATH=V1,V2,... (see paceline sweep --help)");
+  }
+  if (args.has("--csv") && args.has("--json")) {
+    throw InputError({"<command line>"}, "paceline sweep prints either --csv or --json, not both");
+  }
+  std::vector<SweepAxis> axes;
+  for (const std::string& text : args.repeated.at("--set")) axes.push_back(parse_sweep_axis(text, "--set"));
+  SweepOptions options;
+  if (args.has("--threads")) options.threads = static_cast<int>(parse_count(args.options.at("--threads"), "--threads"));
+  const ScenarioSource source = read_scenario_source(args.positional[0]);
+  // Reads the scenario as given first, so that an error outside the axes fails the sweep itself.
+  load_scenario(source, sweep_configuration(axes, 0));
+  const SweepTable table = run_sweep(source, axes, 0, sweep_size(axes), options);
+  if (args.has("--json")) {
+    std::cout << to_json(axes, 0, table).dump() << "\n";
+  } else {
+    std::cout << (args.has("--csv") ? to_csv(axes, 0, table) : to_text(axes, 0, table));
+  }
   return 0;
 }
 
@@ -229,8 +324,10 @@ int dispatch(int argc, char** argv) {
   if (command == "validate") return validate_command(argc, argv);
   if (command == "models") return catalog_command(argc, argv, /*gpus=*/false);
   if (command == "gpus") return catalog_command(argc, argv, /*gpus=*/true);
-  throw InputError({"<command line>"}, fmt::format("unknown command '{}'; expected one of: run, validate, models, "
-                                                    "gpus (see paceline --help)", command));
+  if (command == "search") return search_command(argc, argv);
+  if (command == "sweep") return sweep_command(argc, argv);
+  throw InputError({"<command line>"}, fmt::format("unknown command '{}'; expected one of: run, validate, sweep, "
+                                                    "search, models, gpus (see paceline --help)", command));
 }
 
 }  // namespace

@@ -1,74 +1,84 @@
 // Tests the paceline executable: exit codes, one-line errors, JSON output.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include <algorithm>
 #include <fstream>
 #include <string>
 
+#include "tests/support/run_cli.h"
+#include "tests/support/temp_path.h"
+
 namespace {
 
-struct Outcome {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-Outcome run(const std::string& arguments) {
-  const std::string command = std::string(PACELINE_CLI) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), output};
-}
+using paceline::testing::CliOutcome;
+using paceline::testing::run_cli;
 
 TEST(Cli, RunPrintsASummary) {
-  const Outcome o = run("run scenarios/gpt-1.7b-1xa100.yaml");
+  const CliOutcome o = run_cli("run scenarios/gpt-1.7b-1xa100.yaml");
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_NE(o.output.find("iteration time"), std::string::npos);
 }
 
 TEST(Cli, JsonIsOneObject) {
-  const Outcome o = run("run scenarios/gpt-1.7b-1xa100.yaml --json");
+  const CliOutcome o = run_cli("run scenarios/gpt-1.7b-1xa100.yaml --json");
   EXPECT_EQ(o.exit_code, 0);
   EXPECT_EQ(o.output.front(), '{');
   EXPECT_NE(o.output.find("\"iteration_time_s\""), std::string::npos);
 }
 
 TEST(Cli, BadInputIsOneLineAndExitCodeTwo) {
-  const std::string path = testing::TempDir() + "bad.yaml";
+  const std::string path = paceline::testing::temp_path("bad.yaml");
   std::ofstream(path) << "model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 8}\nfoo: 1\n";
-  const Outcome o = run("run " + path);
+  const CliOutcome o = run_cli("run " + path);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_EQ(o.output, "paceline: " + path +
-                          ":4:1: unknown key 'foo' in the document; expected one of: cluster, model, name, "
+                          ":4:1: unknown key 'foo' in the document; expected one of: cluster, collectives, model, name, "
                           "parallelism, simulation, training\n");
 }
 
 TEST(Cli, MissingFileAndUnknownCommand) {
-  EXPECT_EQ(run("run /nonexistent.yaml").exit_code, 2);
-  EXPECT_EQ(run("frobnicate").exit_code, 2);
-  EXPECT_EQ(run("run scenarios/gpt-1.7b-1xa100.yaml --jsn").exit_code, 2);
+  EXPECT_EQ(run_cli("run /nonexistent.yaml").exit_code, 2);
+  EXPECT_EQ(run_cli("frobnicate").exit_code, 2);
+  EXPECT_EQ(run_cli("run scenarios/gpt-1.7b-1xa100.yaml --jsn").exit_code, 2);
 }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* command : {"--help", "run --help", "validate --help", "models --help", "gpus --help"}) {
-    const Outcome o = run(command);
+  for (const char* command : {"--help", "run --help", "validate --help", "sweep --help", "search --help", "models --help",
+                              "gpus --help"}) {
+    const CliOutcome o = run_cli(command);
     EXPECT_EQ(o.exit_code, 0) << command;
     EXPECT_NE(o.output.find("usage:"), std::string::npos) << command;
   }
 }
 
 TEST(Cli, CatalogsList) {
-  EXPECT_NE(run("models").output.find("llama3.1-405b"), std::string::npos);
-  EXPECT_NE(run("gpus").output.find("h200-sxm-141gb"), std::string::npos);
+  EXPECT_NE(run_cli("models").output.find("llama3.1-405b"), std::string::npos);
+  EXPECT_NE(run_cli("gpus").output.find("h200-sxm-141gb"), std::string::npos);
 }
 
 TEST(Cli, MaxEventsGuard) {
-  const Outcome o = run("run scenarios/gpt-1.7b-1xa100.yaml --max-events 10");
+  const CliOutcome o = run_cli("run scenarios/gpt-1.7b-1xa100.yaml --max-events 10");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.output.find("limit of 10 events"), std::string::npos) << o.output;
+}
+
+TEST(Cli, SweepPrintsOneRowPerConfiguration) {
+  const CliOutcome o = run_cli(
+      "sweep scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2 --set training.recompute=none,full --csv");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(o.output.rfind("training.micro_batch,training.recompute,iteration_time_s,", 0), 0u) << o.output;
+  EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 5) << o.output;
+  EXPECT_NE(o.output.find("\n2,full,"), std::string::npos) << o.output;
+}
+
+TEST(Cli, SweepErrorsAreOneLineWithExitCodeTwo) {
+  for (const char* command : {"sweep scenarios/gpt-1.7b-1xa100.yaml", "sweep scenarios/gpt-1.7b-1xa100.yaml --set tp",
+                              "sweep scenarios/gpt-1.7b-1xa100.yaml --set parallelism.tp=1 --csv --json",
+                              "sweep scenarios/gpt-1.7b-1xa100.yaml --set model=no-such-model"}) {
+    const CliOutcome o = run_cli(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << command << "\n" << o.output;
+  }
 }
 
 }  // namespace
