@@ -1,5 +1,6 @@
 #include "base/data_root.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -11,6 +12,16 @@ std::string data_root() {
     return from_environment;
   }
   return PACELINE_DATA_DIR_DEFAULT;
+}
+
+std::vector<std::string> catalog_entries(const std::string& catalog_dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::string path_from(const std::string& reference, const std::string& written_in) {

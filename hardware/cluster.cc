@@ -209,7 +209,7 @@ std::string default_profile_catalog() { return data_root() + "/hardware/profiles
 
 std::string default_system_catalog() { return data_root() + "/hardware/catalog/systems"; }
 
-std::vector<std::string> catalog_systems(const std::string& catalog_dir) { return catalog_links(catalog_dir); }
+std::vector<std::string> catalog_systems(const std::string& catalog_dir) { return catalog_entries(catalog_dir); }
 
 SystemSpec load_system(const std::string& name, const std::string& catalog_dir, const SourceLocation& where) {
   const std::string extension = std::filesystem::path(name).extension().string();
@@ -253,13 +253,7 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
 }
 
 std::vector<std::string> catalog_links(const std::string& catalog_dir) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
-    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return catalog_entries(catalog_dir);
 }
 
 LinkSpec load_link(const std::string& name, const std::string& catalog_dir, const SourceLocation& where) {

@@ -112,13 +112,7 @@ GpuSpec read_gpu(YamlMap& map) {
 std::string default_gpu_catalog() { return data_root() + "/hardware/catalog/gpus"; }
 
 std::vector<std::string> catalog_gpus(const std::string& catalog_dir) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
-    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return catalog_entries(catalog_dir);
 }
 
 GpuSpec load_gpu_file(const std::string& path) {

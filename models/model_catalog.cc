@@ -15,13 +15,7 @@ namespace paceline {
 std::string default_model_catalog() { return data_root() + "/models/catalog"; }
 
 std::vector<std::string> catalog_models(const std::string& catalog_dir) {
-  std::vector<std::string> names;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(catalog_dir, error)) {
-    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return catalog_entries(catalog_dir);
 }
 
 ModelSpec load_model_file(const std::string& path) {

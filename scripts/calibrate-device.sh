@@ -175,30 +175,28 @@ if [[ -n "$BIN" ]]; then
   fi
 fi
 
-# --- 5. The PyTorch cross-check ------------------------------------------------------------
-if [[ -n "$PY" ]]; then
-  budget=$(( $(left) - 25 )); (( budget > 120 )) && budget=120
-  if (( budget >= 20 )); then
-    say "attention_torch.py with --budget-s $budget"
-    LD_LIBRARY_PATH="$ORIGINAL_LD_LIBRARY_PATH" timeout -k 10 $((budget + 20)) \
-      "$PY" calibrate/attention_torch.py --profile "$PROFILE" --budget-s "$budget" > "$OUT/attention_torch.log" 2>&1
-    say "attention_torch.py exit status $?"; tail -8 "$OUT/attention_torch.log"
+# A PyTorch check with at most CAP seconds of the budget, keeping RESERVE for what follows and
+# skipped below MIN: torch_check SCRIPT CAP RESERVE MIN GRACE ARGS... (GRACE: the extra seconds
+# timeout allows).
+torch_check() {
+  local script=$1 cap=$2 reserve=$3 min=$4 grace=$5; shift 5
+  local budget=$(( $(left) - reserve )); (( budget > cap )) && budget=$cap
+  local name; name=$(basename "$script" .py)
+  if (( budget >= min )); then
+    say "$name.py with --budget-s $budget"
+    LD_LIBRARY_PATH="$ORIGINAL_LD_LIBRARY_PATH" timeout -k 10 $((budget + grace)) \
+      "$PY" "$script" "$@" --budget-s "$budget" > "$OUT/$name.log" 2>&1
+    say "$name.py exit status $?"; tail -8 "$OUT/$name.log"
   else
-    say "no time left for attention_torch.py"
+    say "no time left for $name.py"
   fi
-fi
+}
 
-# --- 6. Whole blocks in PyTorch: the end-to-end check of the kernel sum ---------------------
+# --- 5. The PyTorch cross-check of the attention table, then whole blocks in PyTorch: the
+# end-to-end check of the kernel sum ---------------------------------------------------------
 if [[ -n "$PY" ]]; then
-  budget=$(( $(left) - 15 )); (( budget > 60 )) && budget=60
-  if (( budget >= 15 )); then
-    say "layer_torch.py with --budget-s $budget"
-    LD_LIBRARY_PATH="$ORIGINAL_LD_LIBRARY_PATH" timeout -k 10 $((budget + 30)) \
-      "$PY" calibrate/layer_torch.py --output "$OUT/layers.json" --budget-s "$budget" > "$OUT/layer_torch.log" 2>&1
-    say "layer_torch.py exit status $?"; tail -8 "$OUT/layer_torch.log"
-  else
-    say "no time left for layer_torch.py"
-  fi
+  torch_check calibrate/attention_torch.py 120 25 20 20 --profile "$PROFILE"
+  torch_check calibrate/layer_torch.py 60 15 15 30 --output "$OUT/layers.json"
 fi
 [[ -n "${CLOCKS_PID:-}" ]] && kill "$CLOCKS_PID" 2>/dev/null
 

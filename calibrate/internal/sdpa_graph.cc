@@ -110,16 +110,22 @@ void build_backward(CudnnGraph& g, const SdpaShape& x) {
   auto p = g.tensor(0, s_dims, s_strides, CUDNN_DATA_FLOAT);
   g.pointwise(CUDNN_POINTWISE_EXP, last, p, "exp_s");
 
+  // A key or value gradient: a per-query-head product, summed over the query heads that share
+  // each KV head when there are fewer KV heads (GQA).
+  auto key_value_gradient = [&](auto a, auto b, auto out, const char* product, const char* sum) {
+    if (x.h == x.hk) {
+      g.matmul(a, b, out, product);
+      return;
+    }
+    auto per_query_head = g.tensor(0, q_dims, q_strides, CUDNN_DATA_BFLOAT16);
+    g.matmul(a, b, per_query_head, product);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, per_query_head, out, sum);
+  };
+
   // dV = Pᵀ·dO, summed over each KV head's query heads for GQA.
   auto pt = g.tensor(0, {x.b, x.h, x.s, x.s}, st_strides, CUDNN_DATA_BFLOAT16);
   g.reshape(p, pt, "reshape_p");
-  if (x.h == x.hk) {
-    g.matmul(pt, d_o, d_v, "matmul_pT_dO");
-  } else {
-    auto d_v_full = g.tensor(0, q_dims, q_strides, CUDNN_DATA_BFLOAT16);
-    g.matmul(pt, d_o, d_v_full, "matmul_pT_dO");
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_v_full, d_v, "red_dV_head");
-  }
+  key_value_gradient(pt, d_o, d_v, "matmul_pT_dO", "red_dV_head");
 
   // dS = (dO·Vᵀ - softmax_sum) ∘ P · scale.
   auto dp = g.tensor(0, s_dims, s_strides, CUDNN_DATA_FLOAT);
@@ -134,13 +140,7 @@ void build_backward(CudnnGraph& g, const SdpaShape& x) {
   // dK = dSᵀ·Q, summed over the group for GQA.
   auto dst = g.tensor(0, {x.b, x.h, x.s, x.s}, st_strides, CUDNN_DATA_BFLOAT16);
   g.reshape(ds, dst, "reshape_dS");
-  if (x.h == x.hk) {
-    g.matmul(dst, q, d_k, "matmul_dST_Q");
-  } else {
-    auto d_k_full = g.tensor(0, q_dims, q_strides, CUDNN_DATA_BFLOAT16);
-    g.matmul(dst, q, d_k_full, "matmul_dST_Q");
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_k_full, d_k, "red_dK_head");
-  }
+  key_value_gradient(dst, q, d_k, "matmul_dST_Q", "red_dK_head");
 
   // dQ = dS·K through an fp32 accumulator workspace.
   auto k = g.tensor(0, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);

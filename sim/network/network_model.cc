@@ -59,7 +59,7 @@ void NetworkModel::start(SimTime now, uint64_t token, std::span<const TaskRef> m
   PACELINE_CHECK(!members.empty());
   const TaskRef& first = members.front();
   const StageProgram& stage = *lowering_.stages[lowering_.rank_stage[first.rank]];
-  const TaskComm& comm = stage.comms[first.task];
+  const TaskComm comm = stage.comm(first.task);
   PACELINE_CHECK(comm.collective != Collective::kNone, "an external task that is not communication");
   size_t index;
   if (!free_running_.empty()) {

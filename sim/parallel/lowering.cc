@@ -25,6 +25,13 @@ LayerShard layer_shard(const Scenario& s) {
   return shard;
 }
 
+TaskComm StageProgram::comm(TaskId task) const {
+  const TaskLabel& label = labels[program.task(task).label];
+  if (label.plan == kNoId) return lone_comms[label.task];
+  const TaskTemplate& t = plans[label.plan]->tasks[label.task];
+  return TaskComm{t.comm.collective, t.group, t.comm.size};
+}
+
 bool per_microbatch_fsdp(const Parallelism& p) { return p.zero >= 3 && p.pp == 1; }
 
 namespace {
@@ -133,7 +140,7 @@ class StageBuilder {
     }
     const TaskId id = builder_.add_task(task);
     labels_.push_back(TaskLabel{kNoId, static_cast<uint32_t>(names_.size()), spec.block, spec.microbatch});
-    comms_.push_back(TaskComm{spec.collective, spec.group, spec.size});
+    lone_comms_.push_back(TaskComm{spec.collective, spec.group, spec.size});
     names_.push_back(spec.name);
     for (const TaskId d : spec.deps) {
       if (d != kNoId) builder_.add_dependency(d, id);
@@ -165,6 +172,32 @@ class StageBuilder {
   }
   const BlockPlans& plans_of(const BlockRef& b) const { return c_.blocks.at(b.kind); }
   int virtual_stage(int chunk) const { return chunk * c_.scenario.parallelism.pp + stage_; }
+  int previous_stage() const { return (stage_ + c_.scenario.parallelism.pp - 1) % c_.scenario.parallelism.pp; }
+
+  // A pipeline send or receive of one micro-batch's activation (forward) or its gradient
+  // (backward) over the link from `link_stage` to the stage after it; `vs` is the virtual stage
+  // the transfer belongs to, matching the two ends' rendezvous.
+  TaskId pipeline_transfer(StreamKind stream, GroupKind group, const char* name, int link_stage, int microbatch, int vs,
+                           std::vector<TaskId> deps) {
+    const Scenario& s = c_.scenario;
+    const Bytes activation(static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
+                                               (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
+                           static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
+    LoneTask transfer;
+    transfer.stream = stream;
+    transfer.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(link_stage, true));
+    transfer.tag = ActivityTag::kPipelineComm;
+    transfer.name = name;
+    transfer.deps = std::move(deps);
+    transfer.group = group;
+    transfer.collective = Collective::kSendRecv;
+    transfer.size = activation;
+    transfer.synchronized = true;
+    transfer.sequence = static_cast<uint32_t>(microbatch * c_.virtual_stages_total + vs);
+    transfer.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
+    transfer.microbatch = microbatch;
+    return add(transfer);
+  }
 
   void forward(int microbatch, int chunk);
   void backward(int microbatch, int chunk, PipelineAction::Kind kind);
@@ -186,7 +219,7 @@ class StageBuilder {
   int stage_;
   ProgramBuilder builder_;
   std::vector<TaskLabel> labels_;
-  std::vector<TaskComm> comms_;
+  std::vector<TaskComm> lone_comms_;
   std::vector<std::string> names_;
   std::array<uint32_t, kNumGroupKinds> sequence_{};
   Flop executed_;
@@ -228,7 +261,6 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
     }
     const TaskId id = builder_.add_task(task);
     labels_.push_back(TaskLabel{plan_index, i, block.block, microbatch});
-    comms_.push_back(TaskComm{t.comm.collective, t.group, t.comm.size});
     for (const uint32_t d : t.deps) builder_.add_dependency(base + d, id);
     if (t.entry) {
       for (const TaskId e : entry) {
@@ -281,27 +313,10 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
 // previous virtual stage, run the blocks, send the activation on.
 void StageBuilder::forward(int microbatch, int chunk) {
   const int vs = virtual_stage(chunk);
-  const Scenario& s = c_.scenario;
-  const Bytes activation(static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
-                                             (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
-                         static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
-  const int64_t key_stride = c_.virtual_stages_total;
   std::vector<TaskId> input;
   if (vs > 0) {
-    LoneTask recv;
-    recv.stream = StreamKind::kRecvPrev;
-    recv.duration = c_.collectives.time(Collective::kSendRecv, activation,
-                                        c_.layout.link_members((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
-    recv.tag = ActivityTag::kPipelineComm;
-    recv.name = "pp.recv_activation";
-    recv.group = GroupKind::kForwardRecv;
-    recv.collective = Collective::kSendRecv;
-    recv.size = activation;
-    recv.synchronized = true;
-    recv.sequence = static_cast<uint32_t>(microbatch * key_stride + vs - 1);
-    recv.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
-    recv.microbatch = microbatch;
-    input = {add(recv)};
+    input = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation", previous_stage(),
+                               microbatch, vs - 1, {})};
   }
   for (const BlockRef& block : chunk_blocks(chunk)) {
     const BlockPlans& plans = plans_of(block);
@@ -318,20 +333,7 @@ void StageBuilder::forward(int microbatch, int chunk) {
     input = instance.exits;
   }
   if (vs + 1 < c_.virtual_stages_total) {
-    LoneTask send;
-    send.stream = StreamKind::kSendNext;
-    send.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(stage_, true));
-    send.tag = ActivityTag::kPipelineComm;
-    send.name = "pp.send_activation";
-    send.deps = input;
-    send.group = GroupKind::kForwardSend;
-    send.collective = Collective::kSendRecv;
-    send.size = activation;
-    send.synchronized = true;
-    send.sequence = static_cast<uint32_t>(microbatch * key_stride + vs);
-    send.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
-    send.microbatch = microbatch;
-    add(send);
+    pipeline_transfer(StreamKind::kSendNext, GroupKind::kForwardSend, "pp.send_activation", stage_, microbatch, vs, input);
   }
 }
 
@@ -340,25 +342,10 @@ void StageBuilder::forward(int microbatch, int chunk) {
 void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind) {
   const int vs = virtual_stage(chunk);
   const Scenario& s = c_.scenario;
-  const Bytes activation(static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
-                                             (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
-                         static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
-  const int64_t key_stride = c_.virtual_stages_total;
   std::vector<TaskId> gradient;
   if (vs + 1 < c_.virtual_stages_total) {
-    LoneTask recv;
-    recv.stream = StreamKind::kRecvNext;
-    recv.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(stage_, true));
-    recv.tag = ActivityTag::kPipelineComm;
-    recv.name = "pp.recv_gradient";
-    recv.group = GroupKind::kBackwardRecv;
-    recv.collective = Collective::kSendRecv;
-    recv.size = activation;
-    recv.synchronized = true;
-    recv.sequence = static_cast<uint32_t>(microbatch * key_stride + vs + 1);
-    recv.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
-    recv.microbatch = microbatch;
-    gradient = {add(recv)};
+    gradient = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
+                                  microbatch, vs + 1, {})};
   }
   const bool input_only = kind == PipelineAction::Kind::kBackwardInput;
   std::vector<BlockRef> blocks = chunk_blocks(chunk);
@@ -389,21 +376,8 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     }
   }
   if (vs > 0) {
-    LoneTask send;
-    send.stream = StreamKind::kSendPrev;
-    send.duration = c_.collectives.time(Collective::kSendRecv, activation,
-                                        c_.layout.link_members((stage_ + s.parallelism.pp - 1) % s.parallelism.pp, true));
-    send.tag = ActivityTag::kPipelineComm;
-    send.name = "pp.send_gradient";
-    send.deps = gradient;
-    send.group = GroupKind::kBackwardSend;
-    send.collective = Collective::kSendRecv;
-    send.size = activation;
-    send.synchronized = true;
-    send.sequence = static_cast<uint32_t>(microbatch * key_stride + vs);
-    send.transient_bytes = static_cast<int64_t>(activation / Bytes(1));
-    send.microbatch = microbatch;
-    add(send);
+    pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(), microbatch,
+                      vs, gradient);
   }
 }
 
@@ -555,7 +529,7 @@ StageProgram StageBuilder::build() {
   stage.stage = stage_;
   stage.plans = c_.plans;
   stage.labels = std::move(labels_);
-  stage.comms = std::move(comms_);
+  stage.lone_comms = std::move(lone_comms_);
   stage.names = std::move(names_);
   int64_t parameters = 0;
   int64_t expert = 0;

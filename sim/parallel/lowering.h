@@ -43,13 +43,16 @@ struct StageProgram {
   int stage = 0;
   Program program;
   std::vector<TaskLabel> labels;  // by task
-  std::vector<TaskComm> comms;    // by task
   std::vector<std::shared_ptr<const TaskPlan>> plans;
-  std::vector<std::string> names;  // lone tasks: pipeline transfers, reductions, optimizer
+  std::vector<std::string> names;       // lone tasks: pipeline transfers, reductions, optimizer
+  std::vector<TaskComm> lone_comms;     // lone tasks, as `names`
   StaticMemory static_memory;
   int64_t parameters = 0;          // held by one rank of the stage
   Flop executed_flop;              // all compute of one rank of the stage in one step
   Flop recompute_flop;             // of which activation recomputation
+
+  // The collective a task runs (kNone for compute): its plan template's, or a lone task's own.
+  TaskComm comm(TaskId task) const;
 };
 
 struct Lowering {
