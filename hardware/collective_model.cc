@@ -48,9 +48,8 @@ void CollectiveModel::add_flow(PhaseFlows& phase, int from, int to, Bytes size) 
     phase.flows[it->second].size += size;
     return;
   }
-  Flow flow;
+  Flow flow{.size = size, .from = from, .to = to};
   topology_.route(from, to, flow.path);
-  flow.size = size;
   phase.flows.push_back(std::move(flow));
 }
 
@@ -155,8 +154,8 @@ CollectivePlan CollectiveModel::nvls(Bytes size, std::span<const int> members) c
   plan.algorithm = CollectiveAlgorithm::kNvls;
   plan.phases.emplace_back();
   for (const int m : members) {
-    plan.phases.back().push_back(Flow{{topology_.nvlink_tx(m)}, size});
-    plan.phases.back().push_back(Flow{{topology_.nvlink_rx(m)}, size});
+    plan.phases.back().push_back(Flow{.path = {topology_.nvlink_tx(m)}, .size = size, .from = m});
+    plan.phases.back().push_back(Flow{.path = {topology_.nvlink_rx(m)}, .size = size, .to = m});
   }
   plan.latency = cluster_.intra_node.latency * 2.0;
   return plan;

@@ -45,9 +45,13 @@ namespace paceline {
 enum class CollectiveAlgorithm { kAuto, kRing, kTree, kHierarchical, kNvls, kDirect };
 std::string_view to_string(CollectiveAlgorithm algorithm);
 
+// Its endpoints are global GPU indices; kSwitch stands for the NVLink switches that reduce.
 struct Flow {
+  static constexpr int kSwitch = -1;
   std::vector<LinkId> path;
   Bytes size;
+  int from = kSwitch;
+  int to = kSwitch;
 };
 
 struct CollectivePlan {

@@ -12,7 +12,8 @@ FlowNetwork::FlowNetwork(std::vector<double> capacity)
       on_link_(capacity_.size()),
       link_mark_(capacity_.size(), 0),
       residual_(capacity_.size(), 0.0),
-      unfrozen_(capacity_.size(), 0) {}
+      unfrozen_(capacity_.size(), 0),
+      unfrozen_load_(capacity_.size(), 0.0) {}
 
 uint32_t FlowNetwork::new_flow() {
   if (!free_flows_.empty()) {
@@ -37,16 +38,16 @@ uint32_t FlowNetwork::new_transfer(uint32_t flows) {
   return static_cast<uint32_t>(transfer_flows_.size() - 1);
 }
 
-uint32_t FlowNetwork::start(SimTime now, const std::vector<Flow>& flows) {
+uint32_t FlowNetwork::start(SimTime now, const std::vector<NetworkFlow>& flows) {
   uint32_t count = 0;
-  for (const Flow& f : flows) count += f.size > Bytes(0) && !f.path.empty() ? 1 : 0;
+  for (const NetworkFlow& f : flows) count += f.size > Bytes(0) && !f.path.empty() ? 1 : 0;
   const uint32_t transfer = new_transfer(count);
   if (count == 0) {
     empty_.emplace_back(now, transfer);
     return transfer;
   }
   std::vector<LinkId> touched;
-  for (const Flow& f : flows) {
+  for (const NetworkFlow& f : flows) {
     if (f.size <= Bytes(0) || f.path.empty()) continue;
     const uint32_t id = new_flow();
     FlowState& state = flows_[id];
@@ -57,9 +58,9 @@ uint32_t FlowNetwork::start(SimTime now, const std::vector<Flow>& flows) {
     state.transfer = transfer;
     state.active = true;
     ++active_;
-    for (const LinkId link : f.path) {
-      on_link_[link].push_back(id);
-      touched.push_back(link);
+    for (const LinkLoad& step : f.path) {
+      on_link_[step.link].push_back(id);
+      touched.push_back(step.link);
     }
   }
   reshare(touched, now);
@@ -97,10 +98,10 @@ void FlowNetwork::advance(SimTime now, std::vector<uint32_t>& finished) {
     if (!flow.active || f.version != flow.version) continue;
     flow.active = false;
     --active_;
-    for (const LinkId link : flow.path) {
-      auto& list = on_link_[link];
+    for (const LinkLoad& step : flow.path) {
+      auto& list = on_link_[step.link];
       list.erase(std::find(list.begin(), list.end(), f.flow));
-      freed.push_back(link);
+      freed.push_back(step.link);
     }
     free_flows_.push_back(f.flow);
     if (--transfer_flows_[flow.transfer] == 0) done.push_back(flow.transfer);
@@ -133,10 +134,10 @@ void FlowNetwork::reshare(const std::vector<LinkId>& links, SimTime now) {
       if (flow_mark_[f] == epoch_) continue;
       flow_mark_[f] = epoch_;
       component_.push_back(f);
-      for (const LinkId next : flows_[f].path) {
-        if (link_mark_[next] != epoch_) {
-          link_mark_[next] = epoch_;
-          frontier_.push_back(next);
+      for (const LinkLoad& next : flows_[f].path) {
+        if (link_mark_[next.link] != epoch_) {
+          link_mark_[next.link] = epoch_;
+          frontier_.push_back(next.link);
         }
       }
     }
@@ -164,19 +165,23 @@ void FlowNetwork::fill(const std::vector<uint32_t>& component, const std::vector
   for (const LinkId link : links) {
     residual_[link] = capacity_[link];
     unfrozen_[link] = 0;
+    unfrozen_load_[link] = 0.0;
   }
   for (const uint32_t f : component) {
     frozen_[f] = 0;
-    for (const LinkId link : flows_[f].path) ++unfrozen_[link];
+    for (const LinkLoad& step : flows_[f].path) {
+      ++unfrozen_[step.link];
+      unfrozen_load_[step.link] += step.flows;
+    }
   }
   size_t remaining = component.size();
   while (remaining > 0) {
-    // The bottleneck: the least capacity per unfrozen flow (lowest link id on ties).
+    // The bottleneck: the least capacity per unfrozen flow it carries (lowest link id on ties).
     LinkId bottleneck = links.front();
     double share = std::numeric_limits<double>::infinity();
     for (const LinkId link : links) {
       if (unfrozen_[link] == 0) continue;
-      const double s = residual_[link] / unfrozen_[link];
+      const double s = residual_[link] / unfrozen_load_[link];
       if (s < share) {
         share = s;
         bottleneck = link;
@@ -187,9 +192,10 @@ void FlowNetwork::fill(const std::vector<uint32_t>& component, const std::vector
       frozen_[f] = 1;
       flows_[f].rate = share;
       --remaining;
-      for (const LinkId link : flows_[f].path) {
-        residual_[link] = std::max(0.0, residual_[link] - share);
-        --unfrozen_[link];
+      for (const LinkLoad& step : flows_[f].path) {
+        residual_[step.link] = std::max(0.0, residual_[step.link] - share * step.flows);
+        unfrozen_load_[step.link] -= step.flows;
+        --unfrozen_[step.link];
       }
     }
   }

@@ -4,6 +4,11 @@
 // Rates are recomputed only when a flow starts or ends, and only for the flows that share a
 // link with it, directly or through other flows (its connected component): the cost follows the
 // active flows near the change, not the size of the cluster.
+//
+// A flow may stand for a class of flows that are alike up to a symmetry of the cluster, on a
+// path of link classes (sim/network/network_symmetry.h): each step of its path then says how
+// many flows of its class load every link of that link class, and max-min filling counts
+// them so, which gives each flow of the class the rate it would get in the unfolded network.
 #ifndef PACELINE_SIM_NETWORK_FLOW_NETWORK_H_
 #define PACELINE_SIM_NETWORK_FLOW_NETWORK_H_
 
@@ -16,6 +21,17 @@
 
 namespace paceline {
 
+// A link a flow crosses, and how many flows of the flow's class load it.
+struct LinkLoad {
+  LinkId link = 0;
+  double flows = 1.0;
+};
+
+struct NetworkFlow {
+  std::vector<LinkLoad> path;  // each link once
+  Bytes size;
+};
+
 class FlowNetwork {
  public:
   // Link capacities in bytes per second, by LinkId.
@@ -23,7 +39,7 @@ class FlowNetwork {
 
   // Starts the flows of a transfer at `now` (not before the last advance); returns its id. A
   // transfer with nothing to send finishes at `now`.
-  uint32_t start(SimTime now, const std::vector<Flow>& flows);
+  uint32_t start(SimTime now, const std::vector<NetworkFlow>& flows);
   // When the next flow (or empty transfer) finishes; SimTime::max() when idle.
   SimTime next_completion();
   // Moves to `now` (≤ next_completion()) and appends the transfers whose last flow finished,
@@ -33,7 +49,7 @@ class FlowNetwork {
 
  private:
   struct FlowState {
-    std::vector<LinkId> path;
+    std::vector<LinkLoad> path;
     double remaining = 0.0;  // bytes left at `since`
     double rate = 0.0;       // bytes/s
     SimTime since;
@@ -72,7 +88,8 @@ class FlowNetwork {
   std::vector<uint32_t> link_mark_;
   std::vector<uint32_t> flow_mark_;
   std::vector<double> residual_;   // by link
-  std::vector<uint32_t> unfrozen_;  // by link
+  std::vector<uint32_t> unfrozen_;  // by link: flows (classes) not yet frozen
+  std::vector<double> unfrozen_load_;  // by link: the flows they stand for
   std::vector<uint8_t> frozen_;    // by flow
   std::vector<uint32_t> component_;
   std::vector<LinkId> component_links_;

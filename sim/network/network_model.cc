@@ -18,41 +18,21 @@ std::vector<double> capacities(const Topology& topology) {
 
 }  // namespace
 
-NetworkModel::NetworkModel(const Lowering& lowering, const RankLayout& layout, const CollectiveModel& collectives)
+NetworkModel::NetworkModel(const Lowering& lowering, const RankLayout& layout, const CollectiveModel& collectives,
+                           const NetworkSymmetry& symmetry)
     : lowering_(lowering),
       layout_(layout),
       collectives_(collectives),
+      symmetry_(symmetry),
       network_(capacities(collectives.topology())) {}
 
-std::vector<int> NetworkModel::group_of(const TaskRef& member, const TaskComm& comm) const {
+const NetworkPlan& NetworkModel::plan_for(const TaskRef& member, const TaskComm& comm) {
   const int rank = lowering_.rank_global[member.rank];
-  const std::vector<int> members = layout_.members(comm.group, rank);
-  auto other = [&] { return members.front() == rank ? members.back() : members.front(); };
-  switch (comm.group) {
-    case GroupKind::kForwardSend:
-    case GroupKind::kBackwardSend: return {rank, other()};
-    case GroupKind::kForwardRecv:
-    case GroupKind::kBackwardRecv: return {other(), rank};
-    default: return members;
-  }
-}
-
-const CollectivePlan& NetworkModel::plan_for(const TaskRef& member, const TaskComm& comm) {
-  // A group instance names its members (a pipeline link, its direction too).
-  const uint32_t instance = layout_.instance(comm.group, lowering_.rank_global[member.rank]);
-  const auto key = std::make_tuple(instance, static_cast<int>(comm.collective), comm.size / Bytes(1));
-  const uint64_t hash = (uint64_t{instance} * 0x9E3779B97F4A7C15ULL) ^
-                        (static_cast<uint64_t>(comm.size / Bytes(1)) * 31 + static_cast<uint64_t>(comm.collective));
-  auto& bucket = plans_[hash];
-  for (const auto& [k, plan] : bucket) {
-    if (k == key) return plan;
-  }
-  CollectivePlan plan = collectives_.plan(comm.collective, comm.size, group_of(member, comm));
-  // A pipeline transfer goes one way: keep the sender's flow only.
-  const bool link = comm.group >= GroupKind::kForwardSend;
-  if (link && !plan.phases.empty() && plan.phases.front().size() > 1) plan.phases.front().resize(1);
-  bucket.emplace_back(key, std::move(plan));
-  return bucket.back().second;
+  const PlanKey key{layout_.instance(comm.group, rank), static_cast<int>(comm.collective), comm.size / Bytes(1)};
+  const auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second;
+  NetworkPlan plan = symmetry_.fold_plan(plan_task_collective(layout_, collectives_, rank, comm), comm.group, rank);
+  return plans_.emplace(key, std::move(plan)).first->second;
 }
 
 void NetworkModel::start(SimTime now, uint64_t token, std::span<const TaskRef> members) {
@@ -82,7 +62,7 @@ void NetworkModel::start_phase(SimTime now, size_t index) {
     free_running_.push_back(index);
     return;
   }
-  const std::vector<Flow>& flows = r.plan->phases[r.phase];
+  const std::vector<NetworkFlow>& flows = r.plan->phases[r.phase];
   flows_started_ += flows.size();
   const uint32_t transfer = network_.start(now, flows);
   if (transfer >= by_transfer_.size()) by_transfer_.resize(transfer + 1, SIZE_MAX);

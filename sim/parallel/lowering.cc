@@ -64,11 +64,11 @@ struct Context {
   std::vector<std::shared_ptr<const TaskPlan>> plans;
   std::map<BlockKind, BlockPlans> blocks;
   std::vector<std::vector<BlockRef>> virtual_stage_blocks;  // by virtual stage
-  std::array<uint32_t, kNumGroupKinds> members{};           // rendezvous size per group kind
+  std::array<uint32_t, kNumGroupKinds> members{};           // simulated ranks per group, by kind
+  std::array<bool, kNumGroupKinds> networked{};             // collectives timed by the shared network
   int64_t microbatches = 0;
   int virtual_stages_total = 1;
   bool zero_bubble = false;
-  bool shared_network = false;
 };
 
 BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::string& name, int64_t expert_parameters) {
@@ -134,9 +134,9 @@ class StageBuilder {
     task.tag = static_cast<uint8_t>(spec.tag);
     task.label = static_cast<uint32_t>(labels_.size());
     const uint32_t members = c_.members[static_cast<int>(spec.group)];
-    if (spec.synchronized && members > 1) {
-      task.sync = builder_.add_sync({static_cast<uint32_t>(spec.group), spec.sequence, members});
-      task.external = c_.shared_network && spec.collective != Collective::kNone;
+    if (spec.synchronized) {
+      if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(spec.group), spec.sequence, members});
+      task.external = c_.networked[static_cast<int>(spec.group)] && spec.collective != Collective::kNone;
     }
     const TaskId id = builder_.add_task(task);
     labels_.push_back(TaskLabel{kNoId, static_cast<uint32_t>(names_.size()), spec.block, spec.microbatch});
@@ -254,10 +254,8 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
     if (t.stream != StreamKind::kCompute) {
       const uint32_t members = c_.members[static_cast<int>(t.group)];
       const uint32_t sequence = next_sequence(t.group);
-      if (members > 1) {
-        task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
-        task.external = c_.shared_network;
-      }
+      if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
+      task.external = c_.networked[static_cast<int>(t.group)];
     }
     const TaskId id = builder_.add_task(task);
     labels_.push_back(TaskLabel{plan_index, i, block.block, microbatch});
@@ -554,8 +552,8 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   const Parallelism& p = s.parallelism;
   const RankLayout layout(p, s.cluster.gpus_per_node);
   const OpPricer pricer(timer, collectives, layout);
-  Context c{s, layout, pricer, collectives, {}, {}, {}, {}, 0, p.pp * p.virtual_stages,
-            p.schedule == Schedule::kZeroBubble, options.shared_network};
+  Context c{s, layout, pricer, collectives, {}, {}, {}, {}, {}, 0, p.pp * p.virtual_stages,
+            p.schedule == Schedule::kZeroBubble};
   c.microbatches = s.training.num_microbatches(p.dp);
 
   // The distinct blocks, planned once.
@@ -583,28 +581,28 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
     if (vs == c.virtual_stages_total - 1) blocks.push_back({BlockKind::kHead, -2});
   }
 
-  // Rendezvous sizes: in symmetric fidelity only one rank per stage is simulated, so groups
-  // inside a stage need no partner; pipeline links and cross-stage groups do.
-  const bool full = s.simulation.fidelity == Fidelity::kFull;
+  // Rendezvous sizes: the simulated ranks of each group. Symmetric fidelity simulates one rank
+  // per stage, so groups inside a stage need no partner; pipeline links and cross-stage groups
+  // do. Rank 0 is simulated, and its groups are alike to every simulated rank's.
+  const RankFold fold = s.simulation.fidelity == Fidelity::kFull ? options.full_fold : RankFold::all();
   for (int k = 0; k < kNumGroupKinds; ++k) {
-    const auto kind = static_cast<GroupKind>(k);
-    const int size = static_cast<int>(layout.members(kind, 0).size());
-    uint32_t members = full ? static_cast<uint32_t>(size) : 1;
-    if (kind == GroupKind::kModel && !full) members = static_cast<uint32_t>(p.pp);
-    if (kind == GroupKind::kEmbedding || kind >= GroupKind::kForwardSend) members = static_cast<uint32_t>(size);
-    c.members[k] = members;
+    const std::vector<int> members = layout.members(static_cast<GroupKind>(k), 0);
+    c.members[k] = static_cast<uint32_t>(
+        std::ranges::count_if(members, [&](int rank) { return fold.represents(layout.coord(rank)); }));
+    c.networked[k] = options.shared_network && members.size() > 1;
   }
 
   Lowering lowering;
   lowering.microbatches = c.microbatches;
+  lowering.fold = fold;
   for (int stage = 0; stage < p.pp; ++stage) {
     lowering.stages.push_back(std::make_shared<const StageProgram>(StageBuilder(c, stage).build()));
   }
-  // The simulated ranks: one per stage (symmetric), or all (full).
+  // The simulated ranks: one per stage (symmetric), or one per orbit of the fold (full).
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
     const RankCoord coord = layout.coord(rank);
     const bool first_of_stage = coord.tp == 0 && coord.cp == 0 && coord.dp == 0;
-    if (!full && !first_of_stage) continue;
+    if (!fold.represents(coord)) continue;
     const StageProgram& stage = *lowering.stages[coord.pp];
     RankSetup setup;
     setup.program = std::shared_ptr<const Program>(lowering.stages[coord.pp], &stage.program);

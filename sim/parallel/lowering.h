@@ -60,6 +60,7 @@ struct Lowering {
   std::vector<RankSetup> ranks;  // the simulated ranks
   std::vector<int> rank_stage;   // stage of each simulated rank
   std::vector<int> rank_global;  // global rank number of each simulated rank
+  RankFold fold;                 // the peers each simulated rank stands for
   int64_t microbatches = 0;
 };
 
@@ -68,6 +69,8 @@ struct LoweringOptions {
   // Communication tasks of more than one rank are timed by a shared network (ExternalModel)
   // instead of their isolated duration.
   bool shared_network = false;
+  // The simulated ranks in `full` fidelity (symmetric fidelity folds every peer).
+  RankFold full_fold;
 };
 
 // The shard of every block a rank of the scenario computes (its slice of batch, sequence, heads

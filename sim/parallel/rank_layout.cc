@@ -28,6 +28,18 @@ int RankLayout::rank_of(const RankCoord& c) const {
          c.dp * stride_[static_cast<int>(RankDim::kData)] + c.pp * stride_[static_cast<int>(RankDim::kPipeline)];
 }
 
+int RankLayout::shifted(int rank, RankDim dim, int steps) const {
+  RankCoord c = coord(rank);
+  auto step = [&](int& x, int size) { x = (x + steps % size + size) % size; };
+  switch (dim) {
+    case RankDim::kTensor: step(c.tp, parallelism_.tp); break;
+    case RankDim::kContext: step(c.cp, parallelism_.cp); break;
+    case RankDim::kData: step(c.dp, parallelism_.dp); break;
+    case RankDim::kPipeline: PACELINE_CHECK(false, "pipeline stages are never shifted onto each other");
+  }
+  return rank_of(c);
+}
+
 RankCoord RankLayout::with_expert_index(RankCoord c, int index) const {
   c.tp = index % parallelism_.tp;
   return with_data_index(c, index / parallelism_.tp);

@@ -24,6 +24,23 @@ struct RankCoord {
   int pp = 0;
 };
 
+// Peers folded into one simulated rank: along each dimension (tp, cp, dp) with a step,
+// ranks whose coordinates differ by a multiple of the step run alike, and the one whose
+// coordinate is below the step stands for them all; a step of 0 folds nothing. `symmetric`
+// fidelity folds every peer (step 1); `full` folds by the steps
+// sim/network/network_symmetry.h proves to be symmetries of the run.
+struct RankFold {
+  int tp = 0;
+  int cp = 0;
+  int dp = 0;
+
+  static RankFold all() { return {1, 1, 1}; }
+  bool represents(const RankCoord& c) const {
+    return (tp == 0 || c.tp < tp) && (cp == 0 || c.cp < cp) && (dp == 0 || c.dp < dp);
+  }
+  bool operator==(const RankFold&) const = default;
+};
+
 // The groups a rank joins; each is a SyncPoint slot of the rank's program.
 enum class GroupKind : uint32_t {
   kTensor,        // tp ranks: tensor-parallel collectives
@@ -49,6 +66,8 @@ class RankLayout {
   int num_ranks() const { return num_ranks_; }
   RankCoord coord(int rank) const;
   int rank_of(const RankCoord& coord) const;
+  // The rank `steps` further along `dim` (tp, cp or dp), wrapping around.
+  int shifted(int rank, RankDim dim, int steps = 1) const;
   int node(int rank) const { return rank / gpus_per_node_; }
 
   // The members of `rank`'s group of `kind`, in rank order (pipeline links: sender, receiver).

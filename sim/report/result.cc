@@ -209,6 +209,11 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
   r.microbatches = lowering.microbatches;
   r.events = run.events;
   r.ranks_simulated = static_cast<int>(run.ranks.size());
+  const Parallelism& p = s.parallelism;
+  for (const auto& [name, step, size] : {std::tuple{"tp", lowering.fold.tp, p.tp}, std::tuple{"cp", lowering.fold.cp, p.cp},
+                                         std::tuple{"dp", lowering.fold.dp, p.dp}}) {
+    if (step > 0 && size / step > 1) r.folded_peers.emplace_back(name, size / step);
+  }
   return r;
 }
 
@@ -274,6 +279,7 @@ Json to_json(const Scenario& s) {
   }
   Json simulation = Json::object();
   simulation.set("fidelity", to_string(s.simulation.fidelity));
+  simulation.set("fold_symmetric_peers", s.simulation.fold_symmetric_peers);
   Json json = Json::object();
   json.set("name", s.name).set("model", std::move(model)).set("cluster", std::move(cluster));
   json.set("collectives", std::move(collectives));
@@ -317,7 +323,9 @@ Json to_json(const Result& r, bool include_wall_time) {
   json.set("model", std::move(model));
   json.set("microbatches", r.microbatches);
   Json sim = Json::object();
-  sim.set("events", r.events).set("ranks_simulated", r.ranks_simulated);
+  Json folded = Json::object();
+  for (const auto& [dim, peers] : r.folded_peers) folded.set(dim, peers);
+  sim.set("events", r.events).set("ranks_simulated", r.ranks_simulated).set("folded_peers", std::move(folded));
   if (include_wall_time) sim.set("wall_s", r.wall_s);
   json.set("sim", std::move(sim));
   json.set("scenario", to_json(*r.scenario));

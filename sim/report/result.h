@@ -71,6 +71,8 @@ struct Result {
   int64_t microbatches = 0;
   uint64_t events = 0;
   int ranks_simulated = 0;
+  // Along each parallel dimension whose peers a simulated rank stands for: how many it stands for.
+  std::vector<std::pair<std::string, int>> folded_peers;
   double wall_s = 0.0;  // the simulator's own wall time (not part of the prediction)
 };
 

@@ -272,6 +272,12 @@ Scenario read_scenario(YamlMap& root) {
     s.simulation.fidelity = simulation->choice("fidelity", {"symmetric", "full"}, "symmetric") == "full"
                                 ? Fidelity::kFull
                                 : Fidelity::kSymmetric;
+    if (simulation->has("fold_symmetric_peers") && s.simulation.fidelity != Fidelity::kFull) {
+      simulation->fail("fold_symmetric_peers", fmt::format("= {} applies to fidelity: full only; symmetric fidelity "
+                                                           "always simulates one rank per stage",
+                                                           simulation->get<bool>("fold_symmetric_peers", true)));
+    }
+    s.simulation.fold_symmetric_peers = simulation->get<bool>("fold_symmetric_peers", true);
     simulation->finish();
   }
   const std::string fallback_name =

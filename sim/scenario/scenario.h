@@ -58,6 +58,9 @@ struct Training {
 
 struct Simulation {
   Fidelity fidelity = Fidelity::kSymmetric;
+  // `full` fidelity simulates one rank per orbit of the tp/cp/dp shifts it proves to be
+  // symmetries of the run (sim/network/network_symmetry.h); false simulates every rank.
+  bool fold_symmetric_peers = true;
 };
 
 struct Scenario {

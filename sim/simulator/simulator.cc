@@ -53,8 +53,20 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   const Topology topology(scenario->cluster);
   const CollectiveModel collectives(scenario->cluster, topology);
   const bool full = scenario->simulation.fidelity == Fidelity::kFull;
-  auto lowering = std::make_shared<const Lowering>(
-      lower(*scenario, timer, collectives, {.record_spans = true, .shared_network = full}));
+  const RankLayout layout(scenario->parallelism, scenario->cluster.gpus_per_node);
+  // Full fidelity folds the peers it proves symmetric: lowered for the hoped-for fold first,
+  // lowered again only when the proof keeps fewer dimensions.
+  const RankFold wanted = full && scenario->simulation.fold_symmetric_peers ? RankFold::all() : RankFold{};
+  auto lower_folded = [&](RankFold fold) {
+    return std::make_shared<const Lowering>(
+        lower(*scenario, timer, collectives, {.record_spans = true, .shared_network = full, .full_fold = fold}));
+  };
+  auto lowering = lower_folded(wanted);
+  NetworkSymmetry symmetry(layout);
+  if (full && wanted != RankFold{}) {
+    symmetry = NetworkSymmetry::find(*lowering, layout, collectives, wanted);
+    if (symmetry.fold() != wanted) lowering = lower_folded(symmetry.fold());
+  }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
   // Communication kernels take SMs and memory bandwidth from compute they overlap (the GPU
   // catalog's communication_interference).
@@ -66,9 +78,8 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   }
   engine_options.interference.slowdown = scenario->cluster.gpu.kernels.communication_interference;
   const Engine engine(lowering->ranks, engine_options);
-  const RankLayout layout(scenario->parallelism, scenario->cluster.gpus_per_node);
   std::optional<NetworkModel> network;
-  if (full) network.emplace(*lowering, layout, collectives);
+  if (full) network.emplace(*lowering, layout, collectives, symmetry);
   Prediction prediction;
   try {
     prediction.run = engine.run(network ? &*network : nullptr);

@@ -12,11 +12,12 @@
 namespace paceline {
 namespace {
 
-void simulate_file(benchmark::State& state, const std::string& path, Fidelity fidelity) {
+void simulate_file(benchmark::State& state, const std::string& path, Fidelity fidelity, bool fold_symmetric_peers = true) {
   uint64_t events = 0;
   for (auto _ : state) {
     Scenario scenario = load_scenario_file(path);
     scenario.simulation.fidelity = fidelity;
+    scenario.simulation.fold_symmetric_peers = fold_symmetric_peers;
     const Prediction p = simulate(std::make_shared<const Scenario>(std::move(scenario)));
     events += p.result.events;
     benchmark::DoNotOptimize(p.result.iteration_time);
@@ -33,6 +34,10 @@ BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_symmetric, "scenarios/gpt3-175b-
 BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_full, "scenarios/gpt3-175b-1024xa100.yaml", Fidelity::kFull)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_full_unfolded, "scenarios/gpt3-175b-1024xa100.yaml", Fidelity::kFull,
+                  false)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 BENCHMARK_CAPTURE(simulate_file, llama3_70b_64_symmetric, "scenarios/llama3-70b-64xh100.yaml", Fidelity::kSymmetric)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(simulate_file, mixtral_8x7b_64_symmetric, "scenarios/mixtral-8x7b-64xh100.yaml", Fidelity::kSymmetric)

@@ -49,7 +49,8 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 4096}
 
 TEST(Lowering, SymmetricAndFullFidelityAgreeOnSymmetricScenarios) {
   const Result symmetric = simulate(scenario_of(kThreeD)).result;
-  const Result full = simulate(scenario_of(std::string(kThreeD) + "simulation: {fidelity: full}\n")).result;
+  const Result full =
+      simulate(scenario_of(std::string(kThreeD) + "simulation: {fidelity: full, fold_symmetric_peers: false}\n")).result;
   EXPECT_EQ(symmetric.ranks_simulated, 4);
   EXPECT_EQ(full.ranks_simulated, 16);
   // `full` times collectives on the shared flow network, `symmetric` each alone on the same

@@ -141,6 +141,15 @@ TEST(ScenarioErrors, InterleavingNeedsVirtualStages) {
             "s.yaml:12:13: parallelism.schedule interleaved-1f1b needs virtual_stages > 1");
 }
 
+TEST(ScenarioErrors, FoldingPeersIsAChoiceOfFullFidelityOnly) {
+  EXPECT_EQ(error_of(std::string(kBase) + "simulation: {fold_symmetric_peers: false}\n"),
+            "s.yaml:14:36: simulation.fold_symmetric_peers = false applies to fidelity: full only; symmetric "
+            "fidelity always simulates one rank per stage");
+  EXPECT_FALSE(
+      load_scenario_text(std::string(kBase) + "simulation: {fidelity: full, fold_symmetric_peers: false}\n", "s.yaml")
+          .simulation.fold_symmetric_peers);
+}
+
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
   // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
   EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));
