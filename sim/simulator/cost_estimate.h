@@ -23,7 +23,9 @@ namespace paceline {
 struct CostEstimate {
   double tasks_per_rank = 0.0;    // the largest stage program, in engine tasks
   double program_tasks = 0.0;     // all stage programs together (what lowering builds and keeps)
-  int64_t ranks = 0;              // simulated ranks: one per stage (symmetric) or every GPU (full)
+  // Simulated ranks: one per stage (symmetric) or every GPU (full; an upper bound, as the peers
+  // full fidelity folds are known only once it is lowered).
+  int64_t ranks = 0;
   double task_completions = 0.0;  // tasks the engine completes over all simulated ranks
   Bytes memory;                   // peak memory of lowering and replay
   Seconds wall_time;              // lowering and replay at the measured rates

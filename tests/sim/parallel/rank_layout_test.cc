@@ -28,6 +28,17 @@ TEST(RankLayout, TensorParallelIsInnermost) {
   EXPECT_EQ(layout.members(GroupKind::kForwardSend, 9), (std::vector<int>{9, 41}));
 }
 
+TEST(RankLayout, ShiftsMoveOneCoordinateAndWrapAround) {
+  // tp 8, cp 2, dp 4, pp 2: rank 7 is tp 7, cp 0, dp 0, pp 0.
+  const RankLayout layout(layout_of(8, 2, 4, 2), 8);
+  EXPECT_EQ(layout.shifted(7, RankDim::kTensor), 0);
+  EXPECT_EQ(layout.shifted(7, RankDim::kTensor, 2), 1);
+  EXPECT_EQ(layout.shifted(7, RankDim::kContext), 15);
+  EXPECT_EQ(layout.shifted(7, RankDim::kData, 3), 7 + 3 * 16);
+  EXPECT_EQ(layout.shifted(7 + 3 * 16, RankDim::kData), 7);
+  EXPECT_EQ(layout.coord(layout.shifted(64 + 7, RankDim::kData)).pp, 1);
+}
+
 TEST(RankLayout, PlacementIsTheFirstStagesGroups) {
   const RankLayout layout(layout_of(8, 1, 4, 2), 8);
   EXPECT_EQ(layout.placement(GroupKind::kTensor), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
