@@ -59,7 +59,7 @@ double cgroup_limit() {
 
 }  // namespace
 
-CostEstimate estimate_cost(const Scenario& s) {
+CostEstimate estimate_cost(const Scenario& s, std::optional<int64_t> simulated_ranks) {
   const Parallelism& p = s.parallelism;
   // The passes of each distinct block, planned as lowering plans them.
   const OpTimer timer(s.cluster.gpu, s.cluster.profile);
@@ -119,9 +119,11 @@ CostEstimate estimate_cost(const Scenario& s) {
   }
   const bool full = s.simulation.fidelity == Fidelity::kFull;
   cost.full_fidelity = full;
-  cost.ranks = full ? s.num_gpus() : p.pp;
-  // In full fidelity every stage's program runs on all tp·cp·dp ranks of the stage.
-  const double ranks_per_stage = full ? static_cast<double>(s.num_gpus()) / p.pp : 1.0;
+  cost.unfolded = full && !s.simulation.fold_symmetric_peers;
+  cost.ranks = simulated_ranks.value_or(full ? s.num_gpus() : p.pp);
+  // Every stage's program runs on as many simulated ranks (all tp·cp·dp ranks of the stage in
+  // unfolded full fidelity).
+  const double ranks_per_stage = static_cast<double>(cost.ranks) / p.pp;
   cost.task_completions = cost.program_tasks * ranks_per_stage;
   cost.memory = Bytes(cost.program_tasks * kBytesPerProgramTask + static_cast<double>(cost.ranks) * kBytesPerRank);
   cost.wall_time = Seconds(cost.task_completions / kCompletionsPerSecond + cost.program_tasks / kLoweredTasksPerSecond +
@@ -136,6 +138,10 @@ std::string describe(const CostEstimate& cost) {
 }
 
 std::string how_to_shrink(const CostEstimate& cost) {
+  if (cost.unfolded) {
+    return "fold symmetric peers (simulation: {fold_symmetric_peers: true}), simulate one rank per pipeline stage "
+           "(simulation: {fidelity: symmetric}) or a smaller cluster";
+  }
   if (cost.full_fidelity) {
     return "simulate one rank per pipeline stage (simulation: {fidelity: symmetric}) or a smaller cluster";
   }

@@ -13,6 +13,7 @@
 #define PACELINE_SIM_SIMULATOR_COST_ESTIMATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/units.h"
@@ -30,17 +31,20 @@ struct CostEstimate {
   Bytes memory;                   // peak memory of lowering and replay
   Seconds wall_time;              // lowering and replay at the measured rates
   bool full_fidelity = false;     // every rank simulated (symmetric would simulate one per stage)
+  bool unfolded = false;          // full fidelity told not to fold symmetric peers
 };
 
 // Estimates the cost of simulate() on `scenario` without lowering it. Counts are doubles: an
 // absurd scenario's counts may exceed any integer type, and the estimate still reports them.
-CostEstimate estimate_cost(const Scenario& scenario);
+// `simulated_ranks`, once known (the ranks full fidelity keeps after folding peers), replaces
+// the default count.
+CostEstimate estimate_cost(const Scenario& scenario, std::optional<int64_t> simulated_ranks = std::nullopt);
 
 // "about 2.3e+09 engine tasks (23456 per rank × 98304 simulated ranks): 0.29 GiB of memory
 // and 2.3e+02 s".
 std::string describe(const CostEstimate& cost);
-// What would make the run smaller: symmetric fidelity when it is full, else fewer
-// micro-batches or a smaller cluster.
+// What would make the run smaller: folding peers or symmetric fidelity when it is full, else
+// fewer micro-batches or a smaller cluster.
 std::string how_to_shrink(const CostEstimate& cost);
 
 // The machine's physical memory (0 where it cannot be read).

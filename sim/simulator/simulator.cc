@@ -31,9 +31,15 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   // The wall clock measures the simulator itself and enforces the timeout; it never reaches
   // the simulated schedule.
   const auto started = std::chrono::steady_clock::now();
-  // Up front: a scenario the limits cannot hold fails with its estimate, before lowering.
+  // A scenario the limits cannot hold fails with its estimate before it runs: up front, or,
+  // when full fidelity may fold peers, once lowering and the fold tell how many ranks it runs
+  // (lowering costs what symmetric fidelity's does).
+  const bool limited = options.max_memory > Bytes(0) || options.timeout > Seconds(0);
+  const bool full = scenario->simulation.fidelity == Fidelity::kFull;
+  const RankFold wanted = full && scenario->simulation.fold_symmetric_peers ? RankFold::all() : RankFold{};
+  const bool folding = full && wanted != RankFold{};
   std::optional<CostEstimate> cost;
-  if (options.max_memory > Bytes(0) || options.timeout > Seconds(0)) {
+  if (limited && !folding) {
     cost = estimate_cost(*scenario);
     check_limits(*cost, options);
   }
@@ -52,20 +58,22 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   const OpTimer timer(scenario->cluster.gpu, scenario->cluster.profile);
   const Topology topology(scenario->cluster);
   const CollectiveModel collectives(scenario->cluster, topology);
-  const bool full = scenario->simulation.fidelity == Fidelity::kFull;
   const RankLayout layout(scenario->parallelism, scenario->cluster.gpus_per_node);
   // Full fidelity folds the peers it proves symmetric: lowered for the hoped-for fold first,
   // lowered again only when the proof keeps fewer dimensions.
-  const RankFold wanted = full && scenario->simulation.fold_symmetric_peers ? RankFold::all() : RankFold{};
   auto lower_folded = [&](RankFold fold) {
     return std::make_shared<const Lowering>(
         lower(*scenario, timer, collectives, {.record_spans = true, .shared_network = full, .full_fold = fold}));
   };
   auto lowering = lower_folded(wanted);
   NetworkSymmetry symmetry(layout);
-  if (full && wanted != RankFold{}) {
+  if (folding) {
     symmetry = NetworkSymmetry::find(*lowering, layout, collectives, wanted);
     if (symmetry.fold() != wanted) lowering = lower_folded(symmetry.fold());
+    if (limited) {
+      cost = estimate_cost(*scenario, static_cast<int64_t>(lowering->ranks.size()));
+      check_limits(*cost, options);
+    }
   }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
   // Communication kernels take SMs and memory bandwidth from compute they overlap (the GPU

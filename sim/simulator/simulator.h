@@ -17,10 +17,10 @@ namespace paceline {
 struct SimulateOptions {
   uint64_t max_events = 0;  // stop after this many engine events; 0: no limit
   // Wall-clock time for lowering and replay; 0: no limit. A scenario whose estimate
-  // (sim/simulator/cost_estimate.h) exceeds it fails before lowering; a run that overruns it
-  // anyway is stopped.
+  // (sim/simulator/cost_estimate.h) exceeds it fails before lowering (full fidelity that folds
+  // peers: once lowered and folded); a run that overruns it anyway is stopped.
   Seconds timeout;
-  // Memory the run may take, checked against the estimate before lowering; 0: no limit.
+  // Memory the run may take, checked against the estimate as the timeout is; 0: no limit.
   // The CLI passes the machine's memory (machine_memory()) unless told otherwise.
   Bytes max_memory;
 };

@@ -99,6 +99,21 @@ TEST(CostEstimate, FullFidelityScalesWithRanks) {
   EXPECT_NE(describe(full).find("102400 simulated ranks"), std::string::npos) << describe(full);
 }
 
+TEST(CostEstimate, FoldedFullFidelityIsLimitedByTheRanksItRuns) {
+  // 16,384 GPUs in full fidelity: unfolded, every rank runs; folded (data-parallel replicas
+  // alike on the fat tree), 128. A memory limit between the two estimates refuses only the first.
+  const auto folding = std::make_shared<const Scenario>(load_scenario_text(llama405b(2048, 2048, "full"), "mid.yaml"));
+  Scenario unfolding = *folding;
+  unfolding.simulation.fold_symmetric_peers = false;
+  const CostEstimate every_rank = estimate_cost(unfolding);
+  const CostEstimate folded = estimate_cost(*folding, 128);
+  ASSERT_LT(folded.memory, every_rank.memory);
+  const SimulateOptions limit{.max_memory = (folded.memory + every_rank.memory) / 2.0};
+  EXPECT_THROW(simulate(std::make_shared<const Scenario>(unfolding), limit), SimulationLimitError);
+  EXPECT_EQ(simulate(folding, limit).result.ranks_simulated, 128);
+  EXPECT_NE(how_to_shrink(every_rank).find("fold_symmetric_peers: true"), std::string::npos);
+}
+
 TEST(CostEstimate, AbsurdScenariosAreEstimatedNotBuilt) {
   // Ten million micro-batches of 56 tasks each: counted in microseconds, never lowered.
   const Scenario s = load_scenario_text(R"(model: gpt-1.7b
