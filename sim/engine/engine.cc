@@ -38,7 +38,8 @@ struct RankState {
   std::vector<uint8_t> stream_busy;           // by stream: the next task has started
   std::vector<uint32_t> resource_free;        // by resource: units available
   std::vector<std::deque<TaskId>> resource_waiters;
-  std::vector<SimTime> start_times;           // by task, when spans are recorded
+  // By stream: when its running task started (a stream runs one task at a time).
+  std::vector<SimTime> start_times;
   // Interference: running victims' progress, by stream.
   std::vector<uint32_t> version;              // bumped when a running task is rescheduled
   std::vector<double> remaining_ps;           // full-speed work left at `since`
@@ -75,11 +76,10 @@ class RunState {
       state.victim_running.assign(program.num_streams(), 0);
       for (const Resource& resource : program.resources()) state.resource_free.push_back(resource.capacity);
       state.resource_waiters.resize(program.resources().size());
-      if (ranks[r].record_spans) state.start_times.resize(program.num_tasks());
+      state.start_times.assign(program.num_streams(), SimTime::zero());
       state.remaining_tasks = program.num_tasks();
       state.memory_bytes = ranks[r].initial_memory_bytes;
       state.outcome.peak_memory_bytes = state.memory_bytes;
-      any_recorded_ = any_recorded_ || ranks[r].record_spans;
       if (ranks[r].record_spans) recorded_tasks += program.num_tasks();
     }
     result_.spans.reserve(recorded_tasks);
@@ -119,7 +119,7 @@ class RunState {
         ++result_.events;
         complete_rendezvous(c.id);
       } else {
-        const Task& t = program(c.rank).task(c.id);
+        const Task t = program(c.rank).task(c.id);
         if (c.version != ranks_[c.rank].version[t.stream]) continue;  // rescheduled since
         ++result_.events;
         complete(c.rank, c.id);
@@ -152,9 +152,11 @@ class RunState {
   void try_issue(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
     const Program& p = program(rank);
-    const Task& t = p.task(task);
-    if (!dependencies_finished(state, p, task)) return;
+    const Task t = p.task(task);
+    // The stream is checked first: it is the cheaper test, and it spares reading the
+    // dependencies of a task that is not yet at its stream's head.
     if (state.stream_busy[t.stream] || state.stream_next[t.stream] != p.stream_position(task)) return;
+    if (!dependencies_finished(state, p, task)) return;
     state.stream_busy[t.stream] = 1;
     if (t.resource != kNoId) {
       if (state.resource_free[t.resource] == 0) {
@@ -169,20 +171,20 @@ class RunState {
   // The task holds its stream (and resource): start it, or join its rendezvous.
   void begin(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
-    const Task& t = program(rank).task(task);
+    const Task t = program(rank).task(task);
     state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;
     }
-    if (setups_[rank].record_spans) state.start_times[task] = now_;
+    state.start_times[t.stream] = now_;
     if (t.sync == kNoId) {
-      start_running(rank, task);
+      start_running(rank, t);
       if (t.external) {
         const TaskRef member{rank, task};
         external().start(now_, token_of(rank, task), std::span<const TaskRef>(&member, 1));
       } else {
-        schedule_completion(rank, task, t.duration);
+        schedule_completion(rank, task, t);
       }
       return;
     }
@@ -201,15 +203,14 @@ class RunState {
   }
 
   // A local task takes `duration` at full speed; a victim of interference may take longer.
-  void schedule_completion(uint32_t rank, TaskId task, SimTime duration) {
+  void schedule_completion(uint32_t rank, TaskId task, const Task& t) {
     RankState& state = ranks_[rank];
-    const Task& t = program(rank).task(task);
     if (!is_victim(t.tag) || options_.interference.slowdown == 0.0) {
-      queue_.push(now_ + duration, Completion{rank, task, state.version[t.stream]});
+      queue_.push(now_ + t.duration, Completion{rank, task, state.version[t.stream]});
       return;
     }
     state.victim_running[t.stream] = 1;
-    state.remaining_ps[t.stream] = static_cast<double>(duration.picoseconds());
+    state.remaining_ps[t.stream] = static_cast<double>(t.duration.picoseconds());
     state.since[t.stream] = now_;
     reschedule(rank, t.stream, task);
   }
@@ -221,11 +222,10 @@ class RunState {
   }
 
   // Aggressors starting and ending change the speed of the rank's running victims.
-  void start_running(uint32_t rank, TaskId task) {
-    if (is_aggressor(program(rank).task(task).tag)) set_aggressors(rank, ranks_[rank].aggressors + 1);
+  void start_running(uint32_t rank, const Task& t) {
+    if (is_aggressor(t.tag)) set_aggressors(rank, ranks_[rank].aggressors + 1);
   }
-  void stop_running(uint32_t rank, TaskId task) {
-    const Task& t = program(rank).task(task);
+  void stop_running(uint32_t rank, const Task& t) {
     RankState& state = ranks_[rank];
     state.victim_running[t.stream] = 0;
     if (is_aggressor(t.tag)) set_aggressors(rank, state.aggressors - 1);
@@ -286,13 +286,12 @@ class RunState {
     meeting.duration = std::max(meeting.duration, program(rank).task(task).duration);
     if (meeting.members.size() == meeting.expected) {
       open.erase(it);
-      if (any_recorded_) {
-        // A rendezvous runs from the last arrival: members that waited start now.
-        for (const auto& [member_rank, member_task] : meeting.members) {
-          if (setups_[member_rank].record_spans) ranks_[member_rank].start_times[member_task] = now_;
-        }
+      // A rendezvous runs from the last arrival: members that waited start now.
+      for (const auto& [member_rank, member_task] : meeting.members) {
+        const Task member = program(member_rank).task(member_task);
+        ranks_[member_rank].start_times[member.stream] = now_;
+        start_running(member_rank, member);
       }
-      for (const auto& [member_rank, member_task] : meeting.members) start_running(member_rank, member_task);
       if (program(rank).task(task).external) {
         std::vector<TaskRef> members;
         for (const auto& [member_rank, member_task] : meeting.members) members.push_back({member_rank, member_task});
@@ -326,11 +325,11 @@ class RunState {
   void complete(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
     const Program& p = program(rank);
-    const Task& t = p.task(task);
-    stop_running(rank, task);
+    const Task t = p.task(task);
+    stop_running(rank, t);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
     if (setups_[rank].record_spans) {
-      result_.spans.push_back(TaskSpan{rank, task, state.start_times[task], now_});
+      result_.spans.push_back(TaskSpan{rank, task, state.start_times[t.stream], now_});
     }
     state.outcome.finish = now_;
     --state.remaining_tasks;
@@ -388,7 +387,6 @@ class RunState {
   SimTime scheduled_wakeup_ = SimTime::max();
   uint32_t wakeup_version_ = 0;
   std::vector<uint64_t> finished_;
-  bool any_recorded_ = false;
   RunResult result_;
 };
 

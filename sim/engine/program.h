@@ -59,21 +59,26 @@ struct Resource {
   uint32_t capacity = 1;
 };
 
+// A program's tasks repeat a few kinds (one per layer template and pass), so a task is
+// stored as its kind (every field but `sync` and `label`, shared through a table of distinct
+// kinds) plus its own sync and label: a few bytes per task instead of a whole Task, which
+// keeps the programs of many ranks in cache during a run.
 class Program {
  public:
-  std::span<const Task> tasks() const { return tasks_; }
-  const Task& task(TaskId id) const { return tasks_[id]; }
-  size_t num_tasks() const { return tasks_.size(); }
+  size_t num_tasks() const { return entries_.size(); }
+  // The task `id`, by value: its kind's fields with its own sync and label.
+  Task task(TaskId id) const {
+    const Entry& e = entries_[id];
+    Task task = kinds_[e.kind];
+    task.sync = e.sync;
+    task.label = e.label;
+    return task;
+  }
   size_t num_streams() const { return stream_names_.size(); }
   const std::string& stream_name(StreamId id) const { return stream_names_[id]; }
   // Tasks of a stream in issue order.
   std::span<const TaskId> stream_tasks(StreamId id) const {
     return {stream_order_.data() + stream_offsets_[id], stream_offsets_[id + 1] - stream_offsets_[id]};
-  }
-  // Tasks that must finish before `id` starts (besides its stream predecessor).
-  std::span<const TaskId> dependencies(TaskId id) const {
-    return {dependencies_.data() + dependency_offsets_[id],
-            dependency_offsets_[id + 1] - dependency_offsets_[id]};
   }
   // Where each dependency of `id` sits: its stream and its position there (the engine decides
   // whether a dependency finished from its stream's progress alone).
@@ -85,12 +90,15 @@ class Program {
     return {dependency_positions_.data() + dependency_offsets_[id],
             dependency_offsets_[id + 1] - dependency_offsets_[id]};
   }
+  // Tasks that must finish before `id` starts (besides its stream predecessor), in the order
+  // they were declared.
+  std::vector<TaskId> dependencies(TaskId id) const;
   // Tasks that list `id` among their dependencies.
   std::span<const TaskId> dependents(TaskId id) const {
     return {dependents_.data() + dependent_offsets_[id], dependent_offsets_[id + 1] - dependent_offsets_[id]};
   }
   // Position of a task in its stream.
-  uint32_t stream_position(TaskId id) const { return stream_position_[id]; }
+  uint32_t stream_position(TaskId id) const { return entries_[id].position; }
   std::span<const SyncPoint> syncs() const { return syncs_; }
   std::span<const Resource> resources() const { return resources_; }
   // The number of distinct group slots the program's sync points use.
@@ -98,13 +106,18 @@ class Program {
 
  private:
   friend class ProgramBuilder;
+  struct Entry {
+    uint32_t kind;      // index into kinds_
+    SyncId sync;
+    uint32_t label;
+    uint32_t position;  // in its stream
+  };
   std::vector<std::string> stream_names_;
-  std::vector<Task> tasks_;
+  std::vector<Task> kinds_;  // distinct tasks up to sync and label (both left at their defaults)
+  std::vector<Entry> entries_;
   std::vector<uint32_t> stream_offsets_;
   std::vector<TaskId> stream_order_;
-  std::vector<uint32_t> stream_position_;
   std::vector<uint32_t> dependency_offsets_;
-  std::vector<TaskId> dependencies_;
   std::vector<StreamPosition> dependency_positions_;
   std::vector<uint32_t> dependent_offsets_;
   std::vector<TaskId> dependents_;
@@ -116,6 +129,7 @@ class Program {
 // Builds a Program. Tasks join their stream in the order they are added.
 class ProgramBuilder {
  public:
+  ProgramBuilder();
   StreamId add_stream(std::string name);
   ResourceId add_resource(std::string name, uint32_t capacity);
   SyncId add_sync(SyncPoint sync);
@@ -124,15 +138,22 @@ class ProgramBuilder {
   void add_dependency(TaskId before, TaskId after);
   // Sets the memory a task allocates when it starts.
   void set_alloc(TaskId id, int64_t bytes);
-  size_t num_tasks() const { return tasks_.size(); }
+  size_t num_tasks() const { return entries_.size(); }
 
   // Checks the references (streams, syncs, resources, dependency ids) and lays out the
   // adjacency. Dependencies are kept in the order they were added.
   Program build() &&;
 
  private:
+  // The index of `kind` (sync and label ignored) in kinds_, added when new.
+  uint32_t intern(const Task& kind);
+  size_t slot_of(const Task& kind) const;
+
   std::vector<std::string> stream_names_;
-  std::vector<Task> tasks_;
+  std::vector<Task> kinds_;
+  // Finds a kind: linear probing over a power-of-two array of indices into kinds_.
+  std::vector<uint32_t> kind_table_;
+  std::vector<Program::Entry> entries_;
   std::vector<std::pair<TaskId, TaskId>> edges_;  // (before, after)
   std::vector<SyncPoint> syncs_;
   std::vector<Resource> resources_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <string_view>
 
 #include "base/check.h"
 #include "sim/parallel/pipeline_schedule.h"
@@ -112,7 +114,7 @@ class StageBuilder {
     StreamKind stream = StreamKind::kData;
     Seconds duration;
     ActivityTag tag = ActivityTag::kDataComm;
-    std::string name;
+    std::string_view name;
     std::vector<TaskId> deps;
     GroupKind group = GroupKind::kData;
     bool synchronized = false;  // a rendezvous of `group` (when it has more than one member)
@@ -139,9 +141,16 @@ class StageBuilder {
       task.external = c_.networked[static_cast<int>(spec.group)] && spec.collective != Collective::kNone;
     }
     const TaskId id = builder_.add_task(task);
-    labels_.push_back(TaskLabel{kNoId, static_cast<uint32_t>(names_.size()), spec.block, spec.microbatch});
+    labels_.push_back(
+        TaskLabel{kNoId, static_cast<uint32_t>(lone_names_.size()), spec.block, spec.microbatch});
     lone_comms_.push_back(TaskComm{spec.collective, spec.group, spec.size});
-    names_.push_back(spec.name);
+    auto name = name_index_.find(spec.name);
+    if (name == name_index_.end()) {
+      const auto index = static_cast<uint32_t>(names_.size());
+      name = name_index_.emplace(std::string(spec.name), index).first;
+      names_.emplace_back(spec.name);
+    }
+    lone_names_.push_back(name->second);
     for (const TaskId d : spec.deps) {
       if (d != kNoId) builder_.add_dependency(d, id);
     }
@@ -149,10 +158,11 @@ class StageBuilder {
   }
 
   // A collective of the whole step (not of a block) over `group`, on the data stream.
-  TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string name, std::vector<TaskId> deps) {
+  TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string_view name,
+                         std::vector<TaskId> deps) {
     LoneTask spec;
     spec.duration = c_.collectives.time(kind, size, c_.layout.placement(group, stage_));
-    spec.name = std::move(name);
+    spec.name = name;
     spec.deps = std::move(deps);
     spec.group = group;
     spec.synchronized = true;
@@ -221,6 +231,8 @@ class StageBuilder {
   std::vector<TaskLabel> labels_;
   std::vector<TaskComm> lone_comms_;
   std::vector<std::string> names_;
+  std::vector<uint32_t> lone_names_;
+  std::map<std::string, uint32_t, std::less<>> name_index_;  // names_ → index
   std::array<uint32_t, kNumGroupKinds> sequence_{};
   Flop executed_;
   Flop recomputed_;
@@ -293,7 +305,8 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
   const Bytes size = gathered_weights(b);
   spec.duration =
       c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
-  spec.name = fmt::format("fsdp.{}_weight_gather", pass);
+  const std::string name = fmt::format("fsdp.{}_weight_gather", pass);
+  spec.name = name;
   spec.deps = {prefetch_after};
   spec.group = GroupKind::kDataShard;
   spec.collective = Collective::kAllGather;
@@ -529,6 +542,7 @@ StageProgram StageBuilder::build() {
   stage.labels = std::move(labels_);
   stage.lone_comms = std::move(lone_comms_);
   stage.names = std::move(names_);
+  stage.lone_names = std::move(lone_names_);
   int64_t parameters = 0;
   int64_t expert = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {

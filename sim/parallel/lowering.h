@@ -27,7 +27,7 @@ namespace paceline {
 // What a task of a stage program is, for traces and reports.
 struct TaskLabel {
   uint32_t plan = kNoId;  // index into StageProgram::plans, or kNoId for a lone task
-  uint32_t task = 0;      // template within the plan, or index into StageProgram::names
+  uint32_t task = 0;      // template within the plan, or index into StageProgram::lone_names
   int32_t block = 0;      // layer index; -1 embedding, -2 output head, -3 outside blocks
   int32_t microbatch = -1;
 };
@@ -44,8 +44,11 @@ struct StageProgram {
   Program program;
   std::vector<TaskLabel> labels;  // by task
   std::vector<std::shared_ptr<const TaskPlan>> plans;
-  std::vector<std::string> names;       // lone tasks: pipeline transfers, reductions, optimizer
-  std::vector<TaskComm> lone_comms;     // lone tasks, as `names`
+  // Lone tasks (pipeline transfers, reductions, the optimizer) repeat a few names: each
+  // task's name is an index into the distinct `names`.
+  std::vector<std::string> names;
+  std::vector<uint32_t> lone_names;   // by lone task
+  std::vector<TaskComm> lone_comms;   // by lone task
   StaticMemory static_memory;
   int64_t parameters = 0;          // held by one rank of the stage
   Flop executed_flop;              // all compute of one rank of the stage in one step
@@ -53,6 +56,10 @@ struct StageProgram {
 
   // The collective a task runs (kNone for compute): its plan template's, or a lone task's own.
   TaskComm comm(TaskId task) const;
+  // The name of a lone task (one whose label has no plan).
+  const std::string& lone_name(const TaskLabel& label) const {
+    return names[lone_names[label.task]];
+  }
 };
 
 struct Lowering {

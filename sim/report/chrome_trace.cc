@@ -45,7 +45,7 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
     if (label.plan == kNoId) {
       emit(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"args":{{"block":{}{}}}}})",
                        span.rank, stream, microseconds(span.start), microseconds(span.end - span.start),
-                       json_quote(stage.names[label.task]), json_quote(where), microbatch));
+                       json_quote(stage.lone_name(label)), json_quote(where), microbatch));
       continue;
     }
     // A fused task: its kernels back to back from its start.

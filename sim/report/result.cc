@@ -79,7 +79,7 @@ Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& 
   // beside it (interference): moved from compute into overlap_slowdown.
   for (const TaskSpan& span : run.spans) {
     if (span.rank != rank) continue;
-    const Task& task = stage.program.task(span.task);
+    const Task task = stage.program.task(span.task);
     if (task.tag != static_cast<uint8_t>(ActivityTag::kCompute) && task.tag != static_cast<uint8_t>(ActivityTag::kRecompute)) {
       continue;
     }
@@ -115,8 +115,8 @@ KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
   if (s.cluster.profile) sources.profile = std::filesystem::path(s.cluster.profile->path()).stem().string();
   double measured = 0.0, total = 0.0;
   std::set<std::string> modeled;
-  for (const Task& task : stage.program.tasks()) {
-    const TaskLabel& label = stage.labels[task.label];
+  for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
+    const TaskLabel& label = stage.labels[stage.program.task(id).label];
     if (label.plan == kNoId) continue;
     const TaskPlan& plan = *stage.plans[label.plan];
     const TaskTemplate& t = plan.tasks[label.task];

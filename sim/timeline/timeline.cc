@@ -43,12 +43,12 @@ Timeline make_timeline(const Lowering& lowering, const RunResult& run, bool kern
   for (const TaskSpan& span : run.spans) {
     const int stage_index = lowering.rank_stage[span.rank];
     const StageProgram& stage = *lowering.stages[stage_index];
-    const Task& task = stage.program.task(span.task);
+    const Task task = stage.program.task(span.task);
     const TaskLabel& label = stage.labels[task.label];
     const int32_t stream = streams(stage.program.stream_name(task.stream));
     const int32_t activity = activities(std::string(to_string(static_cast<ActivityTag>(task.tag))));
     if (label.plan == kNoId) {
-      add(span, stage_index, stream, span.start, span.end, names(stage.names[label.task]), activity,
+      add(span, stage_index, stream, span.start, span.end, names(stage.lone_name(label)), activity,
           label.microbatch);
       continue;
     }

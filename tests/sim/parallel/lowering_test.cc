@@ -23,7 +23,7 @@ TEST(Lowering, OneGpuRunsEveryKernelBackToBack) {
   const Prediction p = simulate(scenario_of(kSingleGpu));
   const Program& program = p.lowering->stages[0]->program;
   SimTime total;
-  for (const Task& t : program.tasks()) total += t.duration;
+  for (TaskId id = 0; id < program.num_tasks(); ++id) total += program.task(id).duration;
   EXPECT_EQ(p.run.end, total);
   // 4 micro-batches of 2 sequences of 2048 tokens = 16384 tokens.
   EXPECT_DOUBLE_EQ(p.result.tokens_per_s, 16384.0 / (p.result.iteration_time / Seconds(1)));
