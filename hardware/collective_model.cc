@@ -257,8 +257,14 @@ Seconds CollectiveModel::time(const CollectivePlan& plan) const {
 Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const int> members) const {
   if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
   auto key = std::make_tuple(static_cast<int>(collective), size / Bytes(1), std::vector<int>(members.begin(), members.end()));
-  if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+  {
+    const std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+  }
+  // Planned outside the lock: threads lowering different stages may plan at once, and a key
+  // planned twice gives the same time.
   const Seconds t = time(plan(collective, size, members));
+  const std::lock_guard<std::mutex> lock(cache_mutex_);
   cache_.emplace(std::move(key), t);
   return t;
 }

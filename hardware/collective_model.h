@@ -29,6 +29,7 @@
 
 #include <array>
 #include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <tuple>
@@ -96,7 +97,8 @@ class CollectiveModel {
   const ClusterSpec& cluster_;
   const Topology& topology_;
   std::vector<double> capacity_;  // by link, bytes/s
-  // The cache of time(): one model serves one simulation, on one thread.
+  // The cache of time(), shared by the threads of one simulation.
+  mutable std::mutex cache_mutex_;
   mutable std::map<std::tuple<int, double, std::vector<int>>, Seconds> cache_;
 };
 

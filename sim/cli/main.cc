@@ -43,7 +43,7 @@ failed (e.g. validate --max-mape), 2 bad input (the message names file, line and
 )";
 
 constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--json] [--trace FILE] [--max-events N] [--timeout TIME]
-                    [--max-memory SIZE]
+                    [--max-memory SIZE] [--threads N]
 
 Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fields).
 
@@ -54,6 +54,7 @@ Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fiel
                       a scenario whose estimate exceeds it fails before it starts
   --max-memory SIZE   fail before the simulation starts when its estimated memory exceeds SIZE
                       (bytes, or e.g. "16 GiB"; default: the machine's memory; 0: no limit)
+  --threads N         lower pipeline stages on N threads (default: all cores; the result is the same)
 
 A limit only ever stops a run (exit 2, with the estimate); it never changes a result.
 )";
@@ -120,7 +121,7 @@ uint64_t parse_count(const std::string& text, const std::string& option) {
 
 int run_command(int argc, char** argv) {
   const Arguments args =
-      parse(argc, argv, 2, {"--trace", "--max-events", "--timeout", "--max-memory"}, {"--json", "--help"});
+      parse(argc, argv, 2, {"--trace", "--max-events", "--timeout", "--max-memory", "--threads"}, {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kRunUsage;
     return 0;
@@ -144,6 +145,7 @@ int run_command(int argc, char** argv) {
   if (args.has("--max-events")) options.max_events = parse_count(args.options.at("--max-events"), "--max-events");
   if (args.has("--timeout")) options.timeout = Seconds(limit("--timeout", Dimension::kTime));
   options.max_memory = args.has("--max-memory") ? Bytes(limit("--max-memory", Dimension::kBytes)) : machine_memory();
+  options.threads = args.has("--threads") ? static_cast<int>(parse_count(args.options.at("--threads"), "--threads")) : 0;
   const Prediction prediction = simulate(scenario, options);
   if (args.has("--trace")) {
     const std::string path = args.options.at("--trace");

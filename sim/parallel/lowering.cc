@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "base/parallel_for.h"
 #include "sim/parallel/pipeline_schedule.h"
 
 namespace paceline {
@@ -609,9 +610,10 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   Lowering lowering;
   lowering.microbatches = c.microbatches;
   lowering.fold = fold;
-  for (int stage = 0; stage < p.pp; ++stage) {
-    lowering.stages.push_back(std::make_shared<const StageProgram>(StageBuilder(c, stage).build()));
-  }
+  lowering.stages.resize(p.pp);
+  parallel_for(static_cast<size_t>(p.pp), resolve_threads(options.threads), [&](size_t stage) {
+    lowering.stages[stage] = std::make_shared<const StageProgram>(StageBuilder(c, static_cast<int>(stage)).build());
+  });
   // The simulated ranks: one per stage (symmetric), or one per orbit of the fold (full).
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
     const RankCoord coord = layout.coord(rank);

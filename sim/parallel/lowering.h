@@ -78,6 +78,9 @@ struct LoweringOptions {
   bool shared_network = false;
   // The simulated ranks in `full` fidelity (symmetric fidelity folds every peer).
   RankFold full_fold;
+  // Threads that build stage programs at once (0: one per hardware thread); the programs are
+  // the same for any count.
+  int threads = 1;
 };
 
 // The shard of every block a rank of the scenario computes (its slice of batch, sequence, heads

@@ -8,7 +8,7 @@
 #include "sim/memory/static_memory.h"
 #include "sim/parallel/lowering.h"
 #include "sim/parallel/pipeline_schedule.h"
-#include "sim/search/internal/parallel_for.h"
+#include "base/parallel_for.h"
 
 namespace paceline {
 namespace {
@@ -103,7 +103,7 @@ void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {
   }
   const std::vector<std::pair<ShardKey, const Layout*>> keys(missing.begin(), missing.end());
   std::vector<ShardFacts> built(keys.size());
-  internal::parallel_for(keys.size(), threads, [&](size_t i) { built[i] = build_shard(*keys[i].second); });
+  parallel_for(keys.size(), threads, [&](size_t i) { built[i] = build_shard(*keys[i].second); });
   for (size_t i = 0; i < keys.size(); ++i) prepared->emplace(keys[i].first, std::move(built[i]));
   prepared_ = std::move(prepared);
   shards_.clear();

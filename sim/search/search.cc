@@ -11,7 +11,7 @@
 #include "base/check.h"
 #include "base/yaml_reader.h"
 #include "sim/search/bounds.h"
-#include "sim/search/internal/parallel_for.h"
+#include "base/parallel_for.h"
 #include "sim/simulator/simulator.h"
 
 namespace paceline {
@@ -139,7 +139,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   // graphs (bounds are pure functions of a layout, so the split changes nothing). The time bound
   // here counts kernels only; collectives are priced when a layout nears the top (below).
   enum class Verdict : uint8_t { kDuplicate, kNoFit, kCandidate };
-  const int threads = internal::resolve_threads(options.threads);
+  const int threads = resolve_threads(options.threads);
   LayoutBounds bounds(base);
   bounds.prepare(layouts, threads);
   const int64_t capacity = static_cast<int64_t>(base.cluster.gpu.memory_capacity / Bytes(1));
@@ -150,7 +150,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   std::vector<Verdict> verdict(layouts.size());
   std::vector<double> bound(layouts.size(), std::numeric_limits<double>::infinity());
   constexpr size_t kBlock = 2048;
-  internal::parallel_for(static_cast<size_t>(threads), threads, [&](size_t worker) {
+  parallel_for(static_cast<size_t>(threads), threads, [&](size_t worker) {
     const std::unique_ptr<LayoutBounds> fork = bounds.fork();
     for (size_t first = worker * kBlock; first < layouts.size(); first += threads * kBlock) {
       for (size_t i = first; i < std::min(first + kBlock, layouts.size()); ++i) {
@@ -211,7 +211,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     }
     if (picked.empty()) break;
     std::vector<RankedLayout> batch(picked.size());
-    internal::parallel_for(batch.size(), threads, [&](size_t i) {
+    parallel_for(batch.size(), threads, [&](size_t i) {
       const size_t index = picked[i];
       std::vector<Override> overrides = cluster;
       for (Override& o : layout_overrides(layouts[index], base)) overrides.push_back(std::move(o));

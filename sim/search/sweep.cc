@@ -9,7 +9,7 @@
 
 #include "base/check.h"
 #include "base/input_error.h"
-#include "sim/search/internal/parallel_for.h"
+#include "base/parallel_for.h"
 #include "sim/simulator/simulator.h"
 
 namespace paceline {
@@ -106,7 +106,7 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
   };
   std::function<void(size_t)> progress;
   if (options.progress) progress = [&](size_t done) { options.progress(done, n); };
-  internal::parallel_for(n, internal::resolve_threads(options.threads), body, progress);
+  parallel_for(n, resolve_threads(options.threads), body, progress);
   return table;
 }
 

@@ -63,7 +63,8 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   // lowered again only when the proof keeps fewer dimensions.
   auto lower_folded = [&](RankFold fold) {
     return std::make_shared<const Lowering>(
-        lower(*scenario, timer, collectives, {.record_spans = true, .shared_network = full, .full_fold = fold}));
+        lower(*scenario, timer, collectives,
+              {.record_spans = true, .shared_network = full, .full_fold = fold, .threads = options.threads}));
   };
   auto lowering = lower_folded(wanted);
   NetworkSymmetry symmetry(layout);

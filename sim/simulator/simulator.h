@@ -23,6 +23,9 @@ struct SimulateOptions {
   // Memory the run may take, checked against the estimate as the timeout is; 0: no limit.
   // The CLI passes the machine's memory (machine_memory()) unless told otherwise.
   Bytes max_memory;
+  // Threads that lower pipeline stages at once (0: one per hardware thread). Callers that run
+  // many simulations side by side (sweep, search, validate) keep 1. The result never depends on it.
+  int threads = 1;
 };
 
 // A prediction and what produced it (for traces).

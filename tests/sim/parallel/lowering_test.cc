@@ -61,6 +61,14 @@ TEST(Lowering, SymmetricAndFullFidelityAgreeOnSymmetricScenarios) {
               0.01);
 }
 
+TEST(Lowering, StagesLoweredOnManyThreadsGiveTheSameResult) {
+  const std::string text = std::string(kThreeD) + "simulation: {fidelity: full}\n";
+  const std::string one = to_json(simulate(scenario_of(text), {.threads = 1}).result, false).dump();
+  EXPECT_EQ(to_json(simulate(scenario_of(text), {.threads = 4}).result, false).dump(), one);
+  EXPECT_EQ(to_json(simulate(scenario_of(kThreeD), {.threads = 3}).result, false).dump(),
+            to_json(simulate(scenario_of(kThreeD), {.threads = 1}).result, false).dump());
+}
+
 TEST(Lowering, BreakdownSumsToTheIterationTime) {
   const Result r = simulate(scenario_of(kThreeD)).result;
   EXPECT_NEAR(r.breakdown.total() / Seconds(1), r.iteration_time / Seconds(1), 1e-9);

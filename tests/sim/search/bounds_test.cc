@@ -10,7 +10,7 @@
 #include <ostream>
 #include <string>
 
-#include "sim/search/internal/parallel_for.h"
+#include "base/parallel_for.h"
 #include "sim/simulator/simulator.h"
 
 namespace paceline {
@@ -65,7 +65,7 @@ TEST_P(BoundsTest, NeverExceedTheSimulation) {
               Seconds(time[k]));
   }
   std::vector<Result> results(picked.size());
-  internal::parallel_for(picked.size(), internal::resolve_threads(0), [&](size_t k) {
+  parallel_for(picked.size(), resolve_threads(0), [&](size_t k) {
     Scenario s = with_layout(base, layouts[picked[k]]);
     results[k] = simulate(std::make_shared<const Scenario>(std::move(s))).result;
   });

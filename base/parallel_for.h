@@ -2,8 +2,8 @@
 // exactly once and callers write results into slot i, so the outcome never depends on the
 // thread count or on timing. The first exception (lowest index) is rethrown after all threads
 // join; the indices not yet started are then skipped.
-#ifndef PACELINE_SIM_SEARCH_INTERNAL_PARALLEL_FOR_H_
-#define PACELINE_SIM_SEARCH_INTERNAL_PARALLEL_FOR_H_
+#ifndef PACELINE_BASE_PARALLEL_FOR_H_
+#define PACELINE_BASE_PARALLEL_FOR_H_
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace paceline::internal {
+namespace paceline {
 
 // The thread count to use for `requested` (0 or less: one per hardware thread).
 inline int resolve_threads(int requested) {
@@ -87,6 +87,6 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
   if (failure) std::rethrow_exception(failure);
 }
 
-}  // namespace paceline::internal
+}  // namespace paceline
 
-#endif  // PACELINE_SIM_SEARCH_INTERNAL_PARALLEL_FOR_H_
+#endif  // PACELINE_BASE_PARALLEL_FOR_H_
