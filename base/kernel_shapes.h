@@ -50,7 +50,13 @@ struct GemmShape {
   GemmLayout layout = GemmLayout::kForward;
 };
 
-// Fused (flash) attention over one rank's shard. causal: each query sees keys up to itself.
+// How attention is computed: one fused kernel at the efficiency of cuDNN's fused attention and
+// FlashAttention-3 (what Transformer Engine runs on Hopper), one fused FlashAttention-2 kernel
+// (flash-attn 2.x, PyTorch SDPA's flash backend), or as separate GEMMs and softmax that keep
+// the s×s scores.
+enum class AttentionKernel { kFlash, kFlash2, kUnfused };
+
+// Fused attention over one rank's shard. causal: each query sees keys up to itself.
 struct AttentionShape {
   int64_t batch = 0;
   int64_t heads = 0;
@@ -61,6 +67,7 @@ struct AttentionShape {
   bool causal = true;
   bool backward = false;
   DType dtype = DType::kBf16;
+  AttentionKernel kernel = AttentionKernel::kFlash;  // kFlash or kFlash2
 };
 
 }  // namespace paceline

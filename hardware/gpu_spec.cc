@@ -54,6 +54,10 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.attention_forward_efficiency = fraction(attention, "forward_efficiency", gpu, "kernels.attention.");
   k.attention_backward_efficiency = fraction(attention, "backward_efficiency", gpu, "kernels.attention.");
   k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, "kernels.attention.");
+  if (attention.has("flash2_forward_efficiency") || attention.has("flash2_backward_efficiency")) {
+    k.flash2_forward_efficiency = fraction(attention, "flash2_forward_efficiency", gpu, "kernels.attention.");
+    k.flash2_backward_efficiency = fraction(attention, "flash2_backward_efficiency", gpu, "kernels.attention.");
+  }
   if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
   attention.finish();
   k.sustained_compute_fraction =

@@ -28,6 +28,10 @@ struct KernelEfficiency {
   double attention_forward_efficiency = 0.0;
   double attention_backward_efficiency = 0.0;
   double attention_seq_half = 0.0;    // sequence at which attention efficiency halves
+  // FlashAttention-2's efficiencies where they differ from the fused kernels' above (0: not
+  // known for this GPU).
+  double flash2_forward_efficiency = 0.0;
+  double flash2_backward_efficiency = 0.0;
   double memory_bandwidth_efficiency = 0.0;  // of the HBM bandwidth, for streaming kernels
   // Compute-bound throughput kept under sustained load, against the short bursts the
   // efficiencies above (and measured profiles) come from: at its power limit a GPU runs below

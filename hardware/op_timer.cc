@@ -67,7 +67,10 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
 KernelTime OpTimer::attention(const AttentionShape& s) const {
   if (s.batch <= 0 || s.heads <= 0 || s.seq_q <= 0 || s.seq_kv <= 0) return {};
   const KernelEfficiency& k = gpu_.kernels;
-  const double base = s.backward ? k.attention_backward_efficiency : k.attention_forward_efficiency;
+  const bool flash2 = s.kernel == AttentionKernel::kFlash2;
+  const double base = flash2 ? (s.backward ? k.flash2_backward_efficiency : k.flash2_forward_efficiency)
+                             : (s.backward ? k.attention_backward_efficiency : k.attention_forward_efficiency);
+  PACELINE_CHECK(base > 0.0, "FlashAttention-2 timed on a GPU without its efficiencies (the scenario should have failed)");
   const double length = static_cast<double>(s.seq_kv);
   const double efficiency = base * length / (length + k.attention_seq_half);
   const Seconds compute = attention_flop(s) / (peak_for(s.dtype) * efficiency);
@@ -77,7 +80,8 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
                                                (2.0 * s.heads * s.seq_q + 2.0 * s.kv_heads * s.seq_kv) *
                                                (s.backward ? 2.0 : 1.0)));
   const bool compute_bound = compute > memory;
-  if (profile_) {
+  // Profiles measure cuDNN's fused attention, not FlashAttention-2.
+  if (profile_ && !flash2) {
     if (const std::optional<Seconds> measured = profile_->attention(s)) {
       return {transferred(*measured, compute_bound, s.dtype), true};
     }

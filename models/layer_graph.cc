@@ -470,7 +470,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   // The attention core. Queries, keys and values are kept for backward.
   const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
   const double causal_fraction = 0.5;
-  if (shard.attention_kernel == AttentionKernel::kFlash) {
+  if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local
     // block is computed; with the load-balanced causal split every step does equal work.
     const int steps = shard.cp;
@@ -483,8 +483,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       Forward f;
       f.op.name = steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step);
       f.op.kind = OpKind::kAttention;
-      f.op.attention = AttentionShape{shard.micro_batch, heads, kv_heads, s, steps == 1 ? s : s / 2, m.head_dim,
-                                      steps == 1, false, shard.activation_dtype};
+      f.op.attention = AttentionShape{shard.micro_batch, heads,      kv_heads,
+                                      s,                  steps == 1 ? s : s / 2,
+                                      m.head_dim,         steps == 1, false,
+                                      shard.activation_dtype, shard.attention_kernel};
       f.op.flop = Flop(attention_flop);
       f.op.bytes = Bytes(static_cast<double>(qkv_bytes / Bytes(1)) + T * q_width * d.e);
       // Q, K, V and the softmax statistics (fp32 per query and head) are kept once.

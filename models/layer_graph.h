@@ -27,7 +27,6 @@ namespace paceline {
 using OpId = uint32_t;
 
 enum class Recompute { kNone, kSelective, kFull };
-enum class AttentionKernel { kFlash, kUnfused };
 
 // How one rank sees a block.
 struct LayerShard {

@@ -97,8 +97,10 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                                       : Precision::kBf16;
   const std::string recompute = map.choice("recompute", {"none", "selective", "full"}, "none");
   t.recompute = recompute == "full" ? Recompute::kFull : recompute == "selective" ? Recompute::kSelective : Recompute::kNone;
-  const std::string attention = map.choice("attention", {"flash", "unfused"}, "flash");
-  t.attention = attention == "unfused" ? AttentionKernel::kUnfused : AttentionKernel::kFlash;
+  const std::string attention = map.choice("attention", {"flash", "flash2", "unfused"}, "flash");
+  t.attention = attention == "unfused"  ? AttentionKernel::kUnfused
+                : attention == "flash2" ? AttentionKernel::kFlash2
+                                        : AttentionKernel::kFlash;
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
@@ -205,6 +207,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   }
   if (t.precision == Precision::kFp8 && !s.cluster.gpu.peak(DType::kFp8)) {
     training.fail("precision", fmt::format("= fp8 needs fp8 tensor cores; {} has none (no peak_dense.fp8)",
+                                           s.cluster.gpu.name));
+  }
+  if (t.attention == AttentionKernel::kFlash2 && s.cluster.gpu.kernels.flash2_forward_efficiency == 0.0) {
+    training.fail("attention", fmt::format("= flash2 needs FlashAttention-2's efficiencies for {}; its catalog entry has "
+                                           "none (kernels.attention.flash2_forward_efficiency); use flash or unfused",
                                            s.cluster.gpu.name));
   }
 }
@@ -341,6 +348,15 @@ std::string to_string(Recompute recompute) {
 }
 
 std::string to_string(Fidelity fidelity) { return fidelity == Fidelity::kFull ? "full" : "symmetric"; }
+
+std::string to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFlash: return "flash";
+    case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kUnfused: return "unfused";
+  }
+  return "?";
+}
 
 std::string to_string(RankDim dim) {
   switch (dim) {

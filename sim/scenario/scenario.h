@@ -92,6 +92,7 @@ std::string to_string(Schedule schedule);
 std::string to_string(Precision precision);
 std::string to_string(Recompute recompute);
 std::string to_string(Fidelity fidelity);
+std::string to_string(AttentionKernel kernel);
 std::string to_string(RankDim dim);
 
 }  // namespace paceline

@@ -66,6 +66,23 @@ TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
   EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), 2.5 * flop);
 }
 
+TEST(OpTimer, FlashAttention2RunsAtItsOwnEfficiencies) {
+  // The same backward on H100 through FlashAttention-2: its catalog efficiency, same FLOPs.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, true, DType::kBf16, AttentionKernel::kFlash2};
+  const double efficiency =
+      gpu.kernels.flash2_backward_efficiency * 8192.0 / (8192.0 + gpu.kernels.attention_seq_half);
+  EXPECT_NEAR(timer.attention(shape).time / Seconds(1),
+              (attention_flop(shape) / (*gpu.peak(DType::kBf16) * efficiency) / gpu.kernels.sustained_compute_fraction +
+               gpu.kernels.overhead) /
+                  Seconds(1),
+              1e-15);
+  AttentionShape fused = shape;
+  fused.kernel = AttentionKernel::kFlash;
+  EXPECT_GT(timer.attention(shape).time, 1.5 * timer.attention(fused).time);
+}
+
 TEST(OpTimer, MemoryBoundKernelStreamsAtEffectiveBandwidth) {
   // 1 GiB through HBM at 3.35 TB/s · efficiency, plus the kernel overhead.
   const GpuSpec gpu = h100();

@@ -150,6 +150,15 @@ TEST(ScenarioErrors, FoldingPeersIsAChoiceOfFullFidelityOnly) {
           .simulation.fold_symmetric_peers);
 }
 
+TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
+  const std::string on_b200 = replace(replace(kBase, "gpu: a100-sxm4-80gb", "gpu: b200"), "global_batch: 1536",
+                                      "global_batch: 1536\n  attention: flash2");
+  EXPECT_EQ(error_of(on_b200),
+            "s.yaml:14:14: training.attention = flash2 needs FlashAttention-2's efficiencies for b200; its catalog "
+            "entry has none (kernels.attention.flash2_forward_efficiency); use flash or unfused");
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
+}
+
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
   // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
   EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));
