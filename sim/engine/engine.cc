@@ -119,7 +119,7 @@ class RunState {
         ++result_.events;
         complete_rendezvous(c.id);
       } else {
-        const Task t = program(c.rank).task(c.id);
+        const Task& t = program(c.rank).kind(c.id);
         if (c.version != ranks_[c.rank].version[t.stream]) continue;  // rescheduled since
         ++result_.events;
         complete(c.rank, c.id);
@@ -152,7 +152,7 @@ class RunState {
   void try_issue(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
     const Program& p = program(rank);
-    const Task t = p.task(task);
+    const Task& t = p.kind(task);
     // The stream is checked first: it is the cheaper test, and it spares reading the
     // dependencies of a task that is not yet at its stream's head.
     if (state.stream_busy[t.stream] || state.stream_next[t.stream] != p.stream_position(task)) return;
@@ -171,14 +171,15 @@ class RunState {
   // The task holds its stream (and resource): start it, or join its rendezvous.
   void begin(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
-    const Task t = program(rank).task(task);
+    const Task& t = program(rank).kind(task);
+    const SyncId sync = program(rank).sync(task);
     state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;
     }
     state.start_times[t.stream] = now_;
-    if (t.sync == kNoId) {
+    if (sync == kNoId) {
       start_running(rank, t);
       if (t.external) {
         const TaskRef member{rank, task};
@@ -188,7 +189,7 @@ class RunState {
       }
       return;
     }
-    arrive(rank, task, program(rank).syncs()[t.sync]);
+    arrive(rank, task, program(rank).syncs()[sync]);
   }
 
   ExternalModel& external() {
@@ -283,16 +284,16 @@ class RunState {
                    fmt::format("rank {} joins a rendezvous of {} members expecting {}", rank,
                                meeting.expected, sync.members));
     meeting.members.emplace_back(rank, task);
-    meeting.duration = std::max(meeting.duration, program(rank).task(task).duration);
+    meeting.duration = std::max(meeting.duration, program(rank).kind(task).duration);
     if (meeting.members.size() == meeting.expected) {
       open.erase(it);
       // A rendezvous runs from the last arrival: members that waited start now.
       for (const auto& [member_rank, member_task] : meeting.members) {
-        const Task member = program(member_rank).task(member_task);
+        const Task& member = program(member_rank).kind(member_task);
         ranks_[member_rank].start_times[member.stream] = now_;
         start_running(member_rank, member);
       }
-      if (program(rank).task(task).external) {
+      if (program(rank).kind(task).external) {
         std::vector<TaskRef> members;
         for (const auto& [member_rank, member_task] : meeting.members) members.push_back({member_rank, member_task});
         external().start(now_, kRendezvousToken | slot, members);
@@ -325,7 +326,7 @@ class RunState {
   void complete(uint32_t rank, TaskId task) {
     RankState& state = ranks_[rank];
     const Program& p = program(rank);
-    const Task t = p.task(task);
+    const Task& t = p.kind(task);
     stop_running(rank, t);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
     if (setups_[rank].record_spans) {
@@ -364,7 +365,7 @@ class RunState {
         if (state.stream_next[s] >= tasks.size()) continue;
         const TaskId stuck = tasks[state.stream_next[s]];
         const char* reason = !dependencies_finished(state, p, stuck) ? "waits for a dependency"
-                             : p.task(stuck).sync != kNoId       ? "waits for a rendezvous"
+                             : p.sync(stuck) != kNoId            ? "waits for a rendezvous"
                                                                  : "waits for a resource";
         fail_check("deadlock", __FILE__, __LINE__,
                    fmt::format("rank {} stream '{}' task {} (label {}) {} that never comes; {} tasks unfinished",

@@ -97,6 +97,10 @@ class Program {
   std::span<const TaskId> dependents(TaskId id) const {
     return {dependents_.data() + dependent_offsets_[id], dependent_offsets_[id + 1] - dependent_offsets_[id]};
   }
+  // The fields `id` shares with its kind — all but sync and label (left at their defaults) —
+  // and its sync point: what the engine reads on every event, without copying a Task.
+  const Task& kind(TaskId id) const { return kinds_[entries_[id].kind]; }
+  SyncId sync(TaskId id) const { return entries_[id].sync; }
   // Position of a task in its stream.
   uint32_t stream_position(TaskId id) const { return entries_[id].position; }
   std::span<const SyncPoint> syncs() const { return syncs_; }
