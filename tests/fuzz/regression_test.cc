@@ -2,7 +2,6 @@
 // what mattered, once crashed a reader, escaped it as another exception type or produced an
 // error without file:line:col. Each now loads or fails as an InputError that cites its line.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include "models/hf_config.h"
 #include "models/model_spec.h"
 #include "sim/scenario/scenario.h"
+#include "tests/support/temp_path.h"
 
 namespace paceline {
 namespace {
@@ -38,10 +38,7 @@ std::string scenario_error(const std::string& text) {
 
 // A file in this test's scratch folder.
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::filesystem::path dir =
-      std::filesystem::path(testing::TempDir()) / ("paceline-fuzz-regression-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
+  const std::string path = paceline::testing::temp_path(name);
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
