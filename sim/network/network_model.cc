@@ -78,10 +78,16 @@ SimTime NetworkModel::next_time() {
 void NetworkModel::advance(SimTime now, std::vector<uint64_t>& finished) {
   finished_transfers_.clear();
   network_.advance(now, finished_transfers_);
+  // Every finished transfer is claimed before any next phase starts: a starting phase may reuse
+  // the id of a transfer that finished at the same instant.
+  advancing_.clear();
   for (const uint32_t transfer : finished_transfers_) {
     const size_t index = by_transfer_[transfer];
     PACELINE_CHECK(index != SIZE_MAX, "a finished transfer nobody started");
     by_transfer_[transfer] = SIZE_MAX;
+    advancing_.push_back(index);
+  }
+  for (const size_t index : advancing_) {
     ++running_[index].phase;
     start_phase(now, index);
   }

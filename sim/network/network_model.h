@@ -81,6 +81,7 @@ class NetworkModel final : public ExternalModel {
   uint64_t collectives_started_ = 0;
   uint64_t flows_started_ = 0;
   std::vector<uint32_t> finished_transfers_;
+  std::vector<size_t> advancing_;  // running collectives whose phase just finished
 };
 
 }  // namespace paceline

@@ -225,11 +225,15 @@ int NetworkSymmetry::apply(const Offsets& g, int rank) const {
 }
 
 const std::vector<NetworkSymmetry::Offsets>& NetworkSymmetry::stabilizer(GroupKind kind, int rank) const {
-  const uint32_t instance = layout_->instance(kind, rank);
-  const auto [it, inserted] = stabilizers_.try_emplace(instance);
+  const auto [it, inserted] = stabilizers_.try_emplace(layout_->instance(kind, rank));
   if (inserted) {
+    // Groups partition the ranks (a pipeline link is its sender's alone, and a shift never
+    // moves a rank onto its link partner), so a shift keeps the group exactly when it keeps
+    // `rank` inside it.
+    std::vector<int> members = layout_->members(kind, rank);
+    std::ranges::sort(members);
     for (const Offsets& g : elements_) {
-      if (layout_->instance(kind, apply(g, rank)) == instance) it->second.push_back(g);
+      if (std::ranges::binary_search(members, apply(g, rank))) it->second.push_back(g);
     }
   }
   return it->second;

@@ -55,5 +55,21 @@ simulation: {fidelity: full}
             open.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)] * 1.5);
 }
 
+TEST(NetworkModel, PhasesEndingTogetherEachStartTheirNext) {
+  // Hierarchical all-reduces run in three phases; two phases of different collectives ending at
+  // the same instant once made the first one's next phase take the second one's transfer id,
+  // and the run stopped with "a finished transfer nobody started".
+  const Result r = run(R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 3, gpus_per_node: 8, nvls: true,
+  inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s, topology: fat-tree, nodes_per_leaf: 5, oversubscription: 2}}
+parallelism: {tp: 4, dp: 6, zero: 1, zero_shard: 2}
+collectives: {all_reduce: hierarchical}
+training: {global_batch: 12, seq_len: 1024, recompute: full}
+simulation: {fidelity: full, fold_symmetric_peers: false}
+)");
+  EXPECT_GT(r.iteration_time, Seconds(0));
+  EXPECT_GT(r.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)], Seconds(0));
+}
+
 }  // namespace
 }  // namespace paceline

@@ -29,6 +29,10 @@ constexpr double kRounding = 1e-9;
 void expect_same_answer(const Result& folded, const Result& unfolded) {
   EXPECT_NEAR(folded.iteration_time / unfolded.iteration_time, 1.0, kRounding);
   EXPECT_EQ(folded.peak_memory_bytes, unfolded.peak_memory_bytes);
+  ASSERT_EQ(folded.stages.size(), unfolded.stages.size());
+  for (size_t s = 0; s < folded.stages.size(); ++s) {
+    EXPECT_EQ(folded.stages[s].peak_bytes, unfolded.stages[s].peak_bytes) << "stage " << s;
+  }
   EXPECT_EQ(folded.critical_stage, unfolded.critical_stage);
   for (int tag = 0; tag < kNumActivityTags; ++tag) {
     EXPECT_NEAR(folded.breakdown.exposed_by_tag[tag] / Seconds(1), unfolded.breakdown.exposed_by_tag[tag] / Seconds(1),
