@@ -5,7 +5,6 @@
 #include <optional>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 
 #include "base/check.h"
 
@@ -82,7 +81,8 @@ std::vector<std::set<StageComm>> stage_comms(const Lowering& lowering) {
 
 // The link map of a shift by `step` along `dim` when that shift is a symmetry of the run.
 std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<std::set<StageComm>>& comms,
-                                      const RankLayout& layout, const CollectiveModel& collectives) {
+                                      const RankLayout& layout, const CollectiveModel& collectives,
+                                      const std::optional<std::chrono::steady_clock::time_point>& deadline) {
   auto move = [&](int rank) { return layout.shifted(rank, dim, step); };
   LinkMap links(collectives.topology().num_links());
   for (int k = 0; k < kNumGroupKinds; ++k) {
@@ -92,6 +92,9 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
     std::vector<uint8_t> covered(layout.num_ranks(), 0);
     for (int rank = 0; rank < layout.num_ranks(); ++rank) {
       if (covered[rank]) continue;
+      if (deadline && (rank & 255) == 0 && std::chrono::steady_clock::now() > *deadline) {
+        throw SimulationDeadlineError("the simulation ran past its wall-clock deadline while proving its peers alike", 0);
+      }
       std::vector<int> group = layout.members(kind, rank);
       std::vector<int> image = layout.members(kind, move(rank));
       std::set<StageComm> runs;  // the networked collectives the group's members run over it
@@ -154,7 +157,8 @@ CollectivePlan plan_task_collective(const RankLayout& layout, const CollectiveMo
 }
 
 NetworkSymmetry NetworkSymmetry::find(const Lowering& lowering, const RankLayout& layout,
-                                      const CollectiveModel& collectives, RankFold candidate) {
+                                      const CollectiveModel& collectives, RankFold candidate,
+                                      std::optional<std::chrono::steady_clock::time_point> deadline) {
   NetworkSymmetry symmetry(layout);
   const std::vector<std::set<StageComm>> comms = stage_comms(lowering);
   const size_t num_links = collectives.topology().num_links();
@@ -170,7 +174,7 @@ NetworkSymmetry NetworkSymmetry::find(const Lowering& lowering, const RankLayout
     if (wanted == 0) continue;
     for (int step = wanted; step < sizes[d]; ++step) {
       if (sizes[d] % step != 0) continue;
-      if (std::optional<LinkMap> map = shift_symmetry(kFoldable[d], step, comms, layout, collectives)) {
+      if (std::optional<LinkMap> map = shift_symmetry(kFoldable[d], step, comms, layout, collectives, deadline)) {
         *steps[d] = step;
         maps.push_back(std::move(*map));
         break;

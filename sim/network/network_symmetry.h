@@ -22,6 +22,8 @@
 #define PACELINE_SIM_NETWORK_NETWORK_SYMMETRY_H_
 
 #include <array>
+#include <chrono>
+#include <optional>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -51,8 +53,10 @@ class NetworkSymmetry {
 
   // The shortest shifts, no shorter than `candidate`'s steps, that are symmetries of the run
   // whose stage programs `lowering` holds (only its stages are read: any fold's lowering will do).
+  // Throws SimulationDeadlineError once the wall clock passes `deadline` (it only ever aborts).
   static NetworkSymmetry find(const Lowering& lowering, const RankLayout& layout, const CollectiveModel& collectives,
-                              RankFold candidate);
+                              RankFold candidate,
+                              std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
   const RankFold& fold() const { return fold_; }
   // Ranks each simulated rank stands for (|G|).

@@ -31,16 +31,16 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   // The wall clock measures the simulator itself and enforces the timeout; it never reaches
   // the simulated schedule.
   const auto started = std::chrono::steady_clock::now();
-  // A scenario the limits cannot hold fails with its estimate before it runs: up front, or,
-  // when full fidelity may fold peers, once lowering and the fold tell how many ranks it runs
-  // (lowering costs what symmetric fidelity's does).
+  // A scenario the limits cannot hold fails with its estimate before it runs. Full fidelity that
+  // may fold peers is checked up front as if folded to one rank per stage, and again once
+  // lowering and the fold tell how many ranks it runs.
   const bool limited = options.max_memory > Bytes(0) || options.timeout > Seconds(0);
   const bool full = scenario->simulation.fidelity == Fidelity::kFull;
   const RankFold wanted = full && scenario->simulation.fold_symmetric_peers ? RankFold::all() : RankFold{};
   const bool folding = full && wanted != RankFold{};
   std::optional<CostEstimate> cost;
-  if (limited && !folding) {
-    cost = estimate_cost(*scenario);
+  if (limited) {
+    cost = folding ? estimate_cost(*scenario, scenario->parallelism.pp) : estimate_cost(*scenario);
     check_limits(*cost, options);
   }
   EngineOptions engine_options{.max_events = options.max_events};
@@ -69,7 +69,11 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   auto lowering = lower_folded(wanted);
   NetworkSymmetry symmetry(layout);
   if (folding) {
-    symmetry = NetworkSymmetry::find(*lowering, layout, collectives, wanted);
+    try {
+      symmetry = NetworkSymmetry::find(*lowering, layout, collectives, wanted, engine_options.deadline);
+    } catch (const SimulationDeadlineError& e) {
+      throw overrun(e.events());
+    }
     if (symmetry.fold() != wanted) lowering = lower_folded(symmetry.fold());
     if (limited) {
       cost = estimate_cost(*scenario, static_cast<int64_t>(lowering->ranks.size()));

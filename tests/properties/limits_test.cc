@@ -68,6 +68,28 @@ TEST(Limits, ScenarioOverTheTimeLimitFailsBeforeLowering) {
   }
 }
 
+TEST(Limits, ProvingPeersAlikeStopsAtTheTimeout) {
+  // 32,768 GPUs in full fidelity: the fold may leave one rank per stage, so the scenario is let
+  // in, but planning and comparing every collective of every rank takes far longer than 50 ms.
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 4096, gpus_per_node: 8, inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}}
+parallelism: {tp: 8, pp: 2, zero: 1}
+training: {global_batch: 16384, seq_len: 4096}
+simulation: {fidelity: full}
+)", "wide.yaml"));
+  ASSERT_LT(estimate_cost(*scenario, 2).wall_time, Seconds(0.05));
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    simulate(scenario, SimulateOptions{.timeout = Seconds(0.05)});
+    FAIL() << "expected SimulationLimitError";
+  } catch (const SimulationLimitError& e) {
+    EXPECT_NE(std::string(e.what()).find("ran past its timeout of 0.05 s after 0 events"), std::string::npos)
+        << e.what();
+  }
+  // Stopped near the deadline, not after the whole proof.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
 using testing::run_cli;
 
 TEST(Limits, CliRefusesWhatDoesNotFitWithExitCodeTwo) {
