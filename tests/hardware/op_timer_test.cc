@@ -48,6 +48,16 @@ TEST(OpTimer, Fp8GemmIsFasterThanBf16) {
   EXPECT_LT(timer.gemm({8192, 8192, 8192, 1, DType::kFp8}).time, timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).time);
 }
 
+// A compute-bound attention kernel of `shape`, whose seq_kv reaches `efficiency` asymptotically:
+// its FLOPs at that share of the bf16 peak, under sustained load, plus the kernel overhead.
+double expected_attention_s(const GpuSpec& gpu, const AttentionShape& shape, double efficiency) {
+  const double length = static_cast<double>(shape.seq_kv);
+  const double share = efficiency * length / (length + gpu.kernels.attention_seq_half);
+  return (attention_flop(shape) / (*gpu.peak(DType::kBf16) * share) / gpu.kernels.sustained_compute_fraction +
+          gpu.kernels.overhead) /
+         Seconds(1);
+}
+
 TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
   // b=1, h=32, s=8192, d=128 causal: 4·s²·d·h·½ = 1.1e12 FLOP forward; backward 2.5×.
   const GpuSpec gpu = h100();
@@ -55,13 +65,8 @@ TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
   AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, false, DType::kBf16};
   const double flop = 4.0 * 8192.0 * 8192.0 * 128.0 * 32.0 * 0.5;
   EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), flop);
-  const double efficiency =
-      gpu.kernels.attention_forward_efficiency * 8192.0 / (8192.0 + gpu.kernels.attention_seq_half);
   EXPECT_NEAR(timer.attention(shape).time / Seconds(1),
-              (Flop(flop) / (*gpu.peak(DType::kBf16) * efficiency) / gpu.kernels.sustained_compute_fraction +
-               gpu.kernels.overhead) /
-                  Seconds(1),
-              1e-15);
+              expected_attention_s(gpu, shape, gpu.kernels.attention_forward_efficiency), 1e-15);
   shape.backward = true;
   EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), 2.5 * flop);
 }
@@ -71,13 +76,8 @@ TEST(OpTimer, FlashAttention2RunsAtItsOwnEfficiencies) {
   const GpuSpec gpu = h100();
   const OpTimer timer(gpu);
   const AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, true, DType::kBf16, AttentionKernel::kFlash2};
-  const double efficiency =
-      gpu.kernels.flash2_backward_efficiency * 8192.0 / (8192.0 + gpu.kernels.attention_seq_half);
   EXPECT_NEAR(timer.attention(shape).time / Seconds(1),
-              (attention_flop(shape) / (*gpu.peak(DType::kBf16) * efficiency) / gpu.kernels.sustained_compute_fraction +
-               gpu.kernels.overhead) /
-                  Seconds(1),
-              1e-15);
+              expected_attention_s(gpu, shape, gpu.kernels.flash2_backward_efficiency), 1e-15);
   AttentionShape fused = shape;
   fused.kernel = AttentionKernel::kFlash;
   EXPECT_GT(timer.attention(shape).time, 1.5 * timer.attention(fused).time);
