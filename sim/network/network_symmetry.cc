@@ -71,7 +71,7 @@ std::vector<std::set<StageComm>> stage_comms(const Lowering& lowering) {
   for (const auto& stage : lowering.stages) {
     std::set<StageComm>& set = comms.emplace_back();
     for (TaskId task = 0; task < stage->program.num_tasks(); ++task) {
-      if (!stage->program.task(task).external) continue;
+      if (!stage->program.kind(task).external) continue;
       const TaskComm comm = stage->comm(task);
       set.emplace(static_cast<int>(comm.group), static_cast<int>(comm.collective), comm.size / Bytes(1));
     }
@@ -85,6 +85,7 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
                                       const std::optional<std::chrono::steady_clock::time_point>& deadline) {
   auto move = [&](int rank) { return layout.shifted(rank, dim, step); };
   LinkMap links(collectives.topology().num_links());
+  uint64_t groups = 0;
   for (int k = 0; k < kNumGroupKinds; ++k) {
     const auto kind = static_cast<GroupKind>(k);
     // Each group once: a pipeline link is its sender's alone, other groups all their members'.
@@ -92,7 +93,7 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
     std::vector<uint8_t> covered(layout.num_ranks(), 0);
     for (int rank = 0; rank < layout.num_ranks(); ++rank) {
       if (covered[rank]) continue;
-      if (deadline && (rank & 255) == 0 && std::chrono::steady_clock::now() > *deadline) {
+      if (deadline && (groups++ & 255) == 0 && std::chrono::steady_clock::now() > *deadline) {
         throw SimulationDeadlineError("the simulation ran past its wall-clock deadline while proving its peers alike", 0);
       }
       std::vector<int> group = layout.members(kind, rank);
