@@ -27,10 +27,12 @@ NetworkModel::NetworkModel(const Lowering& lowering, const RankLayout& layout, c
       network_(capacities(collectives.topology())) {}
 
 const NetworkPlan& NetworkModel::plan_for(const TaskRef& member, const TaskComm& comm) {
-  const int rank = lowering_.rank_global[member.rank];
-  const PlanKey key{layout_.instance(comm.group, rank), static_cast<int>(comm.collective), comm.size / Bytes(1)};
+  // The rank's group instances are in its setup, one per group kind (its sync slots).
+  const uint32_t instance = lowering_.ranks[member.rank].group_instances[static_cast<int>(comm.group)];
+  const PlanKey key{instance, static_cast<int>(comm.collective), comm.size / Bytes(1)};
   const auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
+  const int rank = lowering_.rank_global[member.rank];
   NetworkPlan plan = symmetry_.fold_plan(plan_task_collective(layout_, collectives_, rank, comm), comm.group, rank);
   return plans_.emplace(key, std::move(plan)).first->second;
 }

@@ -617,14 +617,14 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   // The simulated ranks: one per stage (symmetric), or one per orbit of the fold (full).
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
     const RankCoord coord = layout.coord(rank);
-    const bool first_of_stage = coord.tp == 0 && coord.cp == 0 && coord.dp == 0;
     if (!fold.represents(coord)) continue;
     const StageProgram& stage = *lowering.stages[coord.pp];
     RankSetup setup;
     setup.program = std::shared_ptr<const Program>(lowering.stages[coord.pp], &stage.program);
     setup.group_instances = layout.instances(rank);
     setup.initial_memory_bytes = stage.static_memory.total();
-    setup.record_spans = options.record_spans && first_of_stage;
+    // Spans of the stage's first rank: the one symmetric fidelity simulates.
+    setup.record_spans = options.record_spans && RankFold::all().represents(coord);
     lowering.ranks.push_back(std::move(setup));
     lowering.rank_stage.push_back(coord.pp);
     lowering.rank_global.push_back(rank);

@@ -36,8 +36,8 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   // lowering and the fold tell how many ranks it runs.
   const bool limited = options.max_memory > Bytes(0) || options.timeout > Seconds(0);
   const bool full = scenario->simulation.fidelity == Fidelity::kFull;
-  const RankFold wanted = full && scenario->simulation.fold_symmetric_peers ? RankFold::all() : RankFold{};
-  const bool folding = full && wanted != RankFold{};
+  const bool folding = full && scenario->simulation.fold_symmetric_peers;
+  const RankFold wanted = folding ? RankFold::all() : RankFold{};
   std::optional<CostEstimate> cost;
   if (limited) {
     cost = folding ? estimate_cost(*scenario, scenario->parallelism.pp) : estimate_cost(*scenario);

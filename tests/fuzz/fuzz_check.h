@@ -17,6 +17,7 @@
 #include <typeinfo>
 
 #include "base/input_error.h"
+#include "base/yaml_reader.h"
 
 namespace paceline::fuzz {
 
@@ -48,6 +49,18 @@ bool loads_or_input_error(Load&& load) {
     fail("a non-standard exception");
   }
   return false;
+}
+
+// Reads `text` as a YAML document named `file` whose root mapping is `path` (as a catalog file
+// is), with `read(root)`; returns whether it loaded, as loads_or_input_error.
+template <typename Read>
+bool reads_document_or_input_error(const std::string& text, const std::string& file, const std::string& path,
+                                   Read&& read) {
+  return loads_or_input_error([&] {
+    const YamlDocument document = load_yaml_text(text, file);
+    YamlMap root(document.root, document.file, path);
+    read(root);
+  });
 }
 
 // A file in a private temporary folder of this process, for readers that take only a path;

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <string>
 
-#include "base/yaml_reader.h"
 #include "hardware/gpu_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -12,12 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace paceline;
   const std::string text(reinterpret_cast<const char*>(data), size);
   GpuSpec gpu;
-  const bool loaded = fuzz::loads_or_input_error([&] {
-    const YamlDocument document = load_yaml_text(text, "gpu.yaml");
-    YamlMap root(document.root, document.file, "gpu");
-    gpu = read_gpu(root);
-  });
-  if (!loaded) return 0;
+  if (!fuzz::reads_document_or_input_error(text, "gpu.yaml", "gpu", [&](YamlMap& root) { gpu = read_gpu(root); })) {
+    return 0;
+  }
   if (!(gpu.memory_capacity > Bytes(0)) || !(gpu.memory_bandwidth > BytesPerSecond(0))) {
     fuzz::fail("a GPU without positive memory capacity and bandwidth");
   }

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <string>
 
-#include "base/yaml_reader.h"
 #include "models/model_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -12,12 +11,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace paceline;
   const std::string text(reinterpret_cast<const char*>(data), size);
   ModelSpec model;
-  const bool loaded = fuzz::loads_or_input_error([&] {
-    const YamlDocument document = load_yaml_text(text, "model.yaml");
-    YamlMap root(document.root, document.file, "model");
-    model = read_model(root);
-  });
-  if (!loaded) return 0;
+  if (!fuzz::reads_document_or_input_error(text, "model.yaml", "model",
+                                          [&](YamlMap& root) { model = read_model(root); })) {
+    return 0;
+  }
   if (model.layers < 1 || model.hidden < 1 || model.heads < 1 || model.kv_heads < 1 || model.head_dim < 1 ||
       model.vocab < 1 || model.seq_len < 1) {
     fuzz::fail("a model with a shape below 1");
