@@ -61,7 +61,7 @@ def _frame(keys, values, columns):
     rows = list(itertools.product(*values))
     frame = pd.DataFrame({key: [row[i] for row in rows] for i, key in enumerate(keys)}, index=range(len(rows)))
     invalid = np.array([bool(e) for e in columns["error"]], dtype=bool)
-    for name in ["iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu"]:
+    for name in METRICS[:5]:  # the float columns
         frame[name] = columns[name]
     # Invalid configurations have no peak and no verdict: NA in nullable columns.
     frame["peak_memory_bytes"] = pd.arrays.IntegerArray(columns["peak_memory_bytes"].astype(np.int64), invalid)

@@ -35,7 +35,7 @@ TaskComm StageProgram::comm(TaskId task) const {
   return TaskComm{t.comm.collective, t.group, t.comm.size};
 }
 
-bool per_microbatch_fsdp(const Parallelism& p) { return p.zero >= 3 && p.pp == 1; }
+bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
 namespace {
 
@@ -220,7 +220,7 @@ class StageBuilder {
   // reshard-after-forward). With pipelining the weights are gathered once per step and the
   // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
   // reshard after forward, gradient sync on the last micro-batch only).
-  bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism); }
+  bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
   Bytes gathered_weights(const BlockRef& b) const {
     return Bytes(static_cast<double>(plans_of(b).parameters) * parameter_bytes(c_.scenario.training).weight);
   }

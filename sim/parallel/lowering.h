@@ -87,8 +87,9 @@ struct LoweringOptions {
 // and experts, and how it is computed).
 LayerShard layer_shard(const Scenario& scenario);
 
-// Whether ZeRO-3 gathers weights and reduces gradients per micro-batch (FSDP without pipelining).
-bool per_microbatch_fsdp(const Parallelism& parallelism);
+// Whether ZeRO stage `zero` over `pp` pipeline stages gathers weights and reduces gradients per
+// micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
+bool per_microbatch_fsdp(int zero, int pp);
 
 Lowering lower(const Scenario& scenario, const OpTimer& timer, const CollectiveModel& collectives,
                const LoweringOptions& options);

@@ -261,9 +261,7 @@ Json to_json(const Scenario& s) {
   Json stages = Json::array();
   for (const int layers : p.layers_per_stage) stages.push(layers);
   parallelism.set("layers_per_stage", std::move(stages));
-  std::string order;
-  for (const RankDim dim : p.rank_order) order += (order.empty() ? "" : "-") + to_string(dim);
-  parallelism.set("rank_order", order);
+  parallelism.set("rank_order", to_string(p.rank_order));
   const Training& t = s.training;
   Json training = Json::object();
   training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);

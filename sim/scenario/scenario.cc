@@ -368,4 +368,10 @@ std::string to_string(RankDim dim) {
   return "?";
 }
 
+std::string to_string(const std::vector<RankDim>& rank_order) {
+  std::string order;
+  for (const RankDim dim : rank_order) order += (order.empty() ? "" : "-") + to_string(dim);
+  return order;
+}
+
 }  // namespace paceline

@@ -94,6 +94,8 @@ std::string to_string(Recompute recompute);
 std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
 std::string to_string(RankDim dim);
+// "tp-cp-dp-pp": the rank order as the scenario spells it.
+std::string to_string(const std::vector<RankDim>& rank_order);
 
 }  // namespace paceline
 

@@ -21,35 +21,6 @@ constexpr double kRoundingMargin = 1e-6;
 
 bool is_collective(const Op& op) { return op.kind == OpKind::kCommunication; }
 
-// The ops of a graph in an order where every op follows its predecessors (Kahn's algorithm,
-// lowest id first among the ready ones, so the order is fixed).
-std::vector<OpId> topological_order(const std::vector<std::vector<OpId>>& predecessors) {
-  const size_t n = predecessors.size();
-  std::vector<int> waiting(n, 0);
-  std::vector<std::vector<OpId>> successors(n);
-  for (OpId id = 0; id < n; ++id) {
-    for (const OpId p : predecessors[id]) {
-      ++waiting[id];
-      successors[p].push_back(id);
-    }
-  }
-  std::set<OpId> ready;
-  for (OpId id = 0; id < n; ++id) {
-    if (waiting[id] == 0) ready.insert(id);
-  }
-  std::vector<OpId> order;
-  while (!ready.empty()) {
-    const OpId id = *ready.begin();
-    ready.erase(ready.begin());
-    order.push_back(id);
-    for (const OpId s : successors[id]) {
-      if (--waiting[s] == 0) ready.insert(s);
-    }
-  }
-  PACELINE_CHECK(order.size() == n, "operator graph has a cycle");
-  return order;
-}
-
 // Whether two graphs hold the same ops (every field the lowering reads) and edges.
 bool same_graph(const LayerGraph& a, const LayerGraph& b) {
   if (a.num_ops() != b.num_ops() || a.parameters != b.parameters ||
@@ -122,8 +93,11 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->graph = std::make_shared<const LayerGraph>(std::move(graph));
     const LayerGraph& g = *facts->graph;
     facts->predecessors.resize(g.num_ops());
-    for (OpId id = 0; id < g.num_ops(); ++id) facts->predecessors[id] = g.predecessors(id);
-    facts->order = topological_order(facts->predecessors);
+    // A layer graph only adds edges forward in insertion order: ids are a topological order.
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      facts->predecessors[id] = g.predecessors(id);
+      for (const OpId pred : facts->predecessors[id]) PACELINE_CHECK(pred < id, "an op before its predecessor");
+    }
     facts->parameters = g.parameters;
     facts->compute_s.assign(g.num_ops(), 0.0);
     for (OpId id = 0; id < g.num_ops(); ++id) {
@@ -263,7 +237,7 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     // Input to output: every forward op waits (through its predecessors) for an op with none,
     // and those wait for the block's input.
     std::vector<double> reach(g.num_ops(), kUnreached);
-    for (const OpId id : block->order) {
+    for (OpId id = 0; id < g.num_ops(); ++id) {
       if (g.op(id).phase != Phase::kForward) continue;
       const std::vector<OpId>& preds = block->predecessors[id];
       double from = preds.empty() ? 0.0 : kUnreached;
@@ -277,7 +251,7 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     if (!zero_bubble) {
       std::vector<double> from_gradient(g.num_ops(), kUnreached);
       std::vector<double> from_kernel(g.num_ops(), kUnreached);
-      for (const OpId id : block->order) {
+      for (OpId id = 0; id < g.num_ops(); ++id) {
         const Op& op = g.op(id);
         if (op.phase == Phase::kForward) continue;
         bool backward_predecessor = false;
@@ -384,7 +358,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
   const ParameterBytes bytes = parameter_bytes(base_.training);
   const Parallelism parallelism = layout_parallelism(l, base_);
   // ZeRO-3 with pipelining gathers each chunk's weights for the whole step.
-  const bool gathered = l.zero >= 3 && l.pp > 1;
+  const bool gathered = l.zero >= 3 && !per_microbatch_fsdp(l.zero, l.pp);
   int64_t bound = 0;
   for (const int stage : {0, 1, l.pp - 1}) {
     if (stage >= l.pp) continue;
@@ -455,7 +429,7 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
     bound = std::max(bound, warmup_s + microbatches * stage_s[l.pp - 1] - last_backward_s + chain);
   }
   // FSDP: the data stream gathers and reduce-scatters every block for every micro-batch.
-  if (l.zero >= 3 && l.pp == 1) bound = std::max(bound, microbatches * fsdp_stream_s(l));
+  if (per_microbatch_fsdp(l.zero, l.pp)) bound = std::max(bound, microbatches * fsdp_stream_s(l));
   return Seconds(bound * (1.0 - kRoundingMargin));
 }
 

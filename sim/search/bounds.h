@@ -82,7 +82,6 @@ class LayoutBounds {
   // where its groups sit.
   struct BlockFacts {
     std::shared_ptr<const LayerGraph> graph;
-    std::vector<OpId> order;                      // a topological order of the ops
     std::vector<std::vector<OpId>> predecessors;  // per op
     std::vector<double> compute_s;                // per op: kernel time (0 for collectives)
     int64_t parameters = 0;                       // held by the rank

@@ -115,16 +115,12 @@ Scenario with_layout(const Scenario& base, const Layout& l) {
 }
 
 std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
-  std::string order;
-  for (const RankDim dim : base.parallelism.rank_order) {
-    order += (order.empty() ? "" : "-") + to_string(dim);
-  }
   Json parallelism = Json::object();
   parallelism.set("tp", l.tp).set("pp", l.pp).set("dp", l.dp).set("cp", l.cp).set("ep", l.ep);
   parallelism.set("virtual_stages", l.virtual_stages).set("schedule", to_string(l.schedule));
   parallelism.set("sequence_parallel", l.sequence_parallel)
       .set("zero", l.zero)
-      .set("rank_order", order);
+      .set("rank_order", to_string(base.parallelism.rank_order));
   return {{"parallelism", parallelism.dump(-1)},
           {"training.micro_batch", fmt::format("{}", l.micro_batch)},
           {"training.recompute", to_string(l.recompute)}};

@@ -87,7 +87,7 @@ CostEstimate estimate_cost(const Scenario& s, std::optional<int64_t> simulated_r
   // block: at most a weight gather and three gradient reductions; per step: the tied
   // embedding exchange, the gradient norm, the optimizer and a final weight gather.
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
-  const bool fsdp_per_microbatch = p.zero >= 3 && p.pp == 1;
+  const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
   std::vector<double> stage_tasks(p.pp, 4.0);
   int layer = 0;
   const int virtual_total = static_cast<int>(p.layers_per_stage.size());
