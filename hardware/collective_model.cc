@@ -22,12 +22,7 @@ std::string_view to_string(CollectiveAlgorithm algorithm) {
 }
 
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const Topology& topology)
-    : cluster_(cluster), topology_(topology) {
-  capacity_.reserve(topology.num_links());
-  for (LinkId link = 0; link < topology.num_links(); ++link) {
-    capacity_.push_back(topology.capacity(link) / BytesPerSecond(1));
-  }
-}
+    : cluster_(cluster), topology_(topology), capacity_(topology.capacities()) {}
 
 std::vector<std::vector<int>> CollectiveModel::by_domain(std::span<const int> members) const {
   std::vector<std::vector<int>> domains;
@@ -224,17 +219,18 @@ CollectivePlan CollectiveModel::plan(Collective collective, Bytes size, std::spa
   // A link profile measured this collective on this many GPUs of one node: its flows are
   // scaled so that, alone, they take the measured time (latency included).
   if (cluster_.profile && by_domain(members).size() == 1) {
-    const std::optional<Seconds> measured =
-        cluster_.profile->collective(collective, static_cast<int>(members.size()), size);
-    CollectivePlan bare = planned;
-    bare.latency = Seconds(0);
-    const Seconds modeled = time(bare);
-    if (measured && modeled > Seconds(0)) {
-      const double factor = *measured / modeled;
-      for (auto& phase : planned.phases) {
-        for (Flow& flow : phase) flow.size *= factor;
+    if (const std::optional<Seconds> measured =
+            cluster_.profile->collective(collective, static_cast<int>(members.size()), size)) {
+      CollectivePlan bare = planned;
+      bare.latency = Seconds(0);
+      const Seconds modeled = time(bare);
+      if (modeled > Seconds(0)) {
+        const double factor = *measured / modeled;
+        for (auto& phase : planned.phases) {
+          for (Flow& flow : phase) flow.size *= factor;
+        }
+        planned.latency = Seconds(0);
       }
-      planned.latency = Seconds(0);
     }
   }
   return planned;

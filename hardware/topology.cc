@@ -83,6 +83,13 @@ Seconds Topology::route_latency(int from, int to) const {
   return domain_of(from) == domain_of(to) ? nvlink_latency_ : network_latency_;
 }
 
+std::vector<double> Topology::capacities() const {
+  std::vector<double> result;
+  result.reserve(capacity_.size());
+  for (const BytesPerSecond c : capacity_) result.push_back(c / BytesPerSecond(1));
+  return result;
+}
+
 std::string Topology::link_name(LinkId link) const {
   if (link < nic_base_) return fmt::format("gpu {} nvlink {}", link / 2, link % 2 ? "rx" : "tx");
   if (link < leaf_base_) {

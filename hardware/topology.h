@@ -30,6 +30,8 @@ class Topology {
 
   size_t num_links() const { return capacity_.size(); }
   BytesPerSecond capacity(LinkId link) const { return capacity_[link]; }
+  // Every link's capacity, by LinkId, in bytes per second.
+  std::vector<double> capacities() const;
   std::string link_name(LinkId link) const;
 
   // The links a flow from GPU `from` to GPU `to` crosses (global GPU indices; empty when

@@ -8,7 +8,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/check.h"
@@ -119,6 +118,11 @@ uint64_t parse_count(const std::string& text, const std::string& option) {
   throw InputError({"<command line>"}, fmt::format("{} = '{}' is not a non-negative integer", option, text));
 }
 
+// --threads N, or 0 (one per hardware thread) when it is not given.
+int thread_count(const Arguments& args) {
+  return args.has("--threads") ? static_cast<int>(parse_count(args.options.at("--threads"), "--threads")) : 0;
+}
+
 int run_command(int argc, char** argv) {
   const Arguments args =
       parse(argc, argv, 2, {"--trace", "--max-events", "--timeout", "--max-memory", "--threads"}, {"--json", "--help"});
@@ -145,7 +149,7 @@ int run_command(int argc, char** argv) {
   if (args.has("--max-events")) options.max_events = parse_count(args.options.at("--max-events"), "--max-events");
   if (args.has("--timeout")) options.timeout = Seconds(limit("--timeout", Dimension::kTime));
   options.max_memory = args.has("--max-memory") ? Bytes(limit("--max-memory", Dimension::kBytes)) : machine_memory();
-  options.threads = args.has("--threads") ? static_cast<int>(parse_count(args.options.at("--threads"), "--threads")) : 0;
+  options.threads = thread_count(args);
   const Prediction prediction = simulate(scenario, options);
   if (args.has("--trace")) {
     const std::string path = args.options.at("--trace");
@@ -175,9 +179,7 @@ int validate_command(int argc, char** argv) {
     std::vector<ValidationCase> loaded = load_validation_file(file);
     cases.insert(cases.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
   }
-  const int threads = args.has("--threads") ? static_cast<int>(parse_count(args.options.at("--threads"), "--threads"))
-                                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const ValidationReport report = validate(cases, threads);
+  const ValidationReport report = validate(cases, thread_count(args));
   if (args.has("--report")) {
     const std::string path = args.options.at("--report");
     const std::string svg = path.substr(0, path.rfind('.')) + ".svg";
@@ -219,7 +221,7 @@ int catalog_command(int argc, char** argv, bool gpus) {
       text += fmt::format("{:<22} {:>10.1f} {:>10} {:>12.1f} {:>10.2f}  {}\n", gpu.at("name").string(),
                           gpu.at("bf16_flop_per_s").number() / 1e12,
                           fp8.is_null() ? "-" : fmt::format("{:.1f}", fp8.number() / 1e12),
-                          gpu.at("memory_bytes").number() / (1024.0 * 1024.0 * 1024.0),
+                          gpu.at("memory_bytes").number() / (GiB(1) / Bytes(1)),
                           gpu.at("memory_bandwidth_bytes_per_s").number() / 1e12, gpu.at("description").string());
     }
   } else {
@@ -261,7 +263,7 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
   SearchOptions options;
   if (args.has("--gpus")) options.gpus = static_cast<int>(parse_count(args.options.at("--gpus"), "--gpus"));
   if (args.has("--top")) options.top = static_cast<int>(parse_count(args.options.at("--top"), "--top"));
-  if (args.has("--threads")) options.threads = static_cast<int>(parse_count(args.options.at("--threads"), "--threads"));
+  options.threads = thread_count(args);
   const SearchReport report = search_layouts(read_scenario_source(args.positional[0]), options);
   std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
   return 0;
@@ -299,7 +301,7 @@ the scenario format is a row with its error, not a failure of the sweep.
   std::vector<SweepAxis> axes;
   for (const std::string& text : args.repeated.at("--set")) axes.push_back(parse_sweep_axis(text, "--set"));
   SweepOptions options;
-  if (args.has("--threads")) options.threads = static_cast<int>(parse_count(args.options.at("--threads"), "--threads"));
+  options.threads = thread_count(args);
   const ScenarioSource source = read_scenario_source(args.positional[0]);
   // Reads the scenario as given first, so that an error outside the axes fails the sweep itself.
   load_scenario(source, sweep_configuration(axes, 0));

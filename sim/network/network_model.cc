@@ -5,18 +5,6 @@
 #include "base/check.h"
 
 namespace paceline {
-namespace {
-
-std::vector<double> capacities(const Topology& topology) {
-  std::vector<double> capacity;
-  capacity.reserve(topology.num_links());
-  for (LinkId link = 0; link < topology.num_links(); ++link) {
-    capacity.push_back(topology.capacity(link) / BytesPerSecond(1));
-  }
-  return capacity;
-}
-
-}  // namespace
 
 NetworkModel::NetworkModel(const Lowering& lowering, const RankLayout& layout, const CollectiveModel& collectives,
                            const NetworkSymmetry& symmetry)
@@ -24,7 +12,7 @@ NetworkModel::NetworkModel(const Lowering& lowering, const RankLayout& layout, c
       layout_(layout),
       collectives_(collectives),
       symmetry_(symmetry),
-      network_(capacities(collectives.topology())) {}
+      network_(collectives.topology().capacities()) {}
 
 const NetworkPlan& NetworkModel::plan_for(const TaskRef& member, const TaskComm& comm) {
   // The rank's group instances are in its setup, one per group kind (its sync slots).

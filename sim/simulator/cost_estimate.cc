@@ -98,9 +98,8 @@ CostEstimate estimate_cost(const Scenario& s, std::optional<int64_t> simulated_r
       per_microbatch += embedding;
       blocks += 1.0;
     }
-    const int moe_layers = s.model.moe ? (layer + p.layers_per_stage[vs]) / s.model.moe->every -
-                                             layer / s.model.moe->every
-                                       : 0;
+    int moe_layers = 0;
+    for (int l = layer; l < layer + p.layers_per_stage[vs]; ++l) moe_layers += s.model.is_moe_layer(l) ? 1 : 0;
     per_microbatch += moe_layers * moe + (p.layers_per_stage[vs] - moe_layers) * dense;
     blocks += p.layers_per_stage[vs];
     layer += p.layers_per_stage[vs];

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
+#include "base/parallel_for.h"
 #include "base/yaml_reader.h"
 #include "sim/simulator/simulator.h"
 
@@ -76,15 +76,8 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
       outcome.reason = e.what();
     }
   };
-  // Cases are independent; each thread takes every n-th case and writes only its own outcomes.
-  const int workers = std::max(1, std::min<int>(threads, static_cast<int>(cases.size())));
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([&, w] {
-      for (size_t i = w; i < cases.size(); i += workers) run_case(i);
-    });
-  }
-  for (std::thread& t : pool) t.join();
+  // Cases are independent; each writes only its own outcome.
+  parallel_for(cases.size(), resolve_threads(threads), run_case);
 
   double sum = 0.0;
   int supported = 0;

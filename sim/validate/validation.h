@@ -44,7 +44,8 @@ struct ValidationReport {
   int unsupported = 0;
 };
 
-// Runs every case (on `threads` threads; the outcome does not depend on it).
+// Runs every case (on `threads` threads, 0: one per hardware thread; the outcome does not
+// depend on it).
 ValidationReport validate(const std::vector<ValidationCase>& cases, int threads = 1);
 
 Json to_json(const ValidationReport& report);
