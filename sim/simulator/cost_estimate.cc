@@ -59,7 +59,7 @@ double cgroup_limit() {
 
 }  // namespace
 
-CostEstimate estimate_cost(const Scenario& s, std::optional<int64_t> simulated_ranks) {
+CostEstimate estimate_cost(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   // The passes of each distinct block, planned as lowering plans them.
   const OpTimer timer(s.cluster.gpu, s.cluster.profile);
@@ -116,13 +116,18 @@ CostEstimate estimate_cost(const Scenario& s, std::optional<int64_t> simulated_r
     cost.program_tasks += tasks;
     cost.tasks_per_rank = std::max(cost.tasks_per_rank, tasks);
   }
+  cost.stages = p.pp;
   const bool full = s.simulation.fidelity == Fidelity::kFull;
   cost.full_fidelity = full;
   cost.unfolded = full && !s.simulation.fold_symmetric_peers;
-  cost.ranks = simulated_ranks.value_or(full ? s.num_gpus() : p.pp);
+  return with_simulated_ranks(cost, full ? s.num_gpus() : p.pp);
+}
+
+CostEstimate with_simulated_ranks(CostEstimate cost, int64_t simulated_ranks) {
+  cost.ranks = simulated_ranks;
   // Every stage's program runs on as many simulated ranks (all tp·cp·dp ranks of the stage in
   // unfolded full fidelity).
-  const double ranks_per_stage = static_cast<double>(cost.ranks) / p.pp;
+  const double ranks_per_stage = static_cast<double>(cost.ranks) / static_cast<double>(cost.stages);
   cost.task_completions = cost.program_tasks * ranks_per_stage;
   cost.memory = Bytes(cost.program_tasks * kBytesPerProgramTask + static_cast<double>(cost.ranks) * kBytesPerRank);
   cost.wall_time = Seconds(cost.task_completions / kCompletionsPerSecond + cost.program_tasks / kLoweredTasksPerSecond +

@@ -13,7 +13,6 @@
 #define PACELINE_SIM_SIMULATOR_COST_ESTIMATE_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "base/units.h"
@@ -24,6 +23,7 @@ namespace paceline {
 struct CostEstimate {
   double tasks_per_rank = 0.0;    // the largest stage program, in engine tasks
   double program_tasks = 0.0;     // all stage programs together (what lowering builds and keeps)
+  int64_t stages = 1;             // pipeline stages: programs, each run by ranks / stages ranks
   // Simulated ranks: one per stage (symmetric) or every GPU (full; an upper bound, as the peers
   // full fidelity folds are known only once it is lowered).
   int64_t ranks = 0;
@@ -36,9 +36,10 @@ struct CostEstimate {
 
 // Estimates the cost of simulate() on `scenario` without lowering it. Counts are doubles: an
 // absurd scenario's counts may exceed any integer type, and the estimate still reports them.
-// `simulated_ranks`, once known (the ranks full fidelity keeps after folding peers), replaces
-// the default count.
-CostEstimate estimate_cost(const Scenario& scenario, std::optional<int64_t> simulated_ranks = std::nullopt);
+CostEstimate estimate_cost(const Scenario& scenario);
+// The same programs run on `simulated_ranks` ranks (the ranks full fidelity keeps once it has
+// folded peers).
+CostEstimate with_simulated_ranks(CostEstimate cost, int64_t simulated_ranks);
 
 // "about 2.3e+09 engine tasks (23456 per rank × 98304 simulated ranks): 0.29 GiB of memory
 // and 2.3e+02 s".

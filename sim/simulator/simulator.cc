@@ -40,7 +40,8 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   const RankFold wanted = folding ? RankFold::all() : RankFold{};
   std::optional<CostEstimate> cost;
   if (limited) {
-    cost = folding ? estimate_cost(*scenario, scenario->parallelism.pp) : estimate_cost(*scenario);
+    cost = estimate_cost(*scenario);
+    if (folding) cost = with_simulated_ranks(*cost, scenario->parallelism.pp);
     check_limits(*cost, options);
   }
   EngineOptions engine_options{.max_events = options.max_events};
@@ -76,7 +77,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     }
     if (symmetry.fold() != wanted) lowering = lower_folded(symmetry.fold());
     if (limited) {
-      cost = estimate_cost(*scenario, static_cast<int64_t>(lowering->ranks.size()));
+      cost = with_simulated_ranks(*cost, static_cast<int64_t>(lowering->ranks.size()));
       check_limits(*cost, options);
     }
   }

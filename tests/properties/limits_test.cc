@@ -77,7 +77,7 @@ parallelism: {tp: 8, pp: 2, zero: 1}
 training: {global_batch: 16384, seq_len: 4096}
 simulation: {fidelity: full}
 )", "wide.yaml"));
-  ASSERT_LT(estimate_cost(*scenario, 2).wall_time, Seconds(0.05));
+  ASSERT_LT(with_simulated_ranks(estimate_cost(*scenario), 2).wall_time, Seconds(0.05));
   const auto started = std::chrono::steady_clock::now();
   try {
     simulate(scenario, SimulateOptions{.timeout = Seconds(0.05)});

@@ -106,7 +106,7 @@ TEST(CostEstimate, FoldedFullFidelityIsLimitedByTheRanksItRuns) {
   Scenario unfolding = *folding;
   unfolding.simulation.fold_symmetric_peers = false;
   const CostEstimate every_rank = estimate_cost(unfolding);
-  const CostEstimate folded = estimate_cost(*folding, 128);
+  const CostEstimate folded = with_simulated_ranks(estimate_cost(*folding), 128);
   ASSERT_LT(folded.memory, every_rank.memory);
   const SimulateOptions limit{.max_memory = (folded.memory + every_rank.memory) / 2.0};
   EXPECT_THROW(simulate(std::make_shared<const Scenario>(unfolding), limit), SimulationLimitError);
