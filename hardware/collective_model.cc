@@ -185,36 +185,51 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
   return plan;
 }
 
-CollectiveAlgorithm CollectiveModel::resolve(Collective collective, Bytes size, std::span<const int> members) const {
+CollectiveModel::Resolved CollectiveModel::resolve(Collective collective, Bytes size,
+                                                   std::span<const int> members) const {
   const auto chosen = static_cast<CollectiveAlgorithm>(cluster_.algorithms[static_cast<int>(collective)]);
   const bool one_domain = by_domain(members).size() == 1;
   switch (collective) {
     case Collective::kAllReduce:
-      if (chosen == CollectiveAlgorithm::kNvls && one_domain && cluster_.nvls) return chosen;
-      if (chosen == CollectiveAlgorithm::kRing) return chosen;
+      if (chosen == CollectiveAlgorithm::kNvls && one_domain && cluster_.nvls) return {chosen};
+      if (chosen == CollectiveAlgorithm::kRing) return {chosen};
       if ((chosen == CollectiveAlgorithm::kTree || chosen == CollectiveAlgorithm::kHierarchical) && !one_domain) {
-        return chosen;
+        return {chosen};
       }
-      if (one_domain) return cluster_.nvls ? CollectiveAlgorithm::kNvls : CollectiveAlgorithm::kRing;
-      return time(ring(collective, size, members)) <= time(tree(size, members)) ? CollectiveAlgorithm::kRing
-                                                                                  : CollectiveAlgorithm::kTree;
+      if (one_domain) return {cluster_.nvls ? CollectiveAlgorithm::kNvls : CollectiveAlgorithm::kRing};
+      {
+        // Both planned to be timed: the faster plan is the one used.
+        CollectivePlan by_ring = ring(collective, size, members);
+        CollectivePlan by_tree = tree(size, members);
+        if (time(by_ring) <= time(by_tree)) return {CollectiveAlgorithm::kRing, std::move(by_ring)};
+        return {CollectiveAlgorithm::kTree, std::move(by_tree)};
+      }
     case Collective::kAllGather:
-    case Collective::kReduceScatter: return CollectiveAlgorithm::kRing;
-    default: return CollectiveAlgorithm::kDirect;
+    case Collective::kReduceScatter: return {CollectiveAlgorithm::kRing};
+    default: return {CollectiveAlgorithm::kDirect};
+  }
+}
+
+CollectivePlan CollectiveModel::planned_by(CollectiveAlgorithm algorithm, Collective collective, Bytes size,
+                                           std::span<const int> members) const {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing: return ring(collective, size, members);
+    case CollectiveAlgorithm::kTree: return tree(size, members);
+    case CollectiveAlgorithm::kHierarchical: return hierarchical(size, members);
+    case CollectiveAlgorithm::kNvls: return nvls(size, members);
+    default: return direct(collective, size, members);
   }
 }
 
 CollectivePlan CollectiveModel::plan(Collective collective, Bytes size, std::span<const int> members,
                                      CollectiveAlgorithm algorithm) const {
   if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return {};
-  if (algorithm == CollectiveAlgorithm::kAuto) algorithm = resolve(collective, size, members);
   CollectivePlan planned;
-  switch (algorithm) {
-    case CollectiveAlgorithm::kRing: planned = ring(collective, size, members); break;
-    case CollectiveAlgorithm::kTree: planned = tree(size, members); break;
-    case CollectiveAlgorithm::kHierarchical: planned = hierarchical(size, members); break;
-    case CollectiveAlgorithm::kNvls: planned = nvls(size, members); break;
-    default: planned = direct(collective, size, members); break;
+  if (algorithm == CollectiveAlgorithm::kAuto) {
+    Resolved resolved = resolve(collective, size, members);
+    planned = resolved.plan ? std::move(*resolved.plan) : planned_by(resolved.algorithm, collective, size, members);
+  } else {
+    planned = planned_by(algorithm, collective, size, members);
   }
   // A link profile measured this collective on this many GPUs of one node: its flows are
   // scaled so that, alone, they take the measured time (latency included).

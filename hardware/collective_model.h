@@ -30,6 +30,7 @@
 #include <array>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -79,7 +80,14 @@ class CollectiveModel {
   const Topology& topology() const { return topology_; }
 
  private:
-  CollectiveAlgorithm resolve(Collective collective, Bytes size, std::span<const int> members) const;
+  // The algorithm `auto` picks, and its plan when picking it meant planning it.
+  struct Resolved {
+    CollectiveAlgorithm algorithm;
+    std::optional<CollectivePlan> plan;
+  };
+  Resolved resolve(Collective collective, Bytes size, std::span<const int> members) const;
+  CollectivePlan planned_by(CollectiveAlgorithm algorithm, Collective collective, Bytes size,
+                            std::span<const int> members) const;
   // A phase's flows as they are planned, one per (from, to) pair.
   struct PhaseFlows {
     std::vector<Flow> flows;
