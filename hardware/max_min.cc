@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <functional>
-#include <queue>
 #include <utility>
 
 namespace paceline {
@@ -17,50 +15,29 @@ std::vector<double> max_min_rates(std::span<const std::vector<uint32_t>> paths, 
   for (const auto& path : paths) links.insert(links.end(), path.begin(), path.end());
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
-  std::vector<std::vector<size_t>> local_paths(flows);
-  std::vector<double> residual(links.size());
-  std::vector<int> unfrozen(links.size(), 0);
-  std::vector<std::vector<size_t>> on_link(links.size());
-  for (size_t l = 0; l < links.size(); ++l) residual[l] = capacity[links[l]];
-  for (size_t f = 0; f < flows; ++f) {
+  std::vector<double> local_capacity(links.size());
+  for (size_t l = 0; l < links.size(); ++l) local_capacity[l] = capacity[links[l]];
+  std::vector<std::vector<LinkLoad>> local_paths(flows);
+  std::vector<std::vector<uint32_t>> on_link(links.size());
+  std::vector<uint32_t> routed;  // flows with a path
+  for (uint32_t f = 0; f < flows; ++f) {
     for (const uint32_t link : paths[f]) {
-      const size_t l = static_cast<size_t>(std::lower_bound(links.begin(), links.end(), link) - links.begin());
-      local_paths[f].push_back(l);
-      ++unfrozen[l];
+      const auto l = static_cast<uint32_t>(std::lower_bound(links.begin(), links.end(), link) - links.begin());
+      local_paths[f].push_back(LinkLoad{l, 1.0});
       on_link[l].push_back(f);
     }
+    if (!paths[f].empty()) routed.push_back(f);
   }
-  std::vector<bool> frozen(flows, false);
-  size_t remaining = 0;
-  for (size_t f = 0; f < flows; ++f) remaining += paths[f].empty() ? 0 : 1;
-  // Links by their current share, least first, ties by index; an entry whose link's share has
-  // changed since it was pushed is stale and skipped (the link was pushed again).
-  using Entry = std::pair<double, size_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> by_share;
-  for (size_t l = 0; l < links.size(); ++l) by_share.emplace(residual[l] / unfrozen[l], l);
-  std::vector<size_t> touched;
-  while (remaining > 0) {
-    const auto [share, bottleneck] = by_share.top();
-    by_share.pop();
-    if (unfrozen[bottleneck] == 0 || residual[bottleneck] / unfrozen[bottleneck] != share) continue;
-    touched.clear();
-    for (const size_t f : on_link[bottleneck]) {
-      if (frozen[f]) continue;
-      frozen[f] = true;
-      rate[f] = share;
-      --remaining;
-      for (const size_t l : local_paths[f]) {
-        residual[l] = std::max(0.0, residual[l] - share);
-        --unfrozen[l];
-        touched.push_back(l);
-      }
-    }
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (const size_t l : touched) {
-      if (unfrozen[l] > 0) by_share.emplace(residual[l] / unfrozen[l], l);
-    }
-  }
+  std::vector<uint32_t> all_links(links.size());
+  for (uint32_t l = 0; l < links.size(); ++l) all_links[l] = l;
+  MaxMinScratch scratch{.residual = std::vector<double>(links.size()),
+                        .unfrozen = std::vector<uint32_t>(links.size()),
+                        .load = std::vector<double>(links.size()),
+                        .frozen = std::vector<uint8_t>(flows)};
+  fill_max_min(
+      all_links, routed, local_capacity, [&](uint32_t l) -> const std::vector<uint32_t>& { return on_link[l]; },
+      [&](uint32_t f) -> const std::vector<LinkLoad>& { return local_paths[f]; },
+      [&](uint32_t f, double r) { rate[f] = r; }, scratch);
   return rate;
 }
 

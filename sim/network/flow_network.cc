@@ -1,7 +1,6 @@
 #include "sim/network/flow_network.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "base/check.h"
 
@@ -11,9 +10,9 @@ FlowNetwork::FlowNetwork(std::vector<double> capacity)
     : capacity_(std::move(capacity)),
       on_link_(capacity_.size()),
       link_mark_(capacity_.size(), 0),
-      residual_(capacity_.size(), 0.0),
-      unfrozen_(capacity_.size(), 0),
-      unfrozen_load_(capacity_.size(), 0.0) {}
+      filling_{.residual = std::vector<double>(capacity_.size()),
+               .unfrozen = std::vector<uint32_t>(capacity_.size()),
+               .load = std::vector<double>(capacity_.size())} {}
 
 uint32_t FlowNetwork::new_flow() {
   if (!free_flows_.empty()) {
@@ -23,7 +22,7 @@ uint32_t FlowNetwork::new_flow() {
   }
   flows_.emplace_back();
   flow_mark_.push_back(0);
-  frozen_.push_back(0);
+  filling_.frozen.push_back(0);
   return static_cast<uint32_t>(flows_.size() - 1);
 }
 
@@ -153,51 +152,15 @@ void FlowNetwork::reshare(const std::vector<LinkId>& links, SimTime now) {
     flow.remaining = std::max(0.0, flow.remaining - flow.rate * (to_seconds(now - flow.since) / Seconds(1)));
     flow.since = now;
   }
-  fill(component_, component_links_);
+  fill_max_min(
+      component_links_, component_, capacity_,
+      [&](LinkId link) -> const std::vector<uint32_t>& { return on_link_[link]; },
+      [&](uint32_t f) -> const std::vector<LinkLoad>& { return flows_[f].path; },
+      [&](uint32_t f, double rate) { flows_[f].rate = rate; }, filling_);
   for (const uint32_t f : component_) {
     FlowState& flow = flows_[f];
     ++flow.version;
     finishes_.push(Finish{now + to_sim_time(Seconds(flow.remaining / flow.rate)), f, flow.version});
-  }
-}
-
-void FlowNetwork::fill(const std::vector<uint32_t>& component, const std::vector<LinkId>& links) {
-  for (const LinkId link : links) {
-    residual_[link] = capacity_[link];
-    unfrozen_[link] = 0;
-    unfrozen_load_[link] = 0.0;
-  }
-  for (const uint32_t f : component) {
-    frozen_[f] = 0;
-    for (const LinkLoad& step : flows_[f].path) {
-      ++unfrozen_[step.link];
-      unfrozen_load_[step.link] += step.flows;
-    }
-  }
-  size_t remaining = component.size();
-  while (remaining > 0) {
-    // The bottleneck: the least capacity per unfrozen flow it carries (lowest link id on ties).
-    LinkId bottleneck = links.front();
-    double share = std::numeric_limits<double>::infinity();
-    for (const LinkId link : links) {
-      if (unfrozen_[link] == 0) continue;
-      const double s = residual_[link] / unfrozen_load_[link];
-      if (s < share) {
-        share = s;
-        bottleneck = link;
-      }
-    }
-    for (const uint32_t f : on_link_[bottleneck]) {
-      if (frozen_[f]) continue;
-      frozen_[f] = 1;
-      flows_[f].rate = share;
-      --remaining;
-      for (const LinkLoad& step : flows_[f].path) {
-        residual_[step.link] = std::max(0.0, residual_[step.link] - share * step.flows);
-        unfrozen_load_[step.link] -= step.flows;
-        --unfrozen_[step.link];
-      }
-    }
   }
 }
 

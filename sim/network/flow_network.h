@@ -17,15 +17,10 @@
 #include <vector>
 
 #include "hardware/collective_model.h"
+#include "hardware/max_min.h"
 #include "sim/engine/sim_time.h"
 
 namespace paceline {
-
-// A link a flow crosses, and how many flows of the flow's class load it.
-struct LinkLoad {
-  LinkId link = 0;
-  double flows = 1.0;
-};
 
 struct NetworkFlow {
   std::vector<LinkLoad> path;  // each link once
@@ -80,17 +75,11 @@ class FlowNetwork {
   std::vector<std::pair<SimTime, uint32_t>> empty_;  // transfers with nothing to send
   std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
   size_t active_ = 0;
-  // Max-min fair rates of the component's flows (progressive filling over their links).
-  void fill(const std::vector<uint32_t>& component, const std::vector<LinkId>& links);
-
-  // Scratch for reshare and fill, kept to avoid reallocation; links and flows are stamped with
-  // the epoch of the reshare that last touched them.
+  // Scratch for reshare and its max-min filling, kept to avoid reallocation; links and flows
+  // are stamped with the epoch of the reshare that last touched them.
   std::vector<uint32_t> link_mark_;
   std::vector<uint32_t> flow_mark_;
-  std::vector<double> residual_;   // by link
-  std::vector<uint32_t> unfrozen_;  // by link: flows (classes) not yet frozen
-  std::vector<double> unfrozen_load_;  // by link: the flows they stand for
-  std::vector<uint8_t> frozen_;    // by flow
+  MaxMinScratch filling_;
   std::vector<uint32_t> component_;
   std::vector<LinkId> component_links_;
   std::vector<LinkId> frontier_;
