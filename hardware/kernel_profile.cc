@@ -88,6 +88,21 @@ std::vector<double> sorted_unique(std::vector<double> values) {
   return values;
 }
 
+// Measured points (coordinates, seconds) as a grid over their distinct coordinates.
+template <size_t D>
+using Points = std::vector<std::pair<std::array<double, D>, double>>;
+template <size_t D>
+LogGrid grid_of(const Points<D>& points) {
+  std::vector<std::vector<double>> axes(D);
+  for (const auto& [at, t] : points) {
+    for (size_t d = 0; d < D; ++d) axes[d].push_back(at[d]);
+  }
+  for (auto& axis : axes) axis = sorted_unique(axis);
+  LogGrid grid(std::move(axes));
+  for (const auto& [at, t] : points) grid.set(std::vector<double>(at.begin(), at.end()), t);
+  return grid;
+}
+
 struct Row {
   YAML::Node node;
   double time_s;
@@ -251,7 +266,7 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
   for (const char* known : {"method", "skipped", "notes", "copies"}) root.node(known);
 
   if (std::optional<YamlMap> gemm = root.optional_map("gemm")) {
-    std::map<std::pair<DType, GemmLayout>, std::vector<std::pair<std::array<double, 3>, double>>> points;
+    std::map<std::pair<DType, GemmLayout>, Points<3>> points;
     for (const Row& row : measured_rows(*gemm)) {
       const std::optional<DType> dtype = dtype_of(text(row, "dtype", *gemm));
       const std::optional<GemmLayout> layout = layout_of(text(row, "transa", *gemm), text(row, "transb", *gemm));
@@ -259,19 +274,10 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
       points[{*dtype, *layout}].emplace_back(
           model_terms(*layout, number(row, "m", *gemm), number(row, "n", *gemm), number(row, "k", *gemm)), row.time_s);
     }
-    for (const auto& [key, list] : points) {
-      std::vector<std::vector<double>> axes(3);
-      for (const auto& [shape, t] : list) {
-        for (size_t d = 0; d < 3; ++d) axes[d].push_back(shape[d]);
-      }
-      for (auto& axis : axes) axis = sorted_unique(axis);
-      LogGrid grid(axes);
-      for (const auto& [shape, t] : list) grid.set({shape[0], shape[1], shape[2]}, t);
-      profile.gemm_[key] = std::move(grid);
-    }
+    for (const auto& [key, list] : points) profile.gemm_[key] = grid_of(list);
   }
   if (std::optional<YamlMap> attention = root.optional_map("attention")) {
-    std::map<AttentionKey, std::vector<std::tuple<double, double, double>>> points;
+    std::map<AttentionKey, Points<2>> points;
     for (const Row& row : measured_rows(*attention)) {
       if (text(row, "dtype", *attention) != "bf16" || number(row, "batch", *attention) != 1.0) continue;
       const std::string direction = text(row, "direction", *attention);
@@ -284,46 +290,24 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
                              row.node["causal"] && row.node["causal"].Scalar() == "true",
                              static_cast<int64_t>(number(row, "head_dim", *attention, INT32_MAX)),
                              static_cast<int64_t>(number(row, "group", *attention, INT32_MAX))};
-      points[key].emplace_back(number(row, "heads", *attention), number(row, "seq", *attention), row.time_s);
+      points[key].emplace_back(std::array{number(row, "heads", *attention), number(row, "seq", *attention)}, row.time_s);
     }
-    for (const auto& [key, list] : points) {
-      std::vector<std::vector<double>> axes(2);
-      for (const auto& [heads, seq, t] : list) {
-        axes[0].push_back(heads);
-        axes[1].push_back(seq);
-      }
-      for (auto& axis : axes) axis = sorted_unique(axis);
-      LogGrid grid(axes);
-      for (const auto& [heads, seq, t] : list) grid.set({heads, seq}, t);
-      profile.attention_[key] = std::move(grid);
-    }
+    for (const auto& [key, list] : points) profile.attention_[key] = grid_of(list);
   }
   if (std::optional<YamlMap> memory = root.optional_map("memory_bound")) {
-    std::map<std::string, std::vector<std::pair<double, double>>> points;
+    std::map<std::string, Points<1>> points;
     for (const Row& row : measured_rows(*memory)) {
-      points[text(row, "op", *memory)].emplace_back(number(row, "bytes", *memory), row.time_s);
+      points[text(row, "op", *memory)].emplace_back(std::array{number(row, "bytes", *memory)}, row.time_s);
     }
-    for (const auto& [op, list] : points) {
-      std::vector<double> axis;
-      for (const auto& [bytes, t] : list) axis.push_back(bytes);
-      LogGrid grid({sorted_unique(axis)});
-      for (const auto& [bytes, t] : list) grid.set({bytes}, t);
-      profile.memory_[op] = std::move(grid);
-    }
+    for (const auto& [op, list] : points) profile.memory_[op] = grid_of(list);
   }
   if (std::optional<YamlMap> collectives = root.optional_map("collectives")) {
-    std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> points;
+    std::map<std::pair<std::string, int>, Points<1>> points;
     for (const Row& row : measured_rows(*collectives)) {
       points[{text(row, "op", *collectives), static_cast<int>(number(row, "ranks", *collectives, INT32_MAX))}].emplace_back(
-          number(row, "bytes", *collectives), row.time_s);
+          std::array{number(row, "bytes", *collectives)}, row.time_s);
     }
-    for (const auto& [key, list] : points) {
-      std::vector<double> axis;
-      for (const auto& [bytes, t] : list) axis.push_back(bytes);
-      LogGrid grid({sorted_unique(axis)});
-      for (const auto& [bytes, t] : list) grid.set({bytes}, t);
-      profile.collectives_[key] = std::move(grid);
-    }
+    for (const auto& [key, list] : points) profile.collectives_[key] = grid_of(list);
   }
   // Every other key is a table this version does not read (docs/profile-format.md).
   for (const auto& entry : document.root) root.node(entry.first.Scalar());
