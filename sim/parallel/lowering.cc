@@ -225,6 +225,11 @@ class StageBuilder {
     return Bytes(static_cast<double>(plans_of(b).parameters) * parameter_bytes(c_.scenario.training).weight);
   }
   TaskId gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass);
+  // The gather block `i` of a pass waits for. FSDP prefetches one block ahead (PyTorch FSDP's
+  // forward and backward prefetch, at most two blocks gathered at once): as block i starts, the
+  // gather of block i + 1 is issued, to run once block i - 1 (`previous_exit`) has freed its weights.
+  TaskId prefetched_gather(std::vector<TaskId>& gathers, const std::vector<BlockRef>& blocks, size_t i,
+                           int microbatch, TaskId previous_exit, const char* pass);
 
   const Context& c_;
   int stage_;
@@ -241,9 +246,6 @@ class StageBuilder {
   std::map<std::pair<int, int32_t>, TaskId> last_backward_;
   // Zero-bubble: op → task of each (microbatch, chunk, block) input-gradient pass, for its W pass.
   std::map<std::tuple<int, int, int32_t>, std::vector<TaskId>> backward_ops_;
-  // Forward exits kept for FSDP prefetch: the previous block's forward exit.
-  TaskId previous_forward_exit_ = kNoId;
-  TaskId previous_backward_exit_ = kNoId;
   std::map<int32_t, TaskId> start_gathers_;  // ZeRO-1/2 with overlapped parameter gather
   TaskId last_compute_ = kNoId;
 };
@@ -321,6 +323,13 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
   return add(spec);
 }
 
+TaskId StageBuilder::prefetched_gather(std::vector<TaskId>& gathers, const std::vector<BlockRef>& blocks, size_t i,
+                                       int microbatch, TaskId previous_exit, const char* pass) {
+  if (i == 0) gathers[0] = gather_weights(blocks[0], microbatch, kNoId, pass);
+  if (i + 1 < blocks.size()) gathers[i + 1] = gather_weights(blocks[i + 1], microbatch, previous_exit, pass);
+  return gathers[i];
+}
+
 // A forward pass of one micro-batch through one model chunk: receive the activation from the
 // previous virtual stage, run the blocks, send the activation on.
 void StageBuilder::forward(int microbatch, int chunk) {
@@ -330,18 +339,22 @@ void StageBuilder::forward(int microbatch, int chunk) {
     input = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation", previous_stage(),
                                microbatch, vs - 1, {})};
   }
-  for (const BlockRef& block : chunk_blocks(chunk)) {
+  const std::vector<BlockRef> blocks = chunk_blocks(chunk);
+  std::vector<TaskId> gathers(blocks.size(), kNoId);
+  TaskId previous_exit = kNoId;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockRef& block = blocks[i];
     const BlockPlans& plans = plans_of(block);
     std::vector<TaskId> entry = input;
     int64_t free_at_exit = 0;
     if (fsdp()) {
-      entry.push_back(gather_weights(block, microbatch, previous_forward_exit_, "forward"));
+      entry.push_back(prefetched_gather(gathers, blocks, i, microbatch, previous_exit, "forward"));
       free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
     } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
       entry.push_back(it->second);
     }
     const Instance instance = instantiate(plans.forward, block, microbatch, entry, nullptr, nullptr, free_at_exit);
-    previous_forward_exit_ = instance.exits.empty() ? kNoId : instance.exits.back();
+    previous_exit = instance.exits.empty() ? kNoId : instance.exits.back();
     input = instance.exits;
   }
   if (vs + 1 < c_.virtual_stages_total) {
@@ -362,12 +375,15 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
   const bool input_only = kind == PipelineAction::Kind::kBackwardInput;
   std::vector<BlockRef> blocks = chunk_blocks(chunk);
   std::reverse(blocks.begin(), blocks.end());
-  for (const BlockRef& block : blocks) {
+  std::vector<TaskId> gathers(blocks.size(), kNoId);
+  TaskId previous_exit = kNoId;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockRef& block = blocks[i];
     const BlockPlans& plans = plans_of(block);
     std::vector<TaskId> entry = gradient;
     int64_t free_at_exit = 0;
     if (fsdp()) {
-      entry.push_back(gather_weights(block, microbatch, previous_backward_exit_, "backward"));
+      entry.push_back(prefetched_gather(gathers, blocks, i, microbatch, previous_exit, "backward"));
       // Under zero-bubble the weights stay gathered until the W pass.
       if (!input_only) free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
     }
@@ -375,7 +391,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
     const Instance instance = instantiate(input_only ? plans.backward_input : plans.backward, block, microbatch, entry,
                                           nullptr, ops, free_at_exit);
-    previous_backward_exit_ = instance.exits.empty() ? kNoId : instance.exits.back();
+    previous_exit = instance.exits.empty() ? kNoId : instance.exits.back();
     gradient = instance.exits;
     if (!input_only) {
       last_backward_[{chunk, block.block}] = instance.last_compute;
