@@ -59,6 +59,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
     k.flash2_backward_efficiency = fraction(attention, "flash2_backward_efficiency", gpu, "kernels.attention.");
   }
   if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
+  k.attention_causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, "kernels.attention.");
+  k.attention_causal_seq_half = sourced_required<double>(attention, "causal_seq_half", gpu, "kernels.attention.");
+  if (k.attention_causal_seq_half < 0.0) attention.fail("causal_seq_half", "must not be negative");
   attention.finish();
   k.sustained_compute_fraction =
       map.has("sustained_compute_fraction") ? fraction(map, "sustained_compute_fraction", gpu, "kernels.") : 1.0;
