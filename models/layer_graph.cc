@@ -472,7 +472,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const double causal_fraction = 0.5;
   if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local
-    // block is computed; with the load-balanced causal split every step does equal work.
+    // block is computed; with the load-balanced causal split every step does equal work: the
+    // first the causal diagonal (s × s), each later one an unmasked s × s/2 block, whose partial
+    // output is merged into the running one by its softmax statistics (online softmax).
     const int steps = shard.cp;
     const double attention_flop = 4.0 * shard.micro_batch * heads * static_cast<double>(s) * s * m.head_dim *
                                   causal_fraction;
@@ -484,8 +486,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       f.op.name = steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step);
       f.op.kind = OpKind::kAttention;
       f.op.attention = AttentionShape{shard.micro_batch, heads,      kv_heads,
-                                      s,                  steps == 1 ? s : s / 2,
-                                      m.head_dim,         steps == 1, false,
+                                      s,                  step == 0 ? s : s / 2,
+                                      m.head_dim,         step == 0, false,
                                       shard.activation_dtype, shard.attention_kernel};
       f.op.flop = Flop(attention_flop);
       f.op.bytes = Bytes(static_cast<double>(qkv_bytes / Bytes(1)) + T * q_width * d.e);
@@ -495,7 +497,16 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       f.recipe = Recipe::kAttention;
       f.inputs = {previous};
       if (kv_in >= 0) f.inputs.push_back(kv_in);
-      const int core = b.add(f);
+      int core = b.add(f);
+      if (step > 0) {
+        // Forward: reads the step's output and rewrites the fp32 running output, with the
+        // statistics (fp32 per query and head). Backward: the query gradient accumulates in
+        // fp32, the key/value gradient travelling the ring adds this step's.
+        const double statistics = 3.0 * 4.0 * shard.micro_batch * heads * static_cast<double>(s);
+        core = b.add(memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
+                               Bytes(T * q_width * (d.e + 8.0) + statistics), Bytes(0),
+                               elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * kv_width, 3.0 * d.e), {core}));
+      }
       if (step + 1 < steps) {
         // The next key/value block arrives over the ring while this one is computed; backward
         // sends keys, values and their gradients.

@@ -111,6 +111,33 @@ TEST(LayerGraph, ForwardFlopsAreTwiceMatmulParametersPlusAttention) {
   EXPECT_NEAR(backward / tokens, 4.0 * matmul_parameters + 2.5 * attention, 0.01 * backward / tokens);
 }
 
+TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
+  // cp 4: the local 512 queries meet the causal diagonal first, then three unmasked 512 × 256
+  // blocks; together the causal attention of the local share (FLOPs unchanged by the split),
+  // each later step's output merged into the running one.
+  const ModelSpec m = gpt_like();
+  LayerShard s = shard(1, false);
+  s.cp = 4;
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  const double local = 2048.0 / 4;
+  double flop = 0.0;
+  int steps = 0, merges = 0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    const Op& op = g.op(id);
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_EQ(op.attention.causal, steps == 0);
+      EXPECT_EQ(op.attention.seq_q, 512);
+      EXPECT_EQ(op.attention.seq_kv, steps == 0 ? 512 : 256);
+      flop += op.flop / Flop(1);
+      ++steps;
+    }
+    if (op.name.starts_with("attn.ring.merge")) ++merges;
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_EQ(merges, 3);
+  EXPECT_DOUBLE_EQ(flop, 4.0 * 2 * 16 * 64 * 0.5 * 4 * local * local);
+}
+
 TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
   const ModelSpec m = gpt_like();
   const LayerGraph g = build_transformer_layer(m, shard(4, /*sp=*/true), false);
