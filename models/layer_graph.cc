@@ -47,6 +47,10 @@ class LayerGraphBuilder {
   }
   Forward& at(int index) { return forwards_[index]; }
 
+  // `rest` carries the remaining chunks of the data `first` starts: the ops reading `first`
+  // begin on its chunk, the ops reading theirs also wait for `rest`.
+  void complete_beside(int first, int rest) { completions_.emplace_back(first, rest); }
+
   // The block's input is held by `holder` (its first reader) under full recompute.
   void set_input_holder(int holder, Bytes input_bytes) {
     input_holder_ = holder;
@@ -65,6 +69,7 @@ class LayerGraphBuilder {
 
   const LayerShard& shard_;
   std::vector<Forward> forwards_;
+  std::vector<std::pair<int, int>> completions_;  // complete_beside(first, rest)
   int input_holder_ = -1;
   Bytes input_bytes_;
 };
@@ -74,6 +79,17 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   g.parameters = parameters;
   g.parameters_total = parameters_total;
   const size_t n = forwards_.size();
+  for (const auto& [first, rest] : completions_) {
+    std::vector<bool> reads_first(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const std::vector<int>& in = forwards_[i].inputs;
+      reads_first[i] = static_cast<int>(i) != rest && std::find(in.begin(), in.end(), first) != in.end();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<int>& in = forwards_[i].inputs;
+      if (std::any_of(in.begin(), in.end(), [&](int input) { return reads_first[input]; })) in.push_back(rest);
+    }
+  }
   const bool full = shard_.recompute == Recompute::kFull;
   std::vector<bool> recomputed(n, false);
   for (size_t i = 0; i < n; ++i) {
@@ -301,6 +317,7 @@ struct Dims {
   int64_t sp_tokens;  // Ts
   double e;           // bytes per activation element
   bool sp;            // sequence parallel with tp > 1
+  bool overlap;       // sp collectives in tp chunks beside their GEMMs
   int tp;
 };
 
@@ -310,6 +327,7 @@ Dims dims_of(const LayerShard& shard) {
   d.sp = shard.sequence_parallel && shard.tp > 1;
   d.sp_tokens = d.sp ? d.tokens / shard.tp : d.tokens;
   d.e = bytes_per_element(shard.activation_dtype);
+  d.overlap = d.sp && shard.tp_comm_overlap;
   d.tp = shard.tp;
   return d;
 }
@@ -388,7 +406,7 @@ void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int 
 // Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
 // Returns the index of the gathered (or plain) norm output for the GEMMs to read.
 int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, std::string name,
-             int input, bool gather_after) {
+             int input, bool gather_after, bool overlap_gather = false) {
   const MemoryKernel kernel = m.norm == Norm::kRmsNorm ? MemoryKernel::kRmsNorm : MemoryKernel::kLayerNorm;
   const double rows = static_cast<double>(d.sp_tokens * m.hidden);
   // Reads x, writes y (plus an fp8 copy when the following GEMM runs in fp8); keeps x.
@@ -398,8 +416,19 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
                                    Bytes(rows * 3.0 * d.e), {input}));
   b.at(norm).op.flop = Flop(rows * 5.0);
   if (!gather_after) return norm;
-  return b.add(collective(b.at(norm).op.name + ".gather", Collective::kAllGather, Collective::kReduceScatter,
-                          CommGroup::kTensor, elements(static_cast<double>(d.tokens * m.hidden), d.e), {norm}));
+  const Bytes gathered = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  const std::string gather = b.at(norm).op.name + ".gather";
+  if (!overlap_gather || !d.overlap) {
+    return b.add(collective(gather, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
+                            {norm}));
+  }
+  // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks.
+  const int first = b.add(collective(gather, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor,
+                                     gathered * (1.0 / d.tp), {norm}));
+  const int rest = b.add(collective(gather + ".overlapped", Collective::kAllGather, Collective::kReduceScatter,
+                                    CommGroup::kTensor, gathered * ((d.tp - 1.0) / d.tp), {first}));
+  b.complete_beside(first, rest);
+  return first;
 }
 
 // Before a column-parallel GEMM without sequence parallelism: identity forward, all-reduce of
@@ -413,9 +442,17 @@ int add_column_parallel_entry(LayerGraphBuilder& b, const ModelSpec& m, const Di
 
 // After a row-parallel GEMM: all-reduce (or reduce-scatter with SP) of its partial sums.
 int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, const std::string& name,
-                          int input) {
+                          int input, bool beside_gemm = false) {
   if (d.tp == 1) return input;
   const Bytes size = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  if (d.overlap && beside_gemm) {
+    // Chunked beside the GEMM: all but the last of tp chunks are reduced while it computes.
+    const int rest = b.add(collective(name + ".reduce_scatter.overlapped", Collective::kReduceScatter,
+                                      Collective::kAllGather, CommGroup::kTensor, size * ((d.tp - 1.0) / d.tp),
+                                      b.at(input).inputs));
+    return b.add(collective(name + ".reduce_scatter", Collective::kReduceScatter, Collective::kAllGather,
+                            CommGroup::kTensor, size * (1.0 / d.tp), {input, rest}));
+  }
   if (d.sp) {
     return b.add(collective(name + ".reduce_scatter", Collective::kReduceScatter, Collective::kAllGather,
                             CommGroup::kTensor, size, {input}));
@@ -444,7 +481,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const int64_t s = shard.seq_len / shard.cp;
   const double T = static_cast<double>(d.tokens);
 
-  const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp);
+  const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true);
   const int qkv_input = add_column_parallel_entry(b, m, d, "attn.qkv", norm);
   // Column-parallel QKV projection; keeps its (sequence-sharded under SP) input. Under fp8 the
   // norm writes the fp8 input itself (Transformer Engine's LayerNormLinear).
@@ -564,7 +601,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const int proj = b.add(weight_gemm("attn.proj", d.tokens, m.hidden, q_width, 1, gemm_dtype(shard), d.e,
                                      elements(T * q_width, saved_input_bytes(shard, d.e)), {proj_input}));
   add_grad_cast(b, shard, d.e, proj);
-  const int reduced = add_row_parallel_exit(b, m, d, "attn.proj", proj);
+  const int reduced = add_row_parallel_exit(b, m, d, "attn.proj", proj, /*beside_gemm=*/true);
   out = add_residual(b, m, d, "attn.residual", reduced, residual);
 }
 
@@ -693,14 +730,14 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   const int residual = b.add(input);
   int after_attention = 0;
   add_attention(b, m, shard, d, residual, after_attention);
-  const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe);
+  const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe, /*overlap_gather=*/true);
   int mlp_out = 0;
   if (moe) {
     mlp_out = add_moe_mlp(b, m, shard, d, norm);
   } else {
     const int entry = add_column_parallel_entry(b, m, d, "mlp.fc1", norm);
     const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp, "mlp");
-    mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2);
+    mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2, /*beside_gemm=*/true);
   }
   add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);
   // Under full recompute the block keeps only its input, held by its first reader.

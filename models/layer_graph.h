@@ -36,6 +36,7 @@ struct LayerShard {
   int cp = 1;              // context parallel (ring attention)
   int ep = 1;              // expert parallel
   bool sequence_parallel = false;
+  bool tp_comm_overlap = false;  // sequence-parallel collectives in chunks beside their GEMMs
   DType activation_dtype = DType::kBf16;  // bf16 or fp16 activations and weights
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;

@@ -21,6 +21,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.cp = s.parallelism.cp;
   shard.ep = s.parallelism.ep;
   shard.sequence_parallel = s.parallelism.sequence_parallel;
+  shard.tp_comm_overlap = s.parallelism.tp_comm_overlap;
   shard.activation_dtype = s.compute_dtype();
   shard.fp8 = s.training.precision == Precision::kFp8;
   shard.recompute = s.training.recompute;

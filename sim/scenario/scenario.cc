@@ -58,6 +58,7 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                : schedule == "zero-bubble"      ? Schedule::kZeroBubble
                                                 : Schedule::kOneFOneB;
   p.sequence_parallel = map.get<bool>("sequence_parallel", p.tp > 1);
+  p.tp_comm_overlap = map.get<bool>("tp_comm_overlap", false);
   p.zero = map.get<int>("zero", 0);
   if (p.zero < 0 || p.zero > 3) {
     map.fail("zero", fmt::format("= {} is out of range; expected 0 (none), 1 (optimizer states), 2 (+ gradients) "
@@ -139,6 +140,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   }
   if (m.ffn_hidden % p.tp != 0) {
     fail_parallel("tp", fmt::format("= {} does not divide model.ffn_hidden = {}", p.tp, m.ffn_hidden));
+  }
+  if (p.tp_comm_overlap && (p.tp == 1 || !p.sequence_parallel)) {
+    fail_parallel("tp_comm_overlap", fmt::format("= true needs tp > 1 and sequence_parallel (here tp = {}, "
+                                                 "sequence_parallel = {}): the overlapped collectives are the "
+                                                 "sequence-parallel ones", p.tp, p.sequence_parallel));
   }
   if (p.tp == 1) p.sequence_parallel = false;
   if (p.ep > 1) {

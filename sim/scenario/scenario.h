@@ -33,6 +33,9 @@ struct Parallelism {
   int virtual_stages = 1;
   Schedule schedule = Schedule::kOneFOneB;
   bool sequence_parallel = false;
+  // Sequence-parallel all-gathers and reduce-scatters run in chunks beside the GEMMs they feed
+  // or drain (Megatron-LM's --tp-comm-overlap, torchtitan's async TP).
+  bool tp_comm_overlap = false;
   int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order

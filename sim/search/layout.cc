@@ -100,6 +100,8 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.virtual_stages = l.virtual_stages;
   p.schedule = l.schedule;
   p.sequence_parallel = l.sequence_parallel;
+  // The base's choice, where the layout has the sequence-parallel collectives it overlaps.
+  p.tp_comm_overlap = base.parallelism.tp_comm_overlap && l.sequence_parallel;
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);

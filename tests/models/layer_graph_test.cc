@@ -158,6 +158,45 @@ TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
   EXPECT_EQ(scatters, 2);
 }
 
+TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
+  // tp 4 with sequence parallelism: the same bytes gathered and reduce-scattered; with
+  // tp_comm_overlap the GEMMs wait for a quarter of each gather, their readers for the rest, and
+  // three quarters of each reduce-scatter start with the GEMM it drains.
+  const ModelSpec m = gpt_like();
+  LayerShard plain_shard = shard(4, /*sp=*/true);
+  LayerShard overlapped_shard = plain_shard;
+  overlapped_shard.tp_comm_overlap = true;
+  const LayerGraph plain = build_transformer_layer(m, plain_shard, false);
+  const LayerGraph overlapped = build_transformer_layer(m, overlapped_shard, false);
+  const auto tensor_bytes = [](const LayerGraph& g) {
+    double bytes = 0.0;
+    for (const OpId id : g.ops(Phase::kForward)) {
+      if (g.op(id).comm.group == CommGroup::kTensor) bytes += g.op(id).comm.size / Bytes(1);
+    }
+    return bytes;
+  };
+  EXPECT_DOUBLE_EQ(tensor_bytes(overlapped), tensor_bytes(plain));
+  const auto find = [&](const std::string& name) {
+    for (OpId id = 0; id < overlapped.num_ops(); ++id) {
+      if (overlapped.op(id).name == name) return id;
+    }
+    ADD_FAILURE() << name;
+    return OpId{0};
+  };
+  const auto names = [&](OpId id) {
+    std::vector<std::string> out;
+    for (const OpId p : overlapped.predecessors(id)) out.push_back(overlapped.op(p).name);
+    return out;
+  };
+  const double gathered = 2.0 * 2048 * 1024 * 2;  // b·s·h bf16
+  EXPECT_DOUBLE_EQ(overlapped.op(find("attn.norm.gather")).comm.size / Bytes(1), gathered / 4);
+  EXPECT_EQ(names(find("attn.qkv")), std::vector<std::string>{"attn.norm.gather"});
+  EXPECT_EQ(names(find("mlp.act")), (std::vector<std::string>{"mlp.fc1", "mlp.norm.gather.overlapped"}));
+  EXPECT_EQ(names(find("mlp.fc2.reduce_scatter.overlapped")), std::vector<std::string>{"mlp.act"});
+  EXPECT_EQ(names(find("mlp.fc2.reduce_scatter")),
+            (std::vector<std::string>{"mlp.fc2", "mlp.fc2.reduce_scatter.overlapped"}));
+}
+
 TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
   const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
   LayerShard s;

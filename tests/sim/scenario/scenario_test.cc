@@ -118,6 +118,9 @@ TEST(ScenarioErrors, InconsistentFields) {
             "s.yaml:13:17: training.global_batch = 1001 is not a multiple of micro_batch·dp = 1·8");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  ep: 2")),
             "s.yaml:12:7: parallelism.ep = 2 needs a mixture-of-experts model; gpt3-175b is dense");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  sequence_parallel: false\n  tp_comm_overlap: true")),
+            "s.yaml:13:20: parallelism.tp_comm_overlap = true needs tp > 1 and sequence_parallel (here tp = 8, "
+            "sequence_parallel = false): the overlapped collectives are the sequence-parallel ones");
 }
 
 TEST(ScenarioErrors, UnknownCatalogNameListsTheCatalog) {
