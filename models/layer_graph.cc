@@ -787,10 +787,14 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
     b.at(logits).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                                elements(static_cast<double>(d.tokens * m.hidden), d.e)};
   }
-  // Vocab-parallel softmax cross-entropy in fp32: reads the logits, keeps the fp32 softmax for
-  // backward; max, sum and target logit are all-reduced over TP (3 floats per token).
-  Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 4.0)),
-                           Bytes(T * vocab * 4.0), Bytes(T * vocab * (4.0 + d.e)), {logits});
+  // Vocab-parallel softmax cross-entropy in fp32, as Megatron-LM (its fused path) and PyTorch's
+  // log_softmax + nll_loss run it, one pass per step: the logits cast to fp32 (read e, write 4),
+  // the row max and the sum of exponentials (a read each), the softmax written normalized (read
+  // and write) and kept for backward; backward forms the gradient in place (read and write) and
+  // casts it back (read 4, write e). Max, sum and target logit are all-reduced over TP (3 floats
+  // per token).
+  Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 20.0)),
+                           Bytes(T * vocab * 4.0), Bytes(T * vocab * (12.0 + d.e)), {logits});
   loss.op.transient = Bytes(T * vocab * 4.0);
   const int loss_id = b.add(loss);
   if (shard.tp > 1) {

@@ -197,6 +197,28 @@ TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
             (std::vector<std::string>{"mlp.fc2", "mlp.fc2.reduce_scatter.overlapped"}));
 }
 
+TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
+  // 4096 tokens × 32000 vocab, bf16 logits: forward casts (2 + 4 bytes), takes the max (4) and
+  // the sum of exponentials (4), writes the softmax (4 + 4): 22 bytes per logit; backward
+  // rewrites the gradient in place (8) and casts it back (4 + 2): 14. It keeps the fp32 softmax.
+  const LayerGraph g = build_output_head(gpt_like(), shard(1, false));
+  const double logits = 2.0 * 2048 * 32000;
+  int found = 0;
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    if (op.name == "head.cross_entropy") {
+      EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 22.0 * logits);
+      EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * logits);
+      ++found;
+    }
+    if (op.name == "head.cross_entropy.bwd") {
+      EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 14.0 * logits);
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
 TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
   const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
   LayerShard s;
