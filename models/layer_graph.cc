@@ -504,8 +504,11 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                            elements(rows, 2.0 * d.e), {last}));
   }
 
-  // The attention core. Queries, keys and values are kept for backward.
+  // The attention core. Queries, keys and values are kept for backward by the op that wrote them,
+  // also when selective recomputation recomputes the core from them (Korthikanti et al. 2022;
+  // Megatron-LM checkpoints its core attention whichever kernel runs it).
   const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
+  b.at(last).op.saved += qkv_bytes;
   const double causal_fraction = 0.5;
   if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local
@@ -528,10 +531,11 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                       shard.activation_dtype, shard.attention_kernel};
       f.op.flop = Flop(attention_flop);
       f.op.bytes = Bytes(static_cast<double>(qkv_bytes / Bytes(1)) + T * q_width * d.e);
-      // Q, K, V and the softmax statistics (fp32 per query and head) are kept once.
-      f.op.saved = step == 0 ? qkv_bytes + Bytes(4.0 * shard.micro_batch * heads * s) : Bytes(0);
+      // The softmax statistics (fp32 per query and head) are kept once.
+      f.op.saved = step == 0 ? Bytes(4.0 * shard.micro_batch * heads * s) : Bytes(0);
       f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
       f.recipe = Recipe::kAttention;
+      f.recompute_selective = true;
       f.inputs = {previous};
       if (kv_in >= 0) f.inputs.push_back(kv_in);
       int core = b.add(f);
@@ -558,7 +562,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     last = previous;
   } else {
     // Unfused attention (Korthikanti et al. 2022): QKᵀ, softmax, dropout, then ·V, with the
-    // s×s score tensors kept for backward unless selectively recomputed.
+    // s×s score tensors kept for backward unless selectively recomputed (all four ops).
     const double scores = static_cast<double>(shard.micro_batch) * heads * s * s;
     Forward qk;
     qk.op.name = "attn.scores";
@@ -566,9 +570,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     qk.op.gemm = GemmShape{s, s, m.head_dim, shard.micro_batch * heads, shard.activation_dtype};
     qk.op.flop = Flop(2.0 * scores * m.head_dim);
     qk.op.bytes = elements(2.0 * T * q_width + scores, d.e);
-    qk.op.saved = elements(T * (q_width + kv_width), d.e);
     qk.op.transient = elements(scores, d.e);
     qk.recipe = Recipe::kActivationGemm;
+    qk.recompute_selective = true;
     qk.inputs = {last};
     const int qk_id = b.add(qk);
     Forward softmax = memory_op("attn.softmax", MemoryKernel::kSoftmax, elements(scores, 2.0 * d.e),
@@ -587,11 +591,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     av.op.gemm = GemmShape{s, m.head_dim, s, shard.micro_batch * heads, shard.activation_dtype};
     av.op.flop = Flop(2.0 * scores * m.head_dim);
     av.op.bytes = elements(scores + 2.0 * T * q_width, d.e);
-    // Keeps V and the (dropped-out) probabilities; the probabilities are recomputed under
-    // selective recompute, V is not.
-    av.op.saved = elements(T * kv_width, d.e) +
-                  (shard.recompute == Recompute::kSelective ? Bytes(0) : elements(scores, d.e));
+    // Keeps the (dropped-out) probabilities.
+    av.op.saved = elements(scores, d.e);
     av.recipe = Recipe::kActivationGemm;
+    av.recompute_selective = true;
     av.inputs = {probs, last};
     last = b.add(av);
   }

@@ -96,7 +96,7 @@ void bind_search(py::module_& m) {
       py::arg("threads") = 0,
       "Ranks every valid layout of the scenario's model on its cluster (or on `gpus` GPUs) by "
       "simulated "
-      "tokens/s; returns the report as a dict: counts (considered, duplicates, pruned_memory, "
+      "tokens/s; returns the report as a dict: counts (considered, pruned_memory, "
       "pruned_bound, "
       "simulated, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
       "tokens_per_s, mfu, "

@@ -12,13 +12,13 @@ class SearchResult:
     top: DataFrame of the best layouts, best first (rank, tp, pp, dp, cp, ep, virtual_stages,
     schedule, micro_batch, recompute, zero, sequence_parallel, iteration_time_s (s),
     tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, capacity_bytes (bytes), fits).
-    Counts: considered (valid layouts), duplicates (simulate exactly as an earlier layout),
-    pruned_memory, pruned_bound, simulated, fit; wall_s: the search's own time in seconds.
+    Counts: considered (valid layouts), pruned_memory, pruned_bound, simulated, fit; wall_s: the
+    search's own time in seconds.
     """
 
     def __init__(self, report):
         self.report = report
-        for key in ["name", "model", "gpu", "gpus", "global_batch", "considered", "duplicates", "pruned_memory",
+        for key in ["name", "model", "gpu", "gpus", "global_batch", "considered", "pruned_memory",
                     "pruned_bound", "simulated", "fit", "wall_s"]:
             setattr(self, key, report[key])
         self.top = pd.DataFrame(report["layouts"])
@@ -29,7 +29,7 @@ class SearchResult:
 
     def __repr__(self):
         return (f"SearchResult({self.model} on {self.gpus} × {self.gpu}: {self.considered} layouts considered, "
-                f"{self.duplicates} duplicates, {self.pruned_memory} pruned by memory, {self.pruned_bound} by "
+                f"{self.pruned_memory} pruned by memory, {self.pruned_bound} by "
                 f"throughput bound, {self.simulated} simulated, {self.fit} fit, {self.wall_s:.2f} s)")
 
 

@@ -21,26 +21,6 @@ constexpr double kRoundingMargin = 1e-6;
 
 bool is_collective(const Op& op) { return op.kind == OpKind::kCommunication; }
 
-// Whether two graphs hold the same ops (every field the lowering reads) and edges.
-bool same_graph(const LayerGraph& a, const LayerGraph& b) {
-  if (a.num_ops() != b.num_ops() || a.parameters != b.parameters ||
-      a.forward_exit() != b.forward_exit()) {
-    return false;
-  }
-  for (OpId id = 0; id < a.num_ops(); ++id) {
-    const Op& x = a.op(id);
-    const Op& y = b.op(id);
-    const bool same = x.name == y.name && x.phase == y.phase && x.kind == y.kind &&
-                      x.flop == y.flop && x.bytes == y.bytes && x.saved == y.saved &&
-                      x.transient == y.transient && x.released_by == y.released_by &&
-                      x.memory_kernel == y.memory_kernel &&
-                      x.comm.collective == y.comm.collective && x.comm.group == y.comm.group &&
-                      x.comm.size == y.comm.size && a.predecessors(id) == b.predecessors(id);
-    if (!same) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 LayoutBounds::LayoutBounds(const Scenario& base)
@@ -130,25 +110,6 @@ const LayoutBounds::ShardFacts& LayoutBounds::shard_facts(const Layout& l) {
   }
   if (auto it = shards_.find(key); it != shards_.end()) return it->second;
   return shards_.emplace(key, build_shard(l)).first->second;
-}
-
-bool LayoutBounds::recompute_changes_nothing(const Layout& l) {
-  const ShardKey key = shard_key(l);
-  if (auto it = recompute_noop_.find(key); it != recompute_noop_.end()) return it->second;
-  Layout without = l;
-  without.recompute = Recompute::kNone;
-  const ShardFacts& a = shard_facts(l);
-  const ShardFacts& b = shard_facts(without);
-  bool same = true;
-  for (int kind = 0; kind < kNumBlockKinds && same; ++kind) {
-    if (!a[kind] || !b[kind]) {
-      same = !a[kind] && !b[kind];
-    } else {
-      same =
-          same_graph(*a[kind]->graph, *b[kind]->graph) && a[kind]->compute_s == b[kind]->compute_s;
-    }
-  }
-  return recompute_noop_.emplace(key, same).first->second;
 }
 
 const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& LayoutBounds::block_times(

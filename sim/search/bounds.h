@@ -70,10 +70,6 @@ class LayoutBounds {
   enum class Detail { kKernels, kFull };
   // A lower bound on the iteration time.
   Seconds iteration_time_lower_bound(const Layout& layout, Detail detail = Detail::kFull);
-  // Whether `layout` runs the same operator graphs as with no recomputation (selective
-  // recomputation recomputes nothing when attention is fused and there is no dropout), so
-  // both simulate identically.
-  bool recompute_changes_nothing(const Layout& layout);
 
  private:
   enum BlockKind { kEmbedding, kDense, kMoe, kHead, kNumBlockKinds };
@@ -146,7 +142,6 @@ class LayoutBounds {
   std::map<std::tuple<int, int, int, int, std::array<int64_t, kNumBlockKinds>>, double> fsdp_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
   std::map<int, std::vector<VirtualStage>> blocks_;
-  std::map<ShardKey, bool> recompute_noop_;
   // Tensor, context and expert group placements by (tp, cp, dp, pp, ep).
   std::map<std::tuple<int, int, int, int, int>, std::array<std::vector<int>, 3>> placements_;
 };

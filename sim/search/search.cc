@@ -138,7 +138,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   // Bounds. Each thread bounds every threads-th block of layouts with its own fork of the
   // graphs (bounds are pure functions of a layout, so the split changes nothing). The time bound
   // here counts kernels only; collectives are priced when a layout nears the top (below).
-  enum class Verdict : uint8_t { kDuplicate, kNoFit, kCandidate };
+  enum class Verdict : uint8_t { kNoFit, kCandidate };
   const int threads = resolve_threads(options.threads);
   LayoutBounds bounds(base);
   bounds.prepare(layouts, threads);
@@ -155,9 +155,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     for (size_t first = worker * kBlock; first < layouts.size(); first += threads * kBlock) {
       for (size_t i = first; i < std::min(first + kBlock, layouts.size()); ++i) {
         const Layout& l = layouts[i];
-        if (l.recompute == Recompute::kSelective && fork->recompute_changes_nothing(l)) {
-          verdict[i] = Verdict::kDuplicate;
-        } else if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
+        if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
           verdict[i] = Verdict::kNoFit;
         } else {
           verdict[i] = Verdict::kCandidate;
@@ -181,7 +179,6 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   };
   std::priority_queue<Candidate, std::vector<Candidate>, decltype(after)> queue(after);
   for (size_t i = 0; i < layouts.size(); ++i) {
-    if (verdict[i] == Verdict::kDuplicate) ++report.duplicates;
     if (verdict[i] == Verdict::kNoFit) ++report.pruned_memory;
     if (verdict[i] == Verdict::kCandidate) queue.push({bound[i], i, !options.prune});
   }
@@ -244,7 +241,6 @@ Json to_json(const SearchReport& r, bool include_wall_time) {
   json.set("name", r.name).set("model", r.model).set("gpu", r.gpu).set("gpus", r.gpus);
   json.set("global_batch", r.global_batch);
   json.set("considered", static_cast<uint64_t>(r.considered));
-  json.set("duplicates", static_cast<uint64_t>(r.duplicates));
   json.set("pruned_memory", static_cast<uint64_t>(r.pruned_memory));
   json.set("pruned_bound", static_cast<uint64_t>(r.pruned_bound));
   json.set("simulated", static_cast<uint64_t>(r.simulated))
@@ -280,10 +276,9 @@ std::string to_text(const SearchReport& r) {
   std::string out = fmt::format("{}\n  {} on {} × {}, global batch {}\n", r.name, r.model, r.gpus,
                                 r.gpu, r.global_batch);
   out += fmt::format(
-      "  layouts: {} considered · {} duplicates · {} pruned by memory · {} pruned by throughput "
-      "bound · "
-      "{} simulated · {} fit   ({:.2f} s)\n\n",
-      r.considered, r.duplicates, r.pruned_memory, r.pruned_bound, r.simulated, r.fit, r.wall_s);
+      "  layouts: {} considered · {} pruned by memory · {} pruned by throughput bound · {} simulated · "
+      "{} fit   ({:.2f} s)\n\n",
+      r.considered, r.pruned_memory, r.pruned_bound, r.simulated, r.fit, r.wall_s);
   if (r.top.empty()) return out + "  no layout fits in GPU memory\n";
   out += fmt::format(
       "  {:>3} {:>4} {:>4} {:>5} {:>4} {:>4} {:>3} {:>5} {:>10} {:>5} {:>3} {:>12} {:>8} {:>6} "

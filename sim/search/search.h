@@ -2,14 +2,12 @@
 // ranked by simulated throughput — `paceline search` and Python's paceline.search().
 //
 //   1. enumerate the layouts (the scenario's model, cluster, global batch and training setup);
-//   2. set aside layouts that simulate exactly as an earlier one does (selective recomputation
-//      where it recomputes nothing: the operator graphs are identical to those without);
-//   3. prune by memory: a layout whose peak-memory lower bound exceeds the GPU's capacity
+//   2. prune by memory: a layout whose peak-memory lower bound exceeds the GPU's capacity
 //      cannot fit (sim/search/bounds.h);
-//   4. bound the rest's throughput from above (tokens over an iteration-time lower bound that
+//   3. bound the rest's throughput from above (tokens over an iteration-time lower bound that
 //      counts kernels only), and take them highest bound first, ties by enumeration order; a
 //      layout reaching the front gets its full bound (collectives priced) and goes back in line;
-//   5. simulate the front layouts in fixed batches on threads; once `top` fitting layouts are
+//   4. simulate the front layouts in fixed batches on threads; once `top` fitting layouts are
 //      known, a layout whose bound is below the top-th best cannot enter the ranking and is
 //      pruned with every layout behind it.
 // Because the bounds are sound, the ranking equals that of simulating every layout. Batches
@@ -55,7 +53,6 @@ struct SearchReport {
   int gpus = 0;
   int64_t global_batch = 0;
   size_t considered = 0;     // valid layouts enumerated
-  size_t duplicates = 0;     // simulate exactly as an earlier layout (not ranked again)
   size_t pruned_memory = 0;  // memory lower bound above the capacity
   size_t pruned_bound = 0;   // throughput bound below the top-th best
   size_t simulated = 0;

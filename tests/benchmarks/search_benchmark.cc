@@ -16,7 +16,6 @@ void search_file(benchmark::State& state, const char* path) {
     benchmark::DoNotOptimize(report.top.data());
   }
   state.counters["considered"] = static_cast<double>(report.considered);
-  state.counters["duplicates"] = static_cast<double>(report.duplicates);
   state.counters["pruned_memory"] = static_cast<double>(report.pruned_memory);
   state.counters["pruned_bound"] = static_cast<double>(report.pruned_bound);
   state.counters["simulated"] = static_cast<double>(report.simulated);

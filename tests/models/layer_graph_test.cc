@@ -77,6 +77,26 @@ TEST(LayerGraph, UnfusedAttentionKeepsTheScoreTensors) {
   EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1), sbh(m, s) * 34.0 / 2.0);
 }
 
+TEST(LayerGraph, SelectiveRecomputeRunsTheFusedAttentionCoreTwice) {
+  // Flash attention under selective recompute: the core's forward runs again before its
+  // backward; the layer keeps Q, K, V and the attention output as without, and not the softmax
+  // statistics (fp32 per query and head).
+  const ModelSpec m = gpt_like();
+  const LayerShard none = shard(2, /*sp=*/true);
+  LayerShard selective = none;
+  selective.recompute = Recompute::kSelective;
+  const LayerGraph a = build_transformer_layer(m, none, false);
+  const LayerGraph b = build_transformer_layer(m, selective, false);
+  double attention_forward = 0.0;
+  for (const OpId id : a.ops(Phase::kForward)) {
+    if (a.op(id).kind == OpKind::kAttention) attention_forward += a.op(id).flop / Flop(1);
+  }
+  EXPECT_EQ(a.flop(Phase::kRecompute), Flop(0));
+  EXPECT_DOUBLE_EQ(b.flop(Phase::kRecompute) / Flop(1), attention_forward);
+  const double statistics = 4.0 * 2 * (16 / 2) * 2048;
+  EXPECT_DOUBLE_EQ((a.saved_activations() - b.saved_activations()) / Bytes(1), statistics);
+}
+
 TEST(LayerGraph, FullRecomputeKeepsOnlyTheLayerInput) {
   // Korthikanti: 2·sbh/t per layer with SP (the input, sequence-sharded).
   const ModelSpec m = gpt_like();

@@ -20,8 +20,7 @@ def test_ranked_layouts_and_counts(gpt_8gpus):
     assert result.top["tokens_per_s"].is_monotonic_decreasing
     assert result.top["fits"].all()
     assert result.gpus == 8 and result.global_batch == 16
-    assert result.considered == (result.duplicates + result.pruned_memory + result.pruned_bound
-                                 + result.simulated)
+    assert result.considered == result.pruned_memory + result.pruned_bound + result.simulated
     assert result.fit <= result.simulated
     assert "layouts considered" in repr(result)
 

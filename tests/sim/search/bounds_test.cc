@@ -91,25 +91,6 @@ INSTANTIATE_TEST_SUITE_P(Schedules, BoundsTest,
                                               schedule);
                          });
 
-TEST(Bounds, SelectiveRecomputeWithFusedAttentionChangesNothing) {
-  // No dropout and flash attention: selective recomputation has nothing to recompute.
-  const Scenario flash = load_scenario(
-      {R"(model: {name: t, layers: 2, hidden: 256, heads: 4, ffn_hidden: 1024, vocab: 512, seq_len: 128}
-cluster: {gpu: a100-sxm4-80gb}
-training: {global_batch: 4}
-)",
-       "t.yaml"});
-  Layout l;
-  l.recompute = Recompute::kSelective;
-  EXPECT_TRUE(LayoutBounds(flash).recompute_changes_nothing(l));
-  // Unfused attention keeps the s×s scores unless selectively recomputed.
-  Scenario unfused = flash;
-  unfused.training.attention = AttentionKernel::kUnfused;
-  EXPECT_FALSE(LayoutBounds(unfused).recompute_changes_nothing(l));
-  l.recompute = Recompute::kFull;
-  EXPECT_FALSE(LayoutBounds(flash).recompute_changes_nothing(l));
-}
-
 TEST(Bounds, StaticStatesAloneCanRuleALayoutOut) {
   // GPT-3 175B on 8 GPUs with tp 8 and nothing else sharded: 175e9 parameters × 18 bytes (2 for
   // bf16 weights, 4 for fp32 gradients, 12 for Adam's master copy and moments) / 8 ≈ 3.9e11 B
