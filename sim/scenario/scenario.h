@@ -37,6 +37,7 @@ struct Parallelism {
   // or drain (Megatron-LM's --tp-comm-overlap, torchtitan's async TP).
   bool tp_comm_overlap = false;
   int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
+  int fsdp_prefetch = 1;  // ZeRO-3: blocks whose weights are gathered ahead of the one computing
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
   std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};

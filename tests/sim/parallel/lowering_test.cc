@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "sim/simulator/simulator.h"
@@ -111,34 +113,46 @@ TEST(Lowering, RunsAreBitIdentical) {
   EXPECT_EQ(to_json(simulate(scenario).result, false).dump(), to_json(simulate(scenario).result, false).dump());
 }
 
-TEST(Lowering, FsdpPrefetchesOneBlockAhead) {
-  // FSDP over 8 GPUs, one micro-batch: each block's weight gather runs while the block before it
-  // computes, and no gather starts before the block two ahead of it has finished (two blocks
-  // gathered at most).
-  const Prediction p = simulate(scenario_of(R"(model: gpt-1.7b
-cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, zero: 3}
-training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
-)"));
-  const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
-  struct Span {
-    double start, end;
-  };
-  std::vector<Span> gathers, blocks;
-  for (size_t i = 0; i < t.size(); ++i) {
-    const std::string& name = t.names[t.name[i]];
-    if (t.rank[i] != 0) continue;
-    if (name == "fsdp.forward_weight_gather") gathers.push_back({t.start_s[i], t.end_s[i]});
-    if (t.stream_names[t.stream[i]] == "compute" && name.ends_with(".forward")) blocks.push_back({t.start_s[i], t.end_s[i]});
-  }
-  const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
-  std::sort(gathers.begin(), gathers.end(), by_start);
-  std::sort(blocks.begin(), blocks.end(), by_start);
-  ASSERT_EQ(gathers.size(), blocks.size());
-  ASSERT_GE(blocks.size(), 4u);
-  for (size_t i = 1; i < blocks.size(); ++i) {
-    EXPECT_LT(gathers[i].start, blocks[i - 1].end) << "gather of block " << i << " waits for the block before it";
-    if (i >= 2) EXPECT_GE(gathers[i].start, blocks[i - 2].end) << "three blocks gathered at once at block " << i;
+TEST(Lowering, FsdpGathersRunTheirPrefetchDepthAhead) {
+  // FSDP over 8 GPUs, one micro-batch, with fsdp_prefetch a: no block's weight gather starts
+  // before the block a + 1 ahead of it has finished (a + 1 blocks gathered at most); with a ≥ 1
+  // it runs while the block before it computes, with a = 0 only once that block has finished,
+  // and with a = 2 some gathers run two blocks early.
+  for (const int ahead : {0, 1, 2}) {
+    SCOPED_TRACE(ahead);
+    const Prediction p = simulate(scenario_of(fmt::format(R"(model: gpt-1.7b
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
+parallelism: {{dp: 8, zero: 3, fsdp_prefetch: {}}}
+training: {{global_batch: 8, micro_batch: 1, seq_len: 2048}}
+)",
+                                                          ahead)));
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+    struct Span {
+      double start, end;
+    };
+    std::vector<Span> gathers, blocks;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const std::string& name = t.names[t.name[i]];
+      if (t.rank[i] != 0) continue;
+      if (name == "fsdp.forward_weight_gather") gathers.push_back({t.start_s[i], t.end_s[i]});
+      if (t.stream_names[t.stream[i]] == "compute" && name.ends_with(".forward")) {
+        blocks.push_back({t.start_s[i], t.end_s[i]});
+      }
+    }
+    const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
+    std::sort(gathers.begin(), gathers.end(), by_start);
+    std::sort(blocks.begin(), blocks.end(), by_start);
+    ASSERT_EQ(gathers.size(), blocks.size());
+    ASSERT_GE(blocks.size(), 4u);
+    int two_early = 0;
+    for (size_t i = 1; i < blocks.size(); ++i) {
+      const size_t a = static_cast<size_t>(ahead);
+      if (i > a) EXPECT_GE(gathers[i].start, blocks[i - a - 1].end) << "too many blocks gathered at block " << i;
+      if (ahead == 0) EXPECT_GE(gathers[i].start, blocks[i - 1].end) << "block " << i << " prefetched";
+      if (ahead >= 1) EXPECT_LT(gathers[i].start, blocks[i - 1].end) << "block " << i << " not prefetched";
+      if (i >= 2 && gathers[i].start < blocks[i - 2].end) ++two_early;
+    }
+    EXPECT_EQ(two_early > 0, ahead == 2);
   }
 }
 
