@@ -101,6 +101,34 @@ training: {global_batch: 4}
   EXPECT_EQ(eps, (std::set<int>{1, 2, 4}));
 }
 
+// The base scenario's framework settings reach every layout they apply to, as the scenario
+// reader loads it for simulation and as with_layout() builds it for the bounds.
+TEST(Layout, FrameworkSettingsReachTheLayoutsTheyApplyTo) {
+  const ScenarioSource source{R"(name: settings
+model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {tp: 2, zero: 3, fsdp_prefetch: 2, tp_comm_overlap: true}
+training: {global_batch: 8}
+)",
+                              "settings.yaml"};
+  const Scenario base = load_scenario(source);
+  int overlapped = 0, prefetched = 0;
+  for (const Layout& l : enumerate_layouts(base)) {
+    const Scenario read = load_scenario(source, layout_overrides(l, base));
+    const Scenario built = with_layout(base, l);
+    EXPECT_EQ(read.parallelism.tp_comm_overlap, l.sequence_parallel) << to_string(l);
+    EXPECT_EQ(built.parallelism.tp_comm_overlap, l.sequence_parallel) << to_string(l);
+    if (l.zero == 3 && l.pp == 1) {
+      EXPECT_EQ(read.parallelism.fsdp_prefetch, 2) << to_string(l);
+      EXPECT_EQ(built.parallelism.fsdp_prefetch, 2) << to_string(l);
+      ++prefetched;
+    }
+    overlapped += l.sequence_parallel ? 1 : 0;
+  }
+  EXPECT_GT(overlapped, 0);
+  EXPECT_GT(prefetched, 0);
+}
+
 // A grid wider than the search space, loaded through the scenario reader: the valid points
 // that belong to the search space are exactly the enumerated layouts, and each reads back as
 // with_layout() builds it.
