@@ -235,7 +235,8 @@ class StageBuilder {
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
-  TaskId prefetched_gather(FsdpPass& fsdp, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
+  // Under zero-bubble a B pass frees nothing (the W pass does), so there it only orders them.
+  TaskId prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
                            const char* pass);
 
   const Context& c_;
@@ -330,15 +331,15 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
   return add(spec);
 }
 
-TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
-                                       const char* pass) {
+TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i,
+                                       int microbatch, const char* pass) {
   const size_t ahead = static_cast<size_t>(c_.scenario.parallelism.fsdp_prefetch);
   for (size_t j = i; j <= std::min(i + ahead, blocks.size() - 1); ++j) {
-    if (fsdp.gathers[j] != kNoId) continue;
-    const TaskId freed = j > ahead ? fsdp.exits[j - ahead - 1] : kNoId;
-    fsdp.gathers[j] = gather_weights(blocks[j], microbatch, freed, pass);
+    if (fsdp_pass.gathers[j] != kNoId) continue;
+    const TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
+    fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, pass);
   }
-  return fsdp.gathers[i];
+  return fsdp_pass.gathers[i];
 }
 
 // A forward pass of one micro-batch through one model chunk: receive the activation from the
@@ -351,20 +352,20 @@ void StageBuilder::forward(int microbatch, int chunk) {
                                microbatch, vs - 1, {})};
   }
   const std::vector<BlockRef> blocks = chunk_blocks(chunk);
-  FsdpPass gathered(blocks.size());
+  FsdpPass fsdp_pass(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockRef& block = blocks[i];
     const BlockPlans& plans = plans_of(block);
     std::vector<TaskId> entry = input;
     int64_t free_at_exit = 0;
     if (fsdp()) {
-      entry.push_back(prefetched_gather(gathered, blocks, i, microbatch, "forward"));
+      entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "forward"));
       free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
     } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
       entry.push_back(it->second);
     }
     const Instance instance = instantiate(plans.forward, block, microbatch, entry, nullptr, nullptr, free_at_exit);
-    gathered.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
+    fsdp_pass.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
     input = instance.exits;
   }
   if (vs + 1 < c_.virtual_stages_total) {
@@ -385,14 +386,14 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
   const bool input_only = kind == PipelineAction::Kind::kBackwardInput;
   std::vector<BlockRef> blocks = chunk_blocks(chunk);
   std::reverse(blocks.begin(), blocks.end());
-  FsdpPass gathered(blocks.size());
+  FsdpPass fsdp_pass(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockRef& block = blocks[i];
     const BlockPlans& plans = plans_of(block);
     std::vector<TaskId> entry = gradient;
     int64_t free_at_exit = 0;
     if (fsdp()) {
-      entry.push_back(prefetched_gather(gathered, blocks, i, microbatch, "backward"));
+      entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "backward"));
       // Under zero-bubble the weights stay gathered until the W pass.
       if (!input_only) free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
     }
@@ -400,7 +401,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
     const Instance instance = instantiate(input_only ? plans.backward_input : plans.backward, block, microbatch, entry,
                                           nullptr, ops, free_at_exit);
-    gathered.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
+    fsdp_pass.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
     gradient = instance.exits;
     if (!input_only) {
       last_backward_[{chunk, block.block}] = instance.last_compute;

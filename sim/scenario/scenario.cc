@@ -65,13 +65,16 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                                  "or 3 (+ parameters, FSDP)", p.zero));
   }
   p.zero_shard = map.get<int>("zero_shard", 0);
+  p.fsdp_prefetch = map.get<int>("fsdp_prefetch", 1);
   if (map.has("fsdp_prefetch")) {
-    p.fsdp_prefetch = map.get<int>("fsdp_prefetch", 1);
     if (p.fsdp_prefetch < 0) {
       map.fail("fsdp_prefetch", fmt::format("= {} is negative; expected the number of blocks gathered ahead (0: "
                                             "each block's weights gathered when it starts)", p.fsdp_prefetch));
     }
-    if (p.zero != 3) map.fail("fsdp_prefetch", fmt::format("needs zero: 3 (weights gathered per block); zero is {}", p.zero));
+    if (p.zero != 3 || p.pp > 1) {
+      map.fail("fsdp_prefetch", fmt::format("= {} needs zero: 3 without pipelining (weights gathered per block and "
+                                            "micro-batch); here zero = {}, pp = {}", p.fsdp_prefetch, p.zero, p.pp));
+    }
   }
   if (map.has("layers_per_stage")) {
     const YAML::Node list = map.node("layers_per_stage");

@@ -122,7 +122,8 @@ TEST(ScenarioErrors, InconsistentFields) {
             "s.yaml:13:20: parallelism.tp_comm_overlap = true needs tp > 1 and sequence_parallel (here tp = 8, "
             "sequence_parallel = false): the overlapped collectives are the sequence-parallel ones");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  fsdp_prefetch: 2")),
-            "s.yaml:12:18: parallelism.fsdp_prefetch needs zero: 3 (weights gathered per block); zero is 0");
+            "s.yaml:12:18: parallelism.fsdp_prefetch = 2 needs zero: 3 without pipelining (weights gathered per "
+            "block and micro-batch); here zero = 0, pp = 16");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_prefetch: -1")),
             "s.yaml:13:18: parallelism.fsdp_prefetch = -1 is negative; expected the number of blocks gathered ahead "
             "(0: each block's weights gathered when it starts)");
