@@ -39,6 +39,12 @@ class LayerGraphBuilder {
     CommSpec regather_for_wgrad;      // kWeightGemm with sequence parallelism: input re-gather
     Bytes grad_cast_bytes;            // fp8: cast of the output gradient before the GEMMs
     bool recompute_selective = false; // recomputed under selective recompute
+    // Kept from forward even when selectively recomputed: the inputs the recomputation starts
+    // from (released with the rest by the op's backward).
+    Bytes checkpoint_bytes;
+    // kWeightGemm: forward ops whose backward also delivers part of this GEMM's output gradient,
+    // which the weight gradient needs whole (a reduce-scatter split beside the GEMM).
+    std::vector<int> wgrad_also_after;
   };
 
   int add(Forward f) {
@@ -69,7 +75,7 @@ class LayerGraphBuilder {
 
   const LayerShard& shard_;
   std::vector<Forward> forwards_;
-  std::vector<std::pair<int, int>> completions_;  // complete_beside(first, rest)
+  std::vector<std::pair<int, int>> completions_;  // (first, rest)
   int input_holder_ = -1;
   Bytes input_bytes_;
 };
@@ -79,6 +85,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   g.parameters = parameters;
   g.parameters_total = parameters_total;
   const size_t n = forwards_.size();
+  // complete_beside: the readers of the readers of `first` also wait for `rest`.
   for (const auto& [first, rest] : completions_) {
     std::vector<bool> reads_first(n, false);
     for (size_t i = 0; i < n; ++i) {
@@ -96,12 +103,13 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     recomputed[i] = full || (shard_.recompute == Recompute::kSelective && forwards_[i].recompute_selective);
   }
 
-  // Forward ops. A recomputed op keeps nothing in forward; its recompute copy keeps it.
+  // Forward ops. A recomputed op keeps only its checkpoint (nothing under full recompute) in
+  // forward; its recompute copy keeps the rest.
   std::vector<OpId> forward_id(n);
   for (size_t i = 0; i < n; ++i) {
     Op op = forwards_[i].op;
     op.phase = Phase::kForward;
-    if (recomputed[i]) op.saved = Bytes(0);
+    if (recomputed[i]) op.saved = full ? Bytes(0) : forwards_[i].checkpoint_bytes;
     if (full && static_cast<int>(i) == input_holder_) op.saved = input_bytes_;
     std::vector<OpId> after;
     for (const int input : forwards_[i].inputs) after.push_back(forward_id[input]);
@@ -116,6 +124,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     Op op = forwards_[i].op;
     op.phase = Phase::kRecompute;
     op.name += ".recompute";
+    if (!full) op.saved = op.saved - forwards_[i].checkpoint_bytes;
     std::vector<OpId> after;
     for (const int input : forwards_[i].inputs) {
       if (recomputed[input]) after.push_back(recompute_id[input]);
@@ -166,6 +175,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         dgrad.transient = Bytes(static_cast<double>(s.m * s.k * s.count) * bytes_per_element(shard_.activation_dtype));
         const OpId dgrad_id = add_vertex(g, dgrad, after);
         std::vector<OpId> wgrad_after = after;
+        for (const int part : f.wgrad_also_after) wgrad_after.insert(wgrad_after.end(), grad_in[part].begin(), grad_in[part].end());
         if (f.regather_for_wgrad.collective != Collective::kNone) {
           Op gather = backward_op("input_regather", Phase::kBackwardWeight, OpKind::kCommunication);
           gather.comm = f.regather_for_wgrad;
@@ -236,6 +246,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       case Recipe::kNoGradient:
         grad_in[r] = {};
         break;
+    }
+    // A selectively recomputed op's forward copy keeps its checkpoint until the same release.
+    if (!full && saver != forward_id[r] && g.graph_[forward_id[r]].saved > Bytes(0)) {
+      g.graph_[forward_id[r]].released_by = g.graph_[saver].released_by;
     }
     if (static_cast<int>(r) == input_holder_ && full) holder_release = grad_in[r];
   }
@@ -446,10 +460,12 @@ int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& 
   if (d.tp == 1) return input;
   const Bytes size = elements(static_cast<double>(d.tokens * m.hidden), d.e);
   if (d.overlap && beside_gemm) {
-    // Chunked beside the GEMM: all but the last of tp chunks are reduced while it computes.
+    // Chunked beside the GEMM: all but the last of tp chunks are reduced while it computes (and,
+    // backward, gathered while its input gradient is computed; its weight gradient needs all).
     const int rest = b.add(collective(name + ".reduce_scatter.overlapped", Collective::kReduceScatter,
                                       Collective::kAllGather, CommGroup::kTensor, size * ((d.tp - 1.0) / d.tp),
                                       b.at(input).inputs));
+    b.at(input).wgrad_also_after.push_back(rest);
     return b.add(collective(name + ".reduce_scatter", Collective::kReduceScatter, Collective::kAllGather,
                             CommGroup::kTensor, size * (1.0 / d.tp), {input, rest}));
   }
@@ -504,11 +520,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                            elements(rows, 2.0 * d.e), {last}));
   }
 
-  // The attention core. Queries, keys and values are kept for backward by the op that wrote them,
-  // also when selective recomputation recomputes the core from them (Korthikanti et al. 2022;
-  // Megatron-LM checkpoints its core attention whichever kernel runs it).
+  // The attention core. Queries, keys and values are kept for backward, also when selective
+  // recomputation re-runs the core from them (Korthikanti et al. 2022; Megatron-LM checkpoints
+  // its core attention whichever kernel runs it), and the ring exchange and merges with it.
   const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
-  b.at(last).op.saved += qkv_bytes;
   const double causal_fraction = 0.5;
   if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local
@@ -531,8 +546,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                       shard.activation_dtype, shard.attention_kernel};
       f.op.flop = Flop(attention_flop);
       f.op.bytes = Bytes(static_cast<double>(qkv_bytes / Bytes(1)) + T * q_width * d.e);
-      // The softmax statistics (fp32 per query and head) are kept once.
-      f.op.saved = step == 0 ? Bytes(4.0 * shard.micro_batch * heads * s) : Bytes(0);
+      // Q, K, V and the softmax statistics (fp32 per query and head) are kept once.
+      f.op.saved = step == 0 ? qkv_bytes + Bytes(4.0 * shard.micro_batch * heads * s) : Bytes(0);
+      f.checkpoint_bytes = step == 0 ? qkv_bytes : Bytes(0);
       f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
       f.recipe = Recipe::kAttention;
       f.recompute_selective = true;
@@ -541,12 +557,15 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       int core = b.add(f);
       if (step > 0) {
         // Forward: reads the step's output and rewrites the fp32 running output, with the
-        // statistics (fp32 per query and head). Backward: the query gradient accumulates in
-        // fp32, the key/value gradient travelling the ring adds this step's.
+        // statistics (fp32 per query and head: the step's and the running one read, the merged
+        // one written). Backward: the query gradient accumulates in fp32, the key/value
+        // gradient travelling the ring adds this step's.
         const double statistics = 3.0 * 4.0 * shard.micro_batch * heads * static_cast<double>(s);
-        core = b.add(memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
-                               Bytes(T * q_width * (d.e + 8.0) + statistics), Bytes(0),
-                               elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * kv_width, 3.0 * d.e), {core}));
+        Forward merge = memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
+                                  Bytes(T * q_width * (d.e + 8.0) + statistics), Bytes(0),
+                                  elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * kv_width, 3.0 * d.e), {core});
+        merge.recompute_selective = true;
+        core = b.add(merge);
       }
       if (step + 1 < steps) {
         // The next key/value block arrives over the ring while this one is computed; backward
@@ -554,6 +573,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         Forward ring = collective(fmt::format("attn.ring.step{}", step), Collective::kSendRecv,
                                   Collective::kSendRecv, CommGroup::kContext, kv_block, {last});
         ring.backward_comm.size = kv_block * 2.0;
+        ring.recompute_selective = true;
         if (kv_in >= 0) ring.inputs = {kv_in};
         kv_in = b.add(ring);
       }
@@ -570,6 +590,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     qk.op.gemm = GemmShape{s, s, m.head_dim, shard.micro_batch * heads, shard.activation_dtype};
     qk.op.flop = Flop(2.0 * scores * m.head_dim);
     qk.op.bytes = elements(2.0 * T * q_width + scores, d.e);
+    qk.op.saved = elements(T * (q_width + kv_width), d.e);  // Q and K, its checkpoint
+    qk.checkpoint_bytes = qk.op.saved;
     qk.op.transient = elements(scores, d.e);
     qk.recipe = Recipe::kActivationGemm;
     qk.recompute_selective = true;
@@ -591,8 +613,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     av.op.gemm = GemmShape{s, m.head_dim, s, shard.micro_batch * heads, shard.activation_dtype};
     av.op.flop = Flop(2.0 * scores * m.head_dim);
     av.op.bytes = elements(scores + 2.0 * T * q_width, d.e);
-    // Keeps the (dropped-out) probabilities.
-    av.op.saved = elements(scores, d.e);
+    // Keeps V (its checkpoint) and the (dropped-out) probabilities.
+    av.checkpoint_bytes = elements(T * kv_width, d.e);
+    av.op.saved = av.checkpoint_bytes + elements(scores, d.e);
     av.recipe = Recipe::kActivationGemm;
     av.recompute_selective = true;
     av.inputs = {probs, last};

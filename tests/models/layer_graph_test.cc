@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "models/model_catalog.h"
 
 namespace paceline {
@@ -156,6 +158,20 @@ TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
   EXPECT_EQ(steps, 4);
   EXPECT_EQ(merges, 3);
   EXPECT_DOUBLE_EQ(flop, 4.0 * 2 * 16 * 64 * 0.5 * 4 * local * local);
+  // Selective recomputation re-runs the whole ring: the steps, the exchanges between them and
+  // the merges.
+  s.recompute = Recompute::kSelective;
+  const LayerGraph selective = build_transformer_layer(m, s, false);
+  int recomputed_steps = 0, recomputed_exchanges = 0, recomputed_merges = 0;
+  for (const OpId id : selective.ops(Phase::kRecompute)) {
+    const std::string& name = selective.op(id).name;
+    recomputed_steps += name.starts_with("attn.core") ? 1 : 0;
+    recomputed_exchanges += name.starts_with("attn.ring.step") ? 1 : 0;
+    recomputed_merges += name.starts_with("attn.ring.merge") ? 1 : 0;
+  }
+  EXPECT_EQ(recomputed_steps, 4);
+  EXPECT_EQ(recomputed_exchanges, 3);
+  EXPECT_EQ(recomputed_merges, 3);
 }
 
 TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
@@ -215,6 +231,12 @@ TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
   EXPECT_EQ(names(find("mlp.fc2.reduce_scatter.overlapped")), std::vector<std::string>{"mlp.act"});
   EXPECT_EQ(names(find("mlp.fc2.reduce_scatter")),
             (std::vector<std::string>{"mlp.fc2", "mlp.fc2.reduce_scatter.overlapped"}));
+  // Backward: the weight gradient waits for the whole output gradient, the input gradient for
+  // its first chunk only.
+  const std::vector<std::string> wgrad = names(find("mlp.fc2.wgrad"));
+  EXPECT_NE(std::find(wgrad.begin(), wgrad.end(), "mlp.fc2.reduce_scatter.overlapped.bwd"), wgrad.end());
+  const std::vector<std::string> dgrad = names(find("mlp.fc2.dgrad"));
+  EXPECT_EQ(std::find(dgrad.begin(), dgrad.end(), "mlp.fc2.reduce_scatter.overlapped.bwd"), dgrad.end());
 }
 
 TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
