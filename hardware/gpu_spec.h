@@ -30,7 +30,7 @@ struct KernelEfficiency {
   double attention_seq_half = 0.0;    // sequence at which attention efficiency halves
   // Under a causal mask: the ceiling is this fraction of the one above, and efficiency halves at
   // `attention_causal_seq_half` (diagonal tiles half wasted, tiles of uneven work per query block).
-  double attention_causal_ratio = 1.0;
+  double attention_causal_ratio = 0.0;
   double attention_causal_seq_half = 0.0;
   // FlashAttention-2's efficiencies where they differ from the fused kernels' above (0: not
   // known for this GPU).
