@@ -72,8 +72,9 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
                              : (s.backward ? k.attention_backward_efficiency : k.attention_forward_efficiency);
   PACELINE_CHECK(base > 0.0, "FlashAttention-2 timed on a GPU without its efficiencies (the scenario should have failed)");
   const double length = static_cast<double>(s.seq_kv);
-  const double efficiency = s.causal ? base * k.attention_causal_ratio * length / (length + k.attention_causal_seq_half)
-                                     : base * length / (length + k.attention_seq_half);
+  const double ceiling = s.causal ? base * k.attention_causal_ratio : base;
+  const double seq_half = s.causal ? k.attention_causal_seq_half : k.attention_seq_half;
+  const double efficiency = ceiling * length / (length + seq_half);
   const Seconds compute = attention_flop(s) / (peak_for(s.dtype) * efficiency);
   // Q and O (heads wide) and K, V (kv_heads wide) are read or written at least once.
   const double e = bytes_per_element(s.dtype);

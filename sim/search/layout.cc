@@ -117,16 +117,17 @@ Scenario with_layout(const Scenario& base, const Layout& l) {
 }
 
 std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
+  // What with_layout() builds, as the scenario reader accepts it: the base's framework settings
+  // only where the layout has what they apply to.
   const Parallelism p = layout_parallelism(l, base);
   Json parallelism = Json::object();
-  parallelism.set("tp", l.tp).set("pp", l.pp).set("dp", l.dp).set("cp", l.cp).set("ep", l.ep);
-  parallelism.set("virtual_stages", l.virtual_stages).set("schedule", to_string(l.schedule));
-  parallelism.set("sequence_parallel", l.sequence_parallel)
-      .set("zero", l.zero)
-      .set("rank_order", to_string(base.parallelism.rank_order));
-  // The base's framework settings, where the layout has what they apply to.
+  parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
+  parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
+  parallelism.set("sequence_parallel", p.sequence_parallel)
+      .set("zero", p.zero)
+      .set("rank_order", to_string(p.rank_order));
   if (p.tp_comm_overlap) parallelism.set("tp_comm_overlap", true);
-  if (l.zero == 3 && l.pp == 1) parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
+  if (p.zero == 3 && p.pp == 1) parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
   return {{"parallelism", parallelism.dump(-1)},
           {"training.micro_batch", fmt::format("{}", l.micro_batch)},
           {"training.recompute", to_string(l.recompute)}};
