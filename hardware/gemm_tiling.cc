@@ -20,4 +20,17 @@ GemmTiling gemm_tiling(const GemmShape& s, const GpuSpec& gpu) {
   return GemmTiling{padding * wave_fill, static_cast<double>(s.k) / split};
 }
 
+double attention_occupancy(const AttentionShape& s, const GpuSpec& gpu) {
+  const int64_t rows = s.backward ? s.seq_kv : s.seq_q;
+  const int64_t blocks_per_pair = ceil_div(rows, gpu.kernels.attention_tile_rows);
+  const int64_t pairs = s.batch * s.heads;
+  if (!s.causal) {
+    const int64_t blocks = pairs * blocks_per_pair;
+    return static_cast<double>(blocks) / (static_cast<double>(ceil_div(blocks, gpu.sm_count)) * gpu.sm_count);
+  }
+  const double longest = static_cast<double>(blocks_per_pair);
+  const double work_per_sm = static_cast<double>(pairs) * longest * (longest + 1.0) / 2.0 / gpu.sm_count;
+  return work_per_sm / std::max(longest, work_per_sm);
+}
+
 }  // namespace paceline

@@ -62,6 +62,8 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.attention_causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, "kernels.attention.");
   k.attention_causal_seq_half = sourced_required<double>(attention, "causal_seq_half", gpu, "kernels.attention.");
   if (k.attention_causal_seq_half < 0.0) attention.fail("causal_seq_half", "must not be negative");
+  k.attention_tile_rows = sourced_required<int64_t>(attention, "tile_rows", gpu, "kernels.attention.");
+  if (k.attention_tile_rows < 1) attention.fail("tile_rows", fmt::format("= {} must be at least 1", k.attention_tile_rows));
   attention.finish();
   k.sustained_compute_fraction =
       map.has("sustained_compute_fraction") ? fraction(map, "sustained_compute_fraction", gpu, "kernels.") : 1.0;

@@ -32,6 +32,10 @@ struct KernelEfficiency {
   // `attention_causal_seq_half` (diagonal tiles half wasted, tiles of uneven work per query block).
   double attention_causal_ratio = 0.0;
   double attention_causal_seq_half = 0.0;
+  // Query rows per thread block (forward; key rows in backward): one block per SM at a time, so
+  // few heads × blocks leave SMs idle and, under a causal mask, the longest row of tiles bounds
+  // the kernel.
+  int64_t attention_tile_rows = 0;
   // FlashAttention-2's efficiencies where they differ from the fused kernels' above (0: not
   // known for this GPU).
   double flash2_forward_efficiency = 0.0;

@@ -74,7 +74,7 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   const double length = static_cast<double>(s.seq_kv);
   const double ceiling = s.causal ? base * k.attention_causal_ratio : base;
   const double seq_half = s.causal ? k.attention_causal_seq_half : k.attention_seq_half;
-  const double efficiency = ceiling * length / (length + seq_half);
+  const double efficiency = ceiling * length / (length + seq_half) * attention_occupancy(s, gpu_);
   const Seconds compute = attention_flop(s) / (peak_for(s.dtype) * efficiency);
   // Q and O (heads wide) and K, V (kv_heads wide) are read or written at least once.
   const double e = bytes_per_element(s.dtype);

@@ -11,10 +11,11 @@
 //               tiles over the SMs (NVIDIA, "Matrix Multiplication Background User's Guide");
 //               when tiles are fewer than SMs, K is split over up to SMs/tiles parts
 //               (split-K / stream-K) and K' = K / parts
-//   attention   FLOPs / (peak[bf16] · e_fwd|bwd · s/(s + seq_half)); FLOPs = 4·b·h·s_q·s_kv·d,
-//               halved when causal, ×2.5 for backward (five products against two); e from
-//               the fused kernels' figures, or FlashAttention-2's (never from a profile);
-//               causal: e · causal_ratio · s/(s + causal_seq_half) instead
+//   attention   FLOPs / (peak[bf16] · e_fwd|bwd · s/(s + seq_half) · occupancy); FLOPs =
+//               4·b·h·s_q·s_kv·d, halved when causal, ×2.5 for backward (five products against
+//               two); e from the fused kernels' figures, or FlashAttention-2's (never from a
+//               profile); causal: e · causal_ratio · s/(s + causal_seq_half) instead; occupancy:
+//               how its tiles of tile_rows rows fill the SMs (attention_occupancy)
 //   memory      bytes / (HBM bandwidth · e_bw)
 // each never faster than its memory roofline, plus `overhead`.
 //

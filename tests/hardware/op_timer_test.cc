@@ -92,6 +92,32 @@ TEST(OpTimer, CausalAttentionFollowsTheCausalBarsOfTheFlashAttention3Paper) {
   EXPECT_LT(tflops(4096, true), 0.92 * tflops(4096, false));
 }
 
+TEST(OpTimer, AttentionWithFewHeadsLeavesSmsIdle) {
+  // cuDNN's causal fused attention measured on an H200 (same GH100 compute as the H100; batch 1,
+  // head dim 128, short bursts; hardware/profiles/h200-sxm-141gb.yaml): with 8 heads at 1k and
+  // 2k tokens there are fewer 128-row blocks than SMs, or the diagonal's longest block outlasts
+  // the rest, and the kernel reaches a fraction of what 128 heads reach.
+  GpuSpec gpu = h100();
+  gpu.kernels.sustained_compute_fraction = 1.0;
+  const OpTimer timer(gpu);
+  const auto seconds = [&](int64_t heads, int64_t seq, bool backward) {
+    return timer.attention(AttentionShape{1, heads, heads, seq, seq, 128, true, backward, DType::kBf16}).time / Seconds(1);
+  };
+  EXPECT_NEAR(seconds(8, 1024, false), 17.52e-6, 0.15 * 17.52e-6);
+  EXPECT_NEAR(seconds(8, 1024, true), 50.03e-6, 0.15 * 50.03e-6);
+  EXPECT_NEAR(seconds(8, 2048, false), 30.32e-6, 0.15 * 30.32e-6);
+  EXPECT_NEAR(seconds(8, 2048, true), 90.02e-6, 0.15 * 90.02e-6);
+  // Per head, 8 heads at 1k ran at 0.29 of the speed of 128 heads (81.95 us for 16x the work);
+  // within 20%: the fixed per-kernel overhead weighs more on the 17 us kernel. Without the
+  // occupancy term the model would run both at the same speed.
+  EXPECT_NEAR(16.0 * seconds(8, 1024, false) / seconds(128, 1024, false), 16.0 * 17.52 / 81.95, 0.2 * 16.0 * 17.52 / 81.95);
+  // Unmasked, only the last wave idles: 132 blocks fill the SMs once, 133 take a second wave.
+  const auto unmasked = [&](int64_t heads) {
+    return timer.attention(AttentionShape{1, heads, heads, 128 * 33, 128 * 33, 128, false, false, DType::kBf16}).time;
+  };
+  EXPECT_NEAR(unmasked(5) / unmasked(4), 2.0, 0.05);
+}
+
 TEST(OpTimer, FlashAttention2RunsAtItsOwnEfficiencies) {
   // The same backward on H100 through FlashAttention-2: its catalog efficiency, same FLOPs.
   const GpuSpec gpu = h100();
