@@ -92,14 +92,15 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   return {sustained + k.overhead, false};
 }
 
-KernelTime OpTimer::memory_bound(MemoryKernel kernel, Bytes traffic) const {
+KernelTime OpTimer::memory_bound(MemoryKernel kernel, Bytes traffic, int kernels) const {
   if (traffic <= Bytes(0)) return {};
+  const Seconds launches = gpu_.kernels.overhead * static_cast<double>(kernels - 1);
   if (profile_) {
     if (const std::optional<Seconds> measured = profile_->memory_bound(kernel, traffic)) {
-      return {transferred(*measured, /*compute_bound=*/false, DType::kBf16), true};
+      return {transferred(*measured, /*compute_bound=*/false, DType::kBf16) + launches, true};
     }
   }
-  return {memory_roofline(traffic) + gpu_.kernels.overhead, false};
+  return {memory_roofline(traffic) + gpu_.kernels.overhead + launches, false};
 }
 
 }  // namespace paceline

@@ -51,7 +51,8 @@ class OpTimer {
 
   KernelTime gemm(const GemmShape& shape) const;
   KernelTime attention(const AttentionShape& shape) const;
-  KernelTime memory_bound(MemoryKernel kernel, Bytes traffic) const;
+  // `traffic` moved by `kernels` launches (an eager composite), each paying the kernel overhead.
+  KernelTime memory_bound(MemoryKernel kernel, Bytes traffic, int kernels = 1) const;
   // The efficiency the roofline model assigns to a GEMM shape (of the dense peak).
   double gemm_efficiency(const GemmShape& shape) const;
   const GpuSpec& gpu() const { return gpu_; }

@@ -34,6 +34,7 @@ class LayerGraphBuilder {
     std::vector<int> inputs;  // forward ops whose output this op reads
     Recipe recipe = Recipe::kMemory;
     Bytes backward_bytes;             // kMemory: traffic of the backward pass
+    int backward_kernels = 1;         // kMemory: kernels the backward pass launches
     MemoryKernel backward_kernel = MemoryKernel::kNone;
     CommSpec backward_comm;           // kCommunication: the transposed collective
     CommSpec regather_for_wgrad;      // kWeightGemm with sequence parallelism: input re-gather
@@ -225,6 +226,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kMemoryBound);
         bwd.memory_kernel = f.backward_kernel == MemoryKernel::kNone ? f.op.memory_kernel : f.backward_kernel;
         bwd.bytes = f.backward_bytes;
+        bwd.kernels = f.backward_kernels;
         bwd.flop = f.op.flop * 2.0;
         const OpId id = add_vertex(g, bwd, after);
         g.graph_[saver].released_by = id;
@@ -333,6 +335,7 @@ struct Dims {
   bool sp;            // sequence parallel with tp > 1
   bool overlap;       // sp collectives in tp chunks beside their GEMMs
   int tp;
+  Fusion fusion;
 };
 
 Dims dims_of(const LayerShard& shard) {
@@ -343,6 +346,7 @@ Dims dims_of(const LayerShard& shard) {
   d.e = bytes_per_element(shard.activation_dtype);
   d.overlap = d.sp && shard.tp_comm_overlap;
   d.tp = shard.tp;
+  d.fusion = shard.fusion;
   return d;
 }
 
@@ -361,6 +365,63 @@ Forward memory_op(std::string name, MemoryKernel kernel, Bytes traffic, Bytes sa
   f.recipe = Recipe::kMemory;
   f.backward_bytes = backward_traffic;
   f.inputs = std::move(inputs);
+  return f;
+}
+
+// An elementwise op's cost per element of its output, forward and backward: bytes moved,
+// bytes kept for backward, kernels launched.
+struct ElementwiseCost {
+  double forward = 0.0;
+  double backward = 0.0;
+  double saved = 0.0;
+  int forward_kernels = 1;
+  int backward_kernels = 1;
+};
+
+// RMSNorm. Fused: reads x, writes y, keeps x; backward reads x and dy, writes dx. Eager (PyTorch's
+// composite, in fp32 as torchtitan and nn.RMSNorm compute it): upcast (e→4), square (4→4),
+// mean (reads 4), x·rstd (4→4), downcast (4→e), ·weight (e→e), keeping the fp32 x and the
+// normalized y; backward through each of them: ·weight (dy·w, and y·dy for the weight), downcast,
+// x·rstd (two products and the rstd reduction), square, the sum of the two paths, upcast.
+ElementwiseCost rms_norm_cost(Fusion fusion, double e) {
+  if (fusion == Fusion::kFused) return {2.0 * e, 3.0 * e, e, 1, 1};
+  return {28.0 + 4.0 * e, 44.0 + 6.0 * e, 4.0 + e, 6, 9};
+}
+
+// Rotary embedding of queries and keys. Fused: one pass each way. Eager (torchtitan's complex
+// form; the rotate-half form moves about as much): upcast, complex product with the
+// frequencies, downcast — per tensor, for queries and keys — and the same backward.
+ElementwiseCost rotary_cost(Fusion fusion, double e) {
+  if (fusion == Fusion::kFused) return {2.0 * e, 2.0 * e, 0.0, 1, 1};
+  return {16.0 + 2.0 * e, 16.0 + 2.0 * e, 0.0, 6, 6};
+}
+
+// The MLP activation, per element of its output (gated: the input is twice as wide). Fused: reads
+// its input, writes its output, keeps its input. Eager, gated: silu(gate) then ·up, keeping the
+// silu output as well; backward: the product's two gradients, then silu's. Eager squared ReLU:
+// relu then square, each keeping its input. GeLU is one kernel in eager mode too.
+ElementwiseCost activation_cost(Activation activation, Fusion fusion, double e) {
+  const bool gated = activation == Activation::kSwiglu;
+  const double input = gated ? 2.0 : 1.0;
+  if (fusion == Fusion::kFused || activation == Activation::kGelu) {
+    return {(input + 1.0) * e, (2.0 * input + 1.0) * e, input * e, 1, 1};
+  }
+  if (gated) return {5.0 * e, 9.0 * e, 3.0 * e, 2, 3};
+  return {4.0 * e, 6.0 * e, 2.0 * e, 2, 2};
+}
+
+MemoryKernel activation_kernel(const ModelSpec& m) {
+  return m.activation == Activation::kSwiglu       ? MemoryKernel::kSwiglu
+         : m.activation == Activation::kSquaredRelu ? MemoryKernel::kSquaredRelu
+                                                    : MemoryKernel::kGelu;
+}
+
+Forward elementwise_op(std::string name, MemoryKernel kernel, double count, const ElementwiseCost& cost,
+                       std::vector<int> inputs) {
+  Forward f = memory_op(std::move(name), kernel, elements(count, cost.forward), elements(count, cost.saved),
+                        elements(count, cost.backward), std::move(inputs));
+  f.op.kernels = cost.forward_kernels;
+  f.backward_kernels = cost.backward_kernels;
   return f;
 }
 
@@ -423,11 +484,14 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
              int input, bool gather_after, bool overlap_gather = false) {
   const MemoryKernel kernel = m.norm == Norm::kRmsNorm ? MemoryKernel::kRmsNorm : MemoryKernel::kLayerNorm;
   const double rows = static_cast<double>(d.sp_tokens * m.hidden);
-  // Reads x, writes y (plus an fp8 copy when the following GEMM runs in fp8); keeps x.
-  // Backward reads x and dy, writes dx.
-  const double out_bytes = d.e + (shard.fp8 ? 1.0 : 0.0);
-  const int norm = b.add(memory_op(std::move(name), kernel, Bytes(rows * (d.e + out_bytes)), elements(rows, d.e),
-                                   Bytes(rows * 3.0 * d.e), {input}));
+  // LayerNorm is one kernel in eager mode too. Under fp8 the norm also writes the GEMM's fp8
+  // input (Transformer Engine's LayerNormLinear; eager, one more kernel).
+  ElementwiseCost cost = rms_norm_cost(m.norm == Norm::kRmsNorm ? d.fusion : Fusion::kFused, d.e);
+  if (shard.fp8) {
+    cost.forward += 1.0;
+    if (cost.forward_kernels > 1) ++cost.forward_kernels;
+  }
+  const int norm = b.add(elementwise_op(std::move(name), kernel, rows, cost, {input}));
   b.at(norm).op.flop = Flop(rows * 5.0);
   if (!gather_after) return norm;
   const Bytes gathered = elements(static_cast<double>(d.tokens * m.hidden), d.e);
@@ -482,10 +546,14 @@ int add_residual(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, std::s
   const double rows = static_cast<double>(d.sp_tokens * m.hidden);
   const bool dropout = m.dropout > 0.0;
   // Reads branch and residual, writes the sum (and a mask); backward reads dy (and the mask)
-  // and writes the branch gradient.
-  return b.add(memory_op(std::move(name), MemoryKernel::kElementwise, Bytes(rows * (3.0 * d.e + (dropout ? 1.0 : 0.0))),
-                         Bytes(dropout ? rows : 0.0), Bytes(rows * (2.0 * d.e + (dropout ? 1.0 : 0.0))),
-                         {branch, residual}));
+  // and writes the branch gradient. Eager, dropout is a kernel of its own before the sum.
+  const bool eager_dropout = dropout && d.fusion == Fusion::kEager;
+  Forward sum = memory_op(std::move(name), MemoryKernel::kElementwise,
+                          Bytes(rows * (3.0 * d.e + (dropout ? 1.0 : 0.0) + (eager_dropout ? 2.0 * d.e : 0.0))),
+                          Bytes(dropout ? rows : 0.0), Bytes(rows * (2.0 * d.e + (dropout ? 1.0 : 0.0))),
+                          {branch, residual});
+  if (eager_dropout) sum.op.kernels = 2;
+  return b.add(sum);
 }
 
 void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
@@ -511,13 +579,11 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   int last = qkv;
   if (m.qk_norm) {
     const double rows = T * (q_width + kv_width);
-    last = b.add(memory_op("attn.qk_norm", MemoryKernel::kRmsNorm, elements(rows, 2.0 * d.e), elements(rows, d.e),
-                           elements(rows, 3.0 * d.e), {last}));
+    last = b.add(elementwise_op("attn.qk_norm", MemoryKernel::kRmsNorm, rows, rms_norm_cost(d.fusion, d.e), {last}));
   }
   if (m.position == Position::kRope) {
     const double rows = T * (q_width + kv_width);
-    last = b.add(memory_op("attn.rotary", MemoryKernel::kRotary, elements(rows, 2.0 * d.e), Bytes(0),
-                           elements(rows, 2.0 * d.e), {last}));
+    last = b.add(elementwise_op("attn.rotary", MemoryKernel::kRotary, rows, rotary_cost(d.fusion, d.e), {last}));
   }
 
   // The attention core. Queries, keys and values are kept for backward, also when selective
@@ -622,6 +688,12 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     last = b.add(av);
   }
 
+  // Eager: the attention output, heads-major, is copied into the token-major layout the
+  // projection reads (and its gradient back).
+  if (d.fusion == Fusion::kEager) {
+    last = b.add(memory_op("attn.transpose", MemoryKernel::kElementwise, elements(T * q_width, 2.0 * d.e), Bytes(0),
+                           elements(T * q_width, 2.0 * d.e), {last}));
+  }
   // Row-parallel output projection; keeps its input.
   const int proj_input = add_input_cast(b, shard, d.e, "attn.proj", T * q_width, last);
   const int proj = b.add(weight_gemm("attn.proj", d.tokens, m.hidden, q_width, 1, gemm_dtype(shard), d.e,
@@ -646,14 +718,9 @@ int add_dense_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& sh
     b.at(fc1).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                             elements(static_cast<double>(d.tokens * m.hidden), d.e)};
   }
-  // The activation keeps its input; gated: reads gate and up, writes one; backward writes both.
-  const MemoryKernel kernel = m.activation == Activation::kSwiglu       ? MemoryKernel::kSwiglu
-                              : m.activation == Activation::kSquaredRelu ? MemoryKernel::kSquaredRelu
-                                                                         : MemoryKernel::kGelu;
-  const double act_in = T * fc1_width;
   const double act_out = T * f;
-  const int act = b.add(memory_op(prefix + ".act", kernel, elements(act_in + act_out, d.e), elements(act_in, d.e),
-                                  elements(2.0 * act_in + act_out, d.e), {fc1}));
+  const int act = b.add(elementwise_op(prefix + ".act", activation_kernel(m), act_out,
+                                       activation_cost(m.activation, d.fusion, d.e), {fc1}));
   b.at(act).op.flop = Flop(act_out * 8.0);
   const int fc2_input = add_input_cast(b, shard, d.e, prefix + ".fc2", act_out, act);
   const int fc2 = b.add(weight_gemm(prefix + ".fc2", d.tokens, m.hidden, f, 1, gemm_dtype(shard), d.e,
@@ -703,11 +770,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                     gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
                                     {fc1_input}));
   add_grad_cast(b, shard, e, fc1);
-  const MemoryKernel kernel = m.activation == Activation::kSwiglu       ? MemoryKernel::kSwiglu
-                              : m.activation == Activation::kSquaredRelu ? MemoryKernel::kSquaredRelu
-                                                                         : MemoryKernel::kGelu;
-  const int act = b.add(memory_op("moe.expert_act", kernel, elements(rows * (fc1_width + f), e),
-                                  elements(rows * fc1_width, e), elements(rows * (2.0 * fc1_width + f), e), {fc1}));
+  const int act = b.add(elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
+                                       activation_cost(m.activation, d.fusion, e), {fc1}));
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
   const int fc2 = b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
                                     elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));

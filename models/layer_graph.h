@@ -28,6 +28,11 @@ using OpId = uint32_t;
 
 enum class Recompute { kNone, kSelective, kFull };
 
+// How the elementwise work around the GEMMs runs: each norm, rotary embedding and gated
+// activation as one fused kernel (Transformer Engine, Apex, torch.compile), or as PyTorch eager
+// mode runs them, one kernel per tensor operation with fp32 intermediates.
+enum class Fusion { kFused, kEager };
+
 // How one rank sees a block.
 struct LayerShard {
   int64_t micro_batch = 1;
@@ -41,6 +46,7 @@ struct LayerShard {
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
+  Fusion fusion = Fusion::kFused;
 };
 
 class LayerGraph {

@@ -48,6 +48,7 @@ struct Op {
   Bytes bytes;         // memory traffic: bytes read plus written
   Bytes saved;         // activations kept from this op until `released_by` finishes
   Bytes transient;     // buffers alive only while the op runs (outputs, workspace)
+  int kernels = 1;     // kernels launched: a fused op is one, an eager composite several
   uint32_t released_by = UINT32_MAX;  // the op (in the same graph) that frees `saved`
 };
 

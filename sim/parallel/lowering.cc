@@ -26,6 +26,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.fp8 = s.training.precision == Precision::kFp8;
   shard.recompute = s.training.recompute;
   shard.attention_kernel = s.training.attention;
+  shard.fusion = s.training.fusion;
   return shard;
 }
 

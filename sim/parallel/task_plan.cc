@@ -123,7 +123,7 @@ KernelTime OpPricer::price(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm: return timer_.gemm(op.gemm);
     case OpKind::kAttention: return timer_.attention(op.attention);
-    case OpKind::kMemoryBound: return timer_.memory_bound(op.memory_kernel, op.bytes);
+    case OpKind::kMemoryBound: return timer_.memory_bound(op.memory_kernel, op.bytes, op.kernels);
     case OpKind::kCommunication:
       return {collectives_.time(op.comm.collective, op.comm.size, placement(group_of(op.comm.group))), false};
   }

@@ -113,6 +113,7 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   t.attention = attention == "unfused"  ? AttentionKernel::kUnfused
                 : attention == "flash2" ? AttentionKernel::kFlash2
                                         : AttentionKernel::kFlash;
+  t.fusion = map.choice("fusion", {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
@@ -374,6 +375,8 @@ std::string to_string(AttentionKernel kernel) {
   }
   return "?";
 }
+
+std::string to_string(Fusion fusion) { return fusion == Fusion::kEager ? "eager" : "fused"; }
 
 std::string to_string(RankDim dim) {
   switch (dim) {

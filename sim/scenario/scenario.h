@@ -50,6 +50,7 @@ struct Training {
   Precision precision = Precision::kBf16;
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention = AttentionKernel::kFlash;
+  Fusion fusion = Fusion::kFused;
   Optimizer optimizer = Optimizer::kAdam;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
@@ -97,6 +98,7 @@ std::string to_string(Precision precision);
 std::string to_string(Recompute recompute);
 std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
+std::string to_string(Fusion fusion);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.
 std::string to_string(const std::vector<RankDim>& rank_order);

@@ -137,6 +137,9 @@ TEST(OpTimer, MemoryBoundKernelStreamsAtEffectiveBandwidth) {
   const Seconds expected = GiB(1) / (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency) + gpu.kernels.overhead;
   EXPECT_DOUBLE_EQ(timer.memory_bound(MemoryKernel::kGelu, GiB(1)).time / Seconds(1), expected / Seconds(1));
   EXPECT_EQ(timer.memory_bound(MemoryKernel::kGelu, Bytes(0)).time, Seconds(0));
+  // Spread over three kernels (an eager composite) it pays the overhead three times.
+  EXPECT_NEAR(timer.memory_bound(MemoryKernel::kGelu, GiB(1), 3).time / Seconds(1),
+              (expected + 2.0 * gpu.kernels.overhead) / Seconds(1), 1e-15);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "models/model_catalog.h"
 
@@ -259,6 +260,55 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     }
   }
   EXPECT_EQ(found, 2);
+}
+
+TEST(LayerGraph, EagerModeRunsNormRotaryAndSwigluAsSeveralKernels) {
+  // A Llama-style block, bf16, 4096 tokens: eager RMSNorm moves 36 bytes per element forward in
+  // 6 kernels (fused: 4 in 1) and keeps the fp32 input and the bf16 output (6 bytes); rotary 20
+  // bytes per query and key element each way; SwiGLU 10 bytes per output element forward, 18
+  // backward (fused 6 and 10), keeping the SiLU output too. The attention output is copied into
+  // token-major layout.
+  ModelSpec m = gpt_like();
+  m.activation = Activation::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.dropout = 0.0;
+  LayerShard eager = shard(1, false);
+  eager.fusion = Fusion::kEager;
+  const LayerGraph fused_graph = build_transformer_layer(m, shard(1, false), false);
+  const LayerGraph eager_graph = build_transformer_layer(m, eager, false);
+  const auto op = [](const LayerGraph& g, const std::string& name) {
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      if (g.op(id).name == name) return g.op(id);
+    }
+    ADD_FAILURE() << "no op " << name;
+    return Op{};
+  };
+  const double tokens = 2.0 * 2048;
+  const double h = tokens * 1024;
+  EXPECT_DOUBLE_EQ(op(fused_graph, "attn.norm").bytes / Bytes(1), 4.0 * h);
+  EXPECT_EQ(op(fused_graph, "attn.norm").kernels, 1);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "attn.norm").bytes / Bytes(1), 36.0 * h);
+  EXPECT_EQ(op(eager_graph, "attn.norm").kernels, 6);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "attn.norm").saved / Bytes(1), 6.0 * h);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "attn.norm.bwd").bytes / Bytes(1), 56.0 * h);
+  EXPECT_EQ(op(eager_graph, "attn.norm.bwd").kernels, 9);
+  const double qk = tokens * (1024 + 1024);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "attn.rotary").bytes / Bytes(1), 20.0 * qk);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "attn.rotary.bwd").bytes / Bytes(1), 20.0 * qk);
+  const double f = tokens * 4096;
+  EXPECT_DOUBLE_EQ(op(fused_graph, "mlp.act").bytes / Bytes(1), 6.0 * f);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "mlp.act").bytes / Bytes(1), 10.0 * f);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "mlp.act.bwd").bytes / Bytes(1), 18.0 * f);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "mlp.act").saved / Bytes(1), 6.0 * f);
+  EXPECT_DOUBLE_EQ(op(eager_graph, "attn.transpose").bytes / Bytes(1), 4.0 * h);
+  EXPECT_EQ(eager_graph.num_ops(), fused_graph.num_ops() + 2);  // the copy and its gradient
+  // GeLU and LayerNorm are single kernels in eager mode too.
+  LayerShard gpt_eager = shard(1, false);
+  gpt_eager.fusion = Fusion::kEager;
+  const LayerGraph gpt = build_transformer_layer(gpt_like(), gpt_eager, false);
+  EXPECT_EQ(op(gpt, "attn.norm").kernels, 1);
+  EXPECT_EQ(op(gpt, "mlp.act").kernels, 1);
 }
 
 TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {

@@ -168,6 +168,15 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(ScenarioErrors, FusionIsFusedOrEager) {
+  EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.fusion, Fusion::kFused);
+  EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: eager"), "s.yaml")
+                .training.fusion,
+            Fusion::kEager);
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: compiled")),
+            "s.yaml:14:11: training.fusion = 'compiled' is unknown; expected one of: fused, eager");
+}
+
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
   // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
   EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));
