@@ -809,6 +809,13 @@ int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe
          m.hidden * m.moe->experts + experts / shard.ep;
 }
 
+// Recomputation checkpoints transformer layers only (Megatron-LM, torchtitan): the blocks around
+// them keep what their backward needs.
+LayerShard without_recompute(LayerShard shard) {
+  shard.recompute = Recompute::kNone;
+  return shard;
+}
+
 }  // namespace
 
 LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
@@ -837,7 +844,7 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
 }
 
 LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(shard);
+  LayerGraphBuilder b(without_recompute(shard));
   const Dims d = dims_of(shard);
   const double T = static_cast<double>(d.tokens);
   const double H = static_cast<double>(m.hidden);
@@ -862,7 +869,7 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
 }
 
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(shard);
+  LayerGraphBuilder b(without_recompute(shard));
   const Dims d = dims_of(shard);
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;

@@ -108,6 +108,12 @@ TEST(LayerGraph, FullRecomputeKeepsOnlyTheLayerInput) {
   EXPECT_DOUBLE_EQ(g.saved_activations() / Bytes(1), 2.0 * sbh(m, s) / 4.0);
   // The recompute pass re-runs the whole forward: same FLOPs.
   EXPECT_DOUBLE_EQ(g.flop(Phase::kRecompute) / Flop(1), g.flop(Phase::kForward) / Flop(1));
+  // Only transformer layers are checkpointed: the embedding and the output head (logits GEMM,
+  // loss) keep what their backward needs and run once.
+  EXPECT_TRUE(build_embedding(m, s).ops(Phase::kRecompute).empty());
+  EXPECT_TRUE(build_output_head(m, s).ops(Phase::kRecompute).empty());
+  EXPECT_DOUBLE_EQ(build_output_head(m, s).saved_activations() / Bytes(1),
+                   build_output_head(m, shard(4, /*sp=*/true)).saved_activations() / Bytes(1));
 }
 
 TEST(LayerGraph, ForwardFlopsAreTwiceMatmulParametersPlusAttention) {
