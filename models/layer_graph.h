@@ -26,7 +26,10 @@ namespace paceline {
 
 using OpId = uint32_t;
 
-enum class Recompute { kNone, kSelective, kFull };
+// What backward recomputes: nothing; the attention core (Megatron-LM's selective); every op but
+// the outputs torchtitan's per-operator policy keeps (kSelectiveOp: every other matmul, the
+// attention kernel, reduce-scatters); or whole layers from their input.
+enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 
 // How the elementwise work around the GEMMs runs: each norm, rotary embedding and gated
 // activation as one fused kernel (Transformer Engine, Apex, torch.compile), or as PyTorch eager

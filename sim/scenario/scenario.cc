@@ -107,8 +107,11 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                 : precision == "fp16" ? Precision::kFp16
                 : precision == "fp8"  ? Precision::kFp8
                                       : Precision::kBf16;
-  const std::string recompute = map.choice("recompute", {"none", "selective", "full"}, "none");
-  t.recompute = recompute == "full" ? Recompute::kFull : recompute == "selective" ? Recompute::kSelective : Recompute::kNone;
+  const std::string recompute = map.choice("recompute", {"none", "selective", "selective-op", "full"}, "none");
+  t.recompute = recompute == "full"           ? Recompute::kFull
+                : recompute == "selective"    ? Recompute::kSelective
+                : recompute == "selective-op" ? Recompute::kSelectiveOp
+                                              : Recompute::kNone;
   const std::string attention = map.choice("attention", {"flash", "flash2", "unfused"}, "flash");
   t.attention = attention == "unfused"  ? AttentionKernel::kUnfused
                 : attention == "flash2" ? AttentionKernel::kFlash2
@@ -360,6 +363,7 @@ std::string to_string(Recompute recompute) {
   switch (recompute) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
+    case Recompute::kSelectiveOp: return "selective-op";
     case Recompute::kFull: return "full";
   }
   return "?";

@@ -58,8 +58,10 @@ std::vector<Layout> enumerate_layouts(const Scenario& base) {
             for (const int64_t micro_batch : divisors(t.global_batch / dp)) {
               const int64_t microbatches = t.global_batch / (micro_batch * dp);
               if (v > 1 && microbatches % pp != 0) continue;
-              for (const Recompute recompute :
-                   {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+              // The base scenario's kind of selective recomputation is its framework's.
+              const Recompute selective =
+                  t.recompute == Recompute::kSelectiveOp ? Recompute::kSelectiveOp : Recompute::kSelective;
+              for (const Recompute recompute : {Recompute::kNone, selective, Recompute::kFull}) {
                 for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
                   for (const bool sp : {false, true}) {
                     if (sp && tp == 1) continue;

@@ -116,6 +116,34 @@ TEST(LayerGraph, FullRecomputeKeepsOnlyTheLayerInput) {
                    build_output_head(m, shard(4, /*sp=*/true)).saved_activations() / Bytes(1));
 }
 
+TEST(LayerGraph, PerOperatorRecomputeKeepsEveryOtherMatmulAndTheAttentionOutput) {
+  // torchtitan's Llama block multiplies by wq, wk, wv, wo, w1, w3, w2 and keeps the outputs of
+  // the odd ones (wq, wv, w1, w2), the attention kernel's output and statistics, and, from
+  // forward, the block input; backward recomputes the rest: wk, wo and w3 and every elementwise op.
+  ModelSpec m = gpt_like();
+  m.activation = Activation::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.kv_heads = 4;
+  m.dropout = 0.0;
+  const LayerShard s = shard(1, false, Recompute::kSelectiveOp);
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  const double tokens = 2.0 * 2048;
+  const double h = 1024, kv = 4 * 64, f = 4096;
+  const double kept = tokens * (h /* input */ + h + kv /* wq, wv */ + h /* attention */ + f /* w1 */ + h /* w2 */) * 2.0 +
+                      4.0 * 2 * 16 * 2048 /* statistics */;
+  EXPECT_DOUBLE_EQ(g.saved_activations() / Bytes(1), kept);
+  Flop recomputed_gemms;
+  for (const OpId id : g.ops(Phase::kRecompute)) {
+    if (g.op(id).kind == OpKind::kGemm) recomputed_gemms += g.op(id).flop;
+    EXPECT_NE(g.op(id).kind, OpKind::kAttention) << g.op(id).name;
+  }
+  EXPECT_DOUBLE_EQ(recomputed_gemms / Flop(1), 2.0 * tokens * h * (kv + h + f));
+  // Between selective (the attention core) and full recompute in what it keeps.
+  EXPECT_LT(g.saved_activations(), build_transformer_layer(m, shard(1, false, Recompute::kSelective), false).saved_activations());
+  EXPECT_GT(g.saved_activations(), build_transformer_layer(m, shard(1, false, Recompute::kFull), false).saved_activations());
+}
+
 TEST(LayerGraph, ForwardFlopsAreTwiceMatmulParametersPlusAttention) {
   // Llama 3 8B, one rank: forward FLOPs per token = 2·(matmul parameters of a layer) +
   // attention 4·s·d·heads·½ (causal) per token; element-wise ops add a little on top, so

@@ -168,6 +168,13 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(Scenario, RecomputeSelectiveOpIsTorchtitansPolicy) {
+  const Scenario s =
+      load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  recompute: selective-op"), "s.yaml");
+  EXPECT_EQ(s.training.recompute, Recompute::kSelectiveOp);
+  EXPECT_EQ(to_string(s.training.recompute), "selective-op");
+}
+
 TEST(ScenarioErrors, FusionIsFusedOrEager) {
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.fusion, Fusion::kFused);
   EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: eager"), "s.yaml")

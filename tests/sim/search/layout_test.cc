@@ -108,14 +108,20 @@ TEST(Layout, FrameworkSettingsReachTheLayoutsTheyApplyTo) {
 model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
 parallelism: {tp: 2, zero: 3, fsdp_prefetch: 2, tp_comm_overlap: true}
-training: {global_batch: 8}
+training: {global_batch: 8, recompute: selective-op, fusion: eager}
 )",
                               "settings.yaml"};
   const Scenario base = load_scenario(source);
   int overlapped = 0, prefetched = 0;
+  std::set<Recompute> recomputes;
   for (const Layout& l : enumerate_layouts(base)) {
     const Scenario read = load_scenario(source, layout_overrides(l, base));
     const Scenario built = with_layout(base, l);
+    // The framework's kind of selective recomputation and its kernel fusion stay.
+    recomputes.insert(l.recompute);
+    EXPECT_EQ(read.training.recompute, l.recompute) << to_string(l);
+    EXPECT_EQ(built.training.fusion, Fusion::kEager) << to_string(l);
+    EXPECT_EQ(read.training.fusion, Fusion::kEager) << to_string(l);
     EXPECT_EQ(read.parallelism.tp_comm_overlap, l.sequence_parallel) << to_string(l);
     EXPECT_EQ(built.parallelism.tp_comm_overlap, l.sequence_parallel) << to_string(l);
     if (l.zero == 3 && l.pp == 1) {
@@ -127,6 +133,7 @@ training: {global_batch: 8}
   }
   EXPECT_GT(overlapped, 0);
   EXPECT_GT(prefetched, 0);
+  EXPECT_EQ(recomputes, (std::set<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}));
 }
 
 // A grid wider than the search space, loaded through the scenario reader: the valid points
