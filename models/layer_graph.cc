@@ -35,6 +35,7 @@ class LayerGraphBuilder {
     Recipe recipe = Recipe::kMemory;
     Bytes backward_bytes;             // kMemory: traffic of the backward pass
     int backward_kernels = 1;         // kMemory: kernels the backward pass launches
+    Bytes backward_transient;         // kMemory: buffers alive only while the backward pass runs
     MemoryKernel backward_kernel = MemoryKernel::kNone;
     CommSpec backward_comm;           // kCommunication: the transposed collective
     CommSpec regather_for_wgrad;      // kWeightGemm with sequence parallelism: input re-gather
@@ -261,6 +262,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         bwd.memory_kernel = f.backward_kernel == MemoryKernel::kNone ? f.op.memory_kernel : f.backward_kernel;
         bwd.bytes = f.backward_bytes;
         bwd.kernels = f.backward_kernels;
+        bwd.transient = f.backward_transient;
         bwd.flop = f.op.flop * 2.0;
         const OpId id = add_vertex(g, bwd, after);
         g.graph_[saver].released_by = id;
@@ -939,15 +941,23 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
     b.at(logits).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                                elements(static_cast<double>(d.tokens * m.hidden), d.e)};
   }
-  // Vocab-parallel softmax cross-entropy in fp32, as Megatron-LM (its fused path) and PyTorch's
-  // log_softmax + nll_loss run it, one pass per step: the logits cast to fp32 (read e, write 4),
+  // Softmax cross-entropy in fp32, one pass per step: the logits cast to fp32 (read e, write 4),
   // the row max and the sum of exponentials (a read each), the softmax written normalized (read
-  // and write) and kept for backward; backward forms the gradient in place (read and write) and
-  // casts it back (read 4, write e). Max, sum and target logit are all-reduced over TP (3 floats
-  // per token).
+  // and write) and kept for backward. Fused (Megatron-LM's vocab-parallel kernel), backward forms
+  // the gradient in place (read and write) and casts it back (read 4, write e). PyTorch's
+  // nll_loss backward writes a dense fp32 gradient first, log_softmax's backward reads it and the
+  // kept output into a third fp32 buffer, then the cast back: 8 bytes per logit more traffic, and
+  // at its peak 12 bytes per logit alive where the fused kernel needs 4. Max, sum and target logit
+  // are all-reduced over TP (3 floats per token).
+  const bool eager = shard.cross_entropy == CrossEntropy::kEager;
   Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 20.0)),
-                           Bytes(T * vocab * 4.0), Bytes(T * vocab * (12.0 + d.e)), {logits});
+                           Bytes(T * vocab * 4.0), Bytes(T * vocab * ((eager ? 20.0 : 12.0) + d.e)), {logits});
   loss.op.transient = Bytes(T * vocab * 4.0);
+  if (eager) {
+    loss.op.kernels = 3;  // cast, log_softmax, nll_loss
+    loss.backward_kernels = 4;
+    loss.backward_transient = Bytes(T * vocab * 8.0);
+  }
   const int loss_id = b.add(loss);
   if (shard.tp > 1) {
     b.add(collective("head.cross_entropy.allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor,

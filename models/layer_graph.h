@@ -36,6 +36,10 @@ enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 // mode runs them, one kernel per tensor operation with fp32 intermediates.
 enum class Fusion { kFused, kEager };
 
+// The loss: one fused vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
+// (Megatron-LM, Transformer Engine), or PyTorch's log_softmax then nll_loss on it.
+enum class CrossEntropy { kFused, kEager };
+
 // How one rank sees a block.
 struct LayerShard {
   int64_t micro_batch = 1;
@@ -50,6 +54,7 @@ struct LayerShard {
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   Fusion fusion = Fusion::kFused;
+  CrossEntropy cross_entropy = CrossEntropy::kFused;
 };
 
 class LayerGraph {

@@ -27,6 +27,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.recompute = s.training.recompute;
   shard.attention_kernel = s.training.attention;
   shard.fusion = s.training.fusion;
+  shard.cross_entropy = s.training.cross_entropy;
   return shard;
 }
 

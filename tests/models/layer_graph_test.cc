@@ -294,6 +294,27 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     }
   }
   EXPECT_EQ(found, 2);
+  // PyTorch's log_softmax and nll_loss: the backward writes the dense fp32 gradient, then reads
+  // it and the kept output into another fp32 buffer before casting back: 22 bytes per logit, and
+  // 8 bytes per logit alive while it runs beside the 4 kept.
+  LayerShard eager = shard(1, false);
+  eager.cross_entropy = CrossEntropy::kEager;
+  const LayerGraph e = build_output_head(gpt_like(), eager);
+  int eager_found = 0;
+  for (OpId id = 0; id < e.num_ops(); ++id) {
+    const Op& op = e.op(id);
+    if (op.name == "head.cross_entropy") {
+      EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * logits);
+      ++eager_found;
+    }
+    if (op.name == "head.cross_entropy.bwd") {
+      EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 22.0 * logits);
+      EXPECT_DOUBLE_EQ(op.transient / Bytes(1), 8.0 * logits);
+      EXPECT_EQ(op.kernels, 4);
+      ++eager_found;
+    }
+  }
+  EXPECT_EQ(eager_found, 2);
 }
 
 TEST(LayerGraph, EagerModeRunsNormRotaryAndSwigluAsSeveralKernels) {

@@ -175,11 +175,14 @@ TEST(Scenario, RecomputeSelectiveOpIsTorchtitansPolicy) {
   EXPECT_EQ(to_string(s.training.recompute), "selective-op");
 }
 
-TEST(ScenarioErrors, FusionIsFusedOrEager) {
+TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.fusion, Fusion::kFused);
   EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: eager"), "s.yaml")
                 .training.fusion,
             Fusion::kEager);
+  EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  cross_entropy: eager"), "s.yaml")
+                .training.cross_entropy,
+            CrossEntropy::kEager);
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: compiled")),
             "s.yaml:14:11: training.fusion = 'compiled' is unknown; expected one of: fused, eager");
 }
