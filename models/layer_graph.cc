@@ -79,7 +79,7 @@ class LayerGraphBuilder {
     return id;
   }
 
-  const LayerShard& shard_;
+  const LayerShard shard_;  // a copy: callers may pass a temporary
   std::vector<Forward> forwards_;
   std::vector<std::pair<int, int>> completions_;  // (first, rest)
   int input_holder_ = -1;

@@ -30,6 +30,16 @@ ModelSpec gpt_like() {
   return m;
 }
 
+// The same block Llama-style: SwiGLU, RMSNorm, rotary embedding, no dropout.
+ModelSpec llama_like() {
+  ModelSpec m = gpt_like();
+  m.activation = Activation::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.position = Position::kRope;
+  m.dropout = 0.0;
+  return m;
+}
+
 LayerShard shard(int tp, bool sp, Recompute recompute = Recompute::kNone) {
   LayerShard s;
   s.micro_batch = 2;
@@ -120,12 +130,8 @@ TEST(LayerGraph, PerOperatorRecomputeKeepsEveryOtherMatmulAndTheAttentionOutput)
   // torchtitan's Llama block multiplies by wq, wk, wv, wo, w1, w3, w2 and keeps the outputs of
   // the odd ones (wq, wv, w1, w2), the attention kernel's output and statistics, and, from
   // forward, the block input; backward recomputes the rest: wk, wo and w3 and every elementwise op.
-  ModelSpec m = gpt_like();
-  m.activation = Activation::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.position = Position::kRope;
+  ModelSpec m = llama_like();
   m.kv_heads = 4;
-  m.dropout = 0.0;
   const LayerShard s = shard(1, false, Recompute::kSelectiveOp);
   const LayerGraph g = build_transformer_layer(m, s, false);
   const double tokens = 2.0 * 2048;
@@ -323,11 +329,7 @@ TEST(LayerGraph, EagerModeRunsNormRotaryAndSwigluAsSeveralKernels) {
   // bytes per query and key element each way; SwiGLU 10 bytes per output element forward, 18
   // backward (fused 6 and 10), keeping the SiLU output too. The attention output is copied into
   // token-major layout.
-  ModelSpec m = gpt_like();
-  m.activation = Activation::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.position = Position::kRope;
-  m.dropout = 0.0;
+  const ModelSpec m = llama_like();
   LayerShard eager = shard(1, false);
   eager.fusion = Fusion::kEager;
   const LayerGraph fused_graph = build_transformer_layer(m, shard(1, false), false);
