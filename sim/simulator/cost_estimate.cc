@@ -84,7 +84,8 @@ CostEstimate estimate_cost(const Scenario& s) {
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers, and under FSDP without
   // pipelining two weight gathers and a gradient reduce-scatter per block; per step and
-  // block: at most a weight gather and three gradient reductions; per step: the tied
+  // block: at most a weight gather and three gradient reductions (under that FSDP, which
+  // reduces per micro-batch, at most a replica and an expert reduction); per step: the tied
   // embedding exchange, the gradient norm, the optimizer and a final weight gather.
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
   const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
@@ -108,7 +109,7 @@ CostEstimate estimate_cost(const Scenario& s) {
       blocks += 1.0;
     }
     if (fsdp_per_microbatch) per_microbatch += 3.0 * blocks;
-    stage_tasks[vs % p.pp] += per_microbatch * microbatches + 4.0 * blocks;
+    stage_tasks[vs % p.pp] += per_microbatch * microbatches + (fsdp_per_microbatch ? 2.0 : 4.0) * blocks;
   }
 
   CostEstimate cost;
