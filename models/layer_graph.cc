@@ -568,26 +568,21 @@ int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& 
                           int input, bool beside_gemm = false) {
   if (d.tp == 1) return input;
   const Bytes size = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  // A reduce-scatter of `part` of the partial sums; per operator it keeps its output.
+  const auto scatter = [&](const std::string& suffix, Bytes part, std::vector<int> inputs) {
+    Forward f = collective(name + suffix, Collective::kReduceScatter, Collective::kAllGather, CommGroup::kTensor, part,
+                           std::move(inputs));
+    f.per_op_output = part * (1.0 / d.tp);
+    return b.add(f);
+  };
   if (d.overlap && beside_gemm) {
     // Chunked beside the GEMM: all but the last of tp chunks are reduced while it computes (and,
     // backward, gathered while its input gradient is computed; its weight gradient needs all).
-    Forward rest = collective(name + ".reduce_scatter.overlapped", Collective::kReduceScatter, Collective::kAllGather,
-                              CommGroup::kTensor, size * ((d.tp - 1.0) / d.tp), b.at(input).inputs);
-    rest.per_op_output = rest.op.comm.size * (1.0 / d.tp);
-    const int rest_id = b.add(rest);
-    b.at(input).wgrad_also_after.push_back(rest_id);
-    Forward last = collective(name + ".reduce_scatter", Collective::kReduceScatter, Collective::kAllGather,
-                              CommGroup::kTensor, size * (1.0 / d.tp), {input, rest_id});
-    last.per_op_output = last.op.comm.size * (1.0 / d.tp);
-    return b.add(last);
+    const int rest = scatter(".reduce_scatter.overlapped", size * ((d.tp - 1.0) / d.tp), b.at(input).inputs);
+    b.at(input).wgrad_also_after.push_back(rest);
+    return scatter(".reduce_scatter", size * (1.0 / d.tp), {input, rest});
   }
-  if (d.sp) {
-    // Per operator, reduce-scatters keep their output.
-    Forward scatter = collective(name + ".reduce_scatter", Collective::kReduceScatter, Collective::kAllGather,
-                                 CommGroup::kTensor, size, {input});
-    scatter.per_op_output = size * (1.0 / d.tp);
-    return b.add(scatter);
-  }
+  if (d.sp) return scatter(".reduce_scatter", size, {input});
   return b.add(collective(name + ".allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor, size,
                           {input}));
 }
@@ -949,7 +944,7 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   // kept output into a third fp32 buffer, then the cast back: 8 bytes per logit more traffic, and
   // at its peak 12 bytes per logit alive where the fused kernel needs 4. Max, sum and target logit
   // are all-reduced over TP (3 floats per token).
-  const bool eager = shard.cross_entropy == CrossEntropy::kEager;
+  const bool eager = shard.cross_entropy == Fusion::kEager;
   Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 20.0)),
                            Bytes(T * vocab * 4.0), Bytes(T * vocab * ((eager ? 20.0 : 12.0) + d.e)), {logits});
   loss.op.transient = Bytes(T * vocab * 4.0);

@@ -31,14 +31,10 @@ using OpId = uint32_t;
 // attention kernel, reduce-scatters); or whole layers from their input.
 enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 
-// How the elementwise work around the GEMMs runs: each norm, rotary embedding and gated
-// activation as one fused kernel (Transformer Engine, Apex, torch.compile), or as PyTorch eager
-// mode runs them, one kernel per tensor operation with fp32 intermediates.
+// How a stretch of elementwise work runs: as fused kernels (Transformer Engine, Apex,
+// torch.compile), or as PyTorch eager mode runs it, one kernel per tensor operation with fp32
+// intermediates.
 enum class Fusion { kFused, kEager };
-
-// The loss: one fused vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
-// (Megatron-LM, Transformer Engine), or PyTorch's log_softmax then nll_loss on it.
-enum class CrossEntropy { kFused, kEager };
 
 // How one rank sees a block.
 struct LayerShard {
@@ -53,8 +49,10 @@ struct LayerShard {
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
-  Fusion fusion = Fusion::kFused;
-  CrossEntropy cross_entropy = CrossEntropy::kFused;
+  Fusion fusion = Fusion::kFused;  // norms, rotary embedding and gated activations
+  // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
+  // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.
+  Fusion cross_entropy = Fusion::kFused;
 };
 
 class LayerGraph {

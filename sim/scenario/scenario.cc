@@ -116,9 +116,11 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   t.attention = attention == "unfused"  ? AttentionKernel::kUnfused
                 : attention == "flash2" ? AttentionKernel::kFlash2
                                         : AttentionKernel::kFlash;
-  t.fusion = map.choice("fusion", {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
-  t.cross_entropy =
-      map.choice("cross_entropy", {"fused", "eager"}, "fused") == "eager" ? CrossEntropy::kEager : CrossEntropy::kFused;
+  const auto fusion = [&](std::string_view key) {
+    return map.choice(key, {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
+  };
+  t.fusion = fusion("fusion");
+  t.cross_entropy = fusion("cross_entropy");
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
@@ -383,8 +385,6 @@ std::string to_string(AttentionKernel kernel) {
 }
 
 std::string to_string(Fusion fusion) { return fusion == Fusion::kEager ? "eager" : "fused"; }
-
-std::string to_string(CrossEntropy cross_entropy) { return cross_entropy == CrossEntropy::kEager ? "eager" : "fused"; }
 
 std::string to_string(RankDim dim) {
   switch (dim) {

@@ -51,7 +51,7 @@ struct Training {
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention = AttentionKernel::kFlash;
   Fusion fusion = Fusion::kFused;
-  CrossEntropy cross_entropy = CrossEntropy::kFused;
+  Fusion cross_entropy = Fusion::kFused;
   Optimizer optimizer = Optimizer::kAdam;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
@@ -100,7 +100,6 @@ std::string to_string(Recompute recompute);
 std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
 std::string to_string(Fusion fusion);
-std::string to_string(CrossEntropy cross_entropy);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.
 std::string to_string(const std::vector<RankDim>& rank_order);

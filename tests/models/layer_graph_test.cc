@@ -304,7 +304,7 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
   // it and the kept output into another fp32 buffer before casting back: 22 bytes per logit, and
   // 8 bytes per logit alive while it runs beside the 4 kept.
   LayerShard eager = shard(1, false);
-  eager.cross_entropy = CrossEntropy::kEager;
+  eager.cross_entropy = Fusion::kEager;
   const LayerGraph e = build_output_head(gpt_like(), eager);
   int eager_found = 0;
   for (OpId id = 0; id < e.num_ops(); ++id) {

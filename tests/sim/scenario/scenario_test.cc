@@ -182,7 +182,7 @@ TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
             Fusion::kEager);
   EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  cross_entropy: eager"), "s.yaml")
                 .training.cross_entropy,
-            CrossEntropy::kEager);
+            Fusion::kEager);
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: compiled")),
             "s.yaml:14:11: training.fusion = 'compiled' is unknown; expected one of: fused, eager");
 }
