@@ -93,13 +93,6 @@ struct RunResult {
   uint64_t events = 0;             // events processed
 };
 
-// Thrown when a run exceeds a limit (EngineOptions::max_events, a deadline, or a caller's
-// memory or time limit checked before the run).
-class SimulationLimitError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // Thrown when a run passes EngineOptions::deadline, after `events` events.
 class SimulationDeadlineError : public SimulationLimitError {
  public:

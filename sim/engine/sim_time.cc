@@ -7,9 +7,19 @@
 
 namespace paceline {
 
+namespace {
+
+[[noreturn]] void beyond_range() {
+  throw SimulationLimitError(
+      "the simulated step would last longer than 2^63 ps (106 days); a bandwidth, throughput or size in the "
+      "scenario is far outside real hardware");
+}
+
+}  // namespace
+
 SimTime SimTime::operator+(SimTime other) const {
   int64_t sum = 0;
-  PACELINE_CHECK(!__builtin_add_overflow(ps_, other.ps_, &sum), "simulated time overflow");
+  if (__builtin_add_overflow(ps_, other.ps_, &sum)) beyond_range();
   return SimTime(sum);
 }
 
@@ -21,8 +31,8 @@ SimTime SimTime::operator-(SimTime other) const {
 
 SimTime to_sim_time(Seconds duration) {
   const double ps = std::nearbyint(duration / Picoseconds(1));
-  PACELINE_CHECK(std::isfinite(ps) && ps >= 0.0 && ps < 9.2e18,
-                 "duration out of range: " + std::to_string(duration / Seconds(1)) + " s");
+  PACELINE_CHECK(!std::isnan(ps) && ps >= 0.0, "duration out of range: " + std::to_string(duration / Seconds(1)) + " s");
+  if (ps >= 9.2e18) beyond_range();
   return SimTime::from_picoseconds(static_cast<int64_t>(ps));
 }
 

@@ -2,17 +2,26 @@
 //
 // Integer time makes event order exact and results bit-identical across machines: no two
 // events compare equal or unequal because of rounding. 2^63 ps is about 106 days, far beyond
-// any iteration; arithmetic that would overflow throws InternalError instead of wrapping.
+// any iteration of real hardware; a step that would last longer (a bandwidth or throughput far
+// outside real hardware) stops with SimulationLimitError instead of wrapping.
 // Durations computed in Seconds become SimTime only through to_sim_time().
 #ifndef PACELINE_SIM_ENGINE_SIM_TIME_H_
 #define PACELINE_SIM_ENGINE_SIM_TIME_H_
 
 #include <compare>
 #include <cstdint>
+#include <stdexcept>
 
 #include "base/units.h"
 
 namespace paceline {
+
+// Thrown when a run exceeds a limit (EngineOptions::max_events, a deadline, a caller's memory or
+// time limit checked before the run, or the range of simulated time).
+class SimulationLimitError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class SimTime {
  public:
@@ -23,7 +32,8 @@ class SimTime {
 
   constexpr int64_t picoseconds() const { return ps_; }
 
-  // Checked: overflow throws InternalError.
+  // Checked: a sum past the range throws SimulationLimitError; a difference that overflows is a
+  // bug (InternalError).
   SimTime operator+(SimTime other) const;
   SimTime operator-(SimTime other) const;
   SimTime& operator+=(SimTime other) { return *this = *this + other; }
@@ -36,7 +46,8 @@ class SimTime {
 };
 
 // The one conversion from computed durations to simulated time: rounds to the nearest
-// picosecond. Negative, non-finite or overflowing durations throw InternalError.
+// picosecond. A duration past the range throws SimulationLimitError; a negative or non-finite
+// one is a bug (InternalError).
 SimTime to_sim_time(Seconds duration);
 // Simulated time read back as Seconds (exact up to double precision).
 Seconds to_seconds(SimTime time);

@@ -125,6 +125,18 @@ training: {global_batch: 1, seq_len: 8192, recompute: full, cross_entropy: CE}
   EXPECT_NEAR(static_cast<double>(peak("eager") - peak("fused")), 4.0 * logits, 0.25 * logits);
 }
 
+TEST(Lowering, AStepPastTheRangeOfSimulatedTimeStopsAtTheLimit) {
+  // 300 bytes per second of NVLink (a unit dropped from "300 GB/s"): the tensor-parallel
+  // all-reduces of a 22B model would take centuries.
+  const auto s = scenario_of(R"(model: {name: g, layers: 4, hidden: 6144, heads: 64, ffn_hidden: 24576, vocab: 51200,
+         seq_len: 2048}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 8, intra_node: {bandwidth: 300}}
+parallelism: {tp: 8}
+training: {global_batch: 4, micro_batch: 4}
+)");
+  EXPECT_THROW(simulate(s), SimulationLimitError);
+}
+
 TEST(Lowering, RunsAreBitIdentical) {
   const auto scenario = scenario_of(kThreeD);
   EXPECT_EQ(to_json(simulate(scenario).result, false).dump(), to_json(simulate(scenario).result, false).dump());
