@@ -39,6 +39,13 @@ std::string short_source(const std::string& source) {
   return source.size() <= 72 ? source : source.substr(0, 69) + "...";
 }
 
+std::string out_of_memory_line(const ValidationReport& report) {
+  return fmt::format(
+      "{} of the measured runs are predicted not to fit in GPU memory: the memory model, or a memory saving the case "
+      "does not state (recomputation, sharding), is off for them",
+      report.out_of_memory);
+}
+
 }  // namespace
 
 std::vector<ValidationCase> load_validation_file(const std::string& path) {
@@ -68,6 +75,7 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
       outcome.predicted_s = predicted;
       outcome.error = (predicted - c.measured_iteration_time_s) / c.measured_iteration_time_s;
       outcome.peak_memory_bytes = prediction.result.peak_memory_bytes;
+      outcome.fits = prediction.result.fits;
       if (c.measured_peak_memory_bytes) {
         outcome.memory_error = (static_cast<double>(prediction.result.peak_memory_bytes) - *c.measured_peak_memory_bytes) /
                                *c.measured_peak_memory_bytes;
@@ -91,6 +99,7 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
     }
     sum += std::abs(*outcome.error);
     ++supported;
+    if (!outcome.fits) ++report.out_of_memory;
     const std::string& source = outcome.validation_case->source;
     auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& e) { return e.first == source; });
     if (it == by_source.end()) it = by_source.insert(by_source.end(), {source, {0.0, 0}});
@@ -118,6 +127,7 @@ Json to_json(const ValidationReport& report) {
     json.set("peak_memory_bytes", outcome.peak_memory_bytes ? Json(*outcome.peak_memory_bytes) : Json());
     json.set("measured_peak_memory_bytes",
              c.measured_peak_memory_bytes ? Json(*c.measured_peak_memory_bytes) : Json());
+    if (outcome.predicted_s) json.set("fits", outcome.fits);
     if (!outcome.reason.empty()) json.set("reason", outcome.reason);
     cases.push(std::move(json));
   }
@@ -126,7 +136,7 @@ Json to_json(const ValidationReport& report) {
   Json json = Json::object();
   json.set("cases", std::move(cases)).set("mape", report.mape).set("by_source", std::move(by_source));
   json.set("memory_mape", report.memory_mape ? Json(*report.memory_mape) : Json());
-  json.set("unsupported", report.unsupported);
+  json.set("unsupported", report.unsupported).set("out_of_memory", report.out_of_memory);
   return json;
 }
 
@@ -139,13 +149,15 @@ std::string to_text(const ValidationReport& report) {
       out += fmt::format("{:<40} {:>12.4f}  unsupported: {}\n", c.id, c.measured_iteration_time_s, outcome.reason);
       continue;
     }
-    out += fmt::format("{:<40} {:>12.4f} {:>12.4f} {:>+7.1f}% {:>10}\n", c.id, c.measured_iteration_time_s,
+    out += fmt::format("{:<40} {:>12.4f} {:>12.4f} {:>+7.1f}% {:>10}{}\n", c.id, c.measured_iteration_time_s,
                        *outcome.predicted_s, 100.0 * *outcome.error,
-                       outcome.memory_error ? fmt::format("{:+.1f}%", 100.0 * *outcome.memory_error) : "");
+                       outcome.memory_error ? fmt::format("{:+.1f}%", 100.0 * *outcome.memory_error) : "",
+                       outcome.fits ? "" : "  does not fit");
   }
   out += fmt::format("\nMAPE {:.1f}% over {} cases ({} unsupported)\n", 100.0 * report.mape,
                      report.cases.size() - report.unsupported, report.unsupported);
   if (report.memory_mape) out += fmt::format("peak-memory MAPE {:.1f}%\n", 100.0 * *report.memory_mape);
+  if (report.out_of_memory > 0) out += out_of_memory_line(report) + "\n";
   for (const auto& [source, mape] : report.mape_by_source) {
     out += fmt::format("  {:6.1f}%  {}\n", 100.0 * mape, short_source(source));
   }
@@ -194,19 +206,20 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
   out += fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).\n\n",
                      100.0 * report.mape, report.cases.size() - report.unsupported, report.unsupported);
   if (report.memory_mape) out += fmt::format("Peak-memory MAPE: **{:.1f}%**.\n\n", 100.0 * *report.memory_mape);
+  if (report.out_of_memory > 0) out += out_of_memory_line(report) + "\n\n";
   out += fmt::format("![predicted against measured]({})\n\n## By source\n\n| MAPE | source |\n|---:|---|\n", svg_name);
   for (const auto& [source, mape] : report.mape_by_source) out += fmt::format("| {:.1f}% | {} |\n", 100.0 * mape, source);
-  out += "\n## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB |\n|---|---:|---:|---:|---:|---:|\n";
+  out += "\n## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;
     const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
     if (!o.error) {
-      out += fmt::format("| {} | {:.4f} | unsupported: {} | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
+      out += fmt::format("| {} | {:.4f} | unsupported: {} | | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
       continue;
     }
-    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} |\n", c.id, c.measured_iteration_time_s,
+    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} | {} |\n", c.id, c.measured_iteration_time_s,
                        *o.predicted_s, 100.0 * *o.error, gib(static_cast<double>(*o.peak_memory_bytes)),
-                       c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
+                       c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "", o.fits ? "yes" : "**no**");
   }
   return out;
 }

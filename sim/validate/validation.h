@@ -33,6 +33,10 @@ struct CaseOutcome {
   std::optional<double> error;         // (predicted − measured) / measured
   std::optional<int64_t> peak_memory_bytes;
   std::optional<double> memory_error;  // against the measured peak, where published
+  // False when the predicted peak exceeds the GPU's memory: the run was measured, so it fit,
+  // and the memory model or a memory saving the case does not state (recomputation, sharding)
+  // is off.
+  bool fits = true;
   std::string reason;
 };
 
@@ -42,6 +46,7 @@ struct ValidationReport {
   std::vector<std::pair<std::string, double>> mape_by_source;  // in order of first appearance
   std::optional<double> memory_mape;
   int unsupported = 0;
+  int out_of_memory = 0;  // supported cases predicted not to fit
 };
 
 // Runs every case (on `threads` threads, 0: one per hardware thread; the outcome does not
