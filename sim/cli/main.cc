@@ -58,12 +58,16 @@ Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fiel
 A limit only ever stops a run (exit 2, with the estimate); it never changes a result.
 )";
 
-constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--json] [--report FILE.md] [--threads N] [--max-mape X]
+constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--json] [--report FILE.md] [--threads N]
+                         [--max-mape X]
 
 Runs every case of the validation FILEs (lists of published measurements, e.g.
 scenarios/validation/public.yaml) and prints measured, predicted and signed error per case,
 then the mean absolute percentage error (MAPE) overall and per source.
 
+  --overlay FILE   set scenario fields of the cases whose ids match, rule by rule, each with the
+                   source that states them (e.g. scenarios/validation/stated-software.yaml:
+                   the software each run used, which its scenario cannot say)
   --json           print the report as JSON
   --report FILE    write a Markdown report and a predicted-vs-measured SVG beside it
   --threads N      run cases on N threads (default: all cores; the result is the same)
@@ -166,7 +170,8 @@ int run_command(int argc, char** argv) {
 }
 
 int validate_command(int argc, char** argv) {
-  const Arguments args = parse(argc, argv, 2, {"--report", "--threads", "--max-mape"}, {"--json", "--help"});
+  const Arguments args =
+      parse(argc, argv, 2, {"--overlay", "--report", "--threads", "--max-mape"}, {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kValidateUsage;
     return 0;
@@ -179,6 +184,7 @@ int validate_command(int argc, char** argv) {
     std::vector<ValidationCase> loaded = load_validation_file(file);
     cases.insert(cases.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
   }
+  if (args.has("--overlay")) apply_overlay(cases, load_overlay_file(args.options.at("--overlay")));
   const ValidationReport report = validate(cases, thread_count(args));
   if (args.has("--report")) {
     const std::string path = args.options.at("--report");

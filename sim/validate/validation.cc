@@ -1,6 +1,8 @@
 #include "sim/validate/validation.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +28,9 @@ ValidationCase read_case(const YAML::Node& node, const std::string& file, size_t
   // Provenance fields are for readers; they are known but not interpreted.
   for (const char* key : {"published", "derivation", "flops_convention", "notes"}) map.node(key);
   YamlMap scenario = map.map("scenario");
+  c.scenario_node = YAML::Clone(scenario.raw());
+  c.file = file;
+  c.scenario_path = scenario.path();
   try {
     c.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
   } catch (const InputError& e) {
@@ -35,8 +40,49 @@ ValidationCase read_case(const YAML::Node& node, const std::string& file, size_t
   return c;
 }
 
+OverlayRule read_rule(YamlMap& map) {
+  OverlayRule rule;
+  rule.location = map.location();
+  const YAML::Node cases = map.node("cases");
+  if (cases.IsScalar()) {
+    rule.case_patterns.push_back(cases.Scalar());
+  } else if (cases.IsSequence() && cases.size() > 0) {
+    for (const YAML::Node& pattern : cases) {
+      if (!pattern.IsScalar()) map.fail("cases", "must be a case id pattern or a list of them");
+      rule.case_patterns.push_back(pattern.Scalar());
+    }
+  } else {
+    map.fail("cases", "must be a case id pattern or a non-empty list of them");
+  }
+  YamlMap settings = map.map("set");
+  for (const auto& entry : settings.raw()) {
+    const std::string path = entry.first.Scalar();
+    settings.node(path);
+    YAML::Emitter value;
+    value << YAML::Flow << entry.second;
+    rule.settings.push_back(Override{path, value.c_str()});
+  }
+  if (rule.settings.empty()) map.fail("set", "must set at least one field");
+  rule.why = map.required<std::string>("why");
+  if (rule.why.empty()) map.fail("why", "must cite the source that states the setting");
+  settings.finish();
+  map.finish();
+  return rule;
+}
+
+bool matches(const OverlayRule& rule, const std::string& id) {
+  return std::any_of(rule.case_patterns.begin(), rule.case_patterns.end(),
+                     [&](const std::string& pattern) { return fnmatch(pattern.c_str(), id.c_str(), 0) == 0; });
+}
+
 std::string short_source(const std::string& source) {
   return source.size() <= 72 ? source : source.substr(0, 69) + "...";
+}
+
+int cases_overlaid(const ValidationReport& report) {
+  return static_cast<int>(std::count_if(report.cases.begin(), report.cases.end(), [](const CaseOutcome& o) {
+    return !o.validation_case->overlay.empty();
+  }));
 }
 
 std::string out_of_memory_line(const ValidationReport& report) {
@@ -56,6 +102,50 @@ std::vector<ValidationCase> load_validation_file(const std::string& path) {
   std::vector<ValidationCase> cases;
   for (size_t i = 0; i < document.root.size(); ++i) cases.push_back(read_case(document.root[i], path, i));
   return cases;
+}
+
+std::vector<OverlayRule> load_overlay_file(const std::string& path) {
+  const YamlDocument document = load_yaml_file(path);
+  if (!document.root.IsSequence()) {
+    throw InputError(location_of(document.root, path), "an overlay is a list of {cases, set, why} rules");
+  }
+  std::vector<OverlayRule> rules;
+  for (size_t i = 0; i < document.root.size(); ++i) {
+    YamlMap map(document.root[i], path, fmt::format("rules[{}]", i));
+    rules.push_back(read_rule(map));
+  }
+  return rules;
+}
+
+void apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules) {
+  std::vector<const OverlayRule*> first_rule(cases.size(), nullptr);
+  for (const OverlayRule& rule : rules) {
+    bool matched = false;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!matches(rule, cases[i].id)) continue;
+      matched = true;
+      if (first_rule[i] == nullptr) first_rule[i] = &rule;
+      cases[i].overlay.insert(cases[i].overlay.end(), rule.settings.begin(), rule.settings.end());
+    }
+    if (!matched) {
+      throw InputError(rule.location, fmt::format("cases {} match no case id of the validation files",
+                                                  fmt::join(rule.case_patterns, ", ")));
+    }
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ValidationCase& c = cases[i];
+    if (c.overlay.empty()) continue;
+    YAML::Node node = YAML::Clone(c.scenario_node);
+    try {
+      for (const Override& setting : c.overlay) apply_override(node, c.file, setting);
+      YamlMap scenario(node, c.file, c.scenario_path);
+      c.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
+      c.unsupported_reason.clear();
+    } catch (const InputError& e) {
+      // The overlaid copy has no lines to cite: the case id and the field path name the place.
+      throw InputError(first_rule[i]->location, fmt::format("case {} with the overlay: {}", c.id, e.detail()));
+    }
+  }
 }
 
 ValidationReport validate(const std::vector<ValidationCase>& cases, int threads) {
@@ -128,6 +218,11 @@ Json to_json(const ValidationReport& report) {
     json.set("measured_peak_memory_bytes",
              c.measured_peak_memory_bytes ? Json(*c.measured_peak_memory_bytes) : Json());
     if (outcome.predicted_s) json.set("fits", outcome.fits);
+    if (!c.overlay.empty()) {
+      Json overlay = Json::object();
+      for (const Override& setting : c.overlay) overlay.set(setting.path, setting.value);
+      json.set("overlay", std::move(overlay));
+    }
     if (!outcome.reason.empty()) json.set("reason", outcome.reason);
     cases.push(std::move(json));
   }
@@ -158,6 +253,9 @@ std::string to_text(const ValidationReport& report) {
                      report.cases.size() - report.unsupported, report.unsupported);
   if (report.memory_mape) out += fmt::format("peak-memory MAPE {:.1f}%\n", 100.0 * *report.memory_mape);
   if (report.out_of_memory > 0) out += out_of_memory_line(report) + "\n";
+  if (const int overlaid = cases_overlaid(report); overlaid > 0) {
+    out += fmt::format("{} cases ran with fields an overlay set (--json lists them)\n", overlaid);
+  }
   for (const auto& [source, mape] : report.mape_by_source) {
     out += fmt::format("  {:6.1f}%  {}\n", 100.0 * mape, short_source(source));
   }
@@ -207,6 +305,9 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
                      100.0 * report.mape, report.cases.size() - report.unsupported, report.unsupported);
   if (report.memory_mape) out += fmt::format("Peak-memory MAPE: **{:.1f}%**.\n\n", 100.0 * *report.memory_mape);
   if (report.out_of_memory > 0) out += out_of_memory_line(report) + "\n\n";
+  if (const int overlaid = cases_overlaid(report); overlaid > 0) {
+    out += fmt::format("{} cases ran with fields an overlay set (listed beside them).\n\n", overlaid);
+  }
   out += fmt::format("![predicted against measured]({})\n\n## By source\n\n| MAPE | source |\n|---:|---|\n", svg_name);
   for (const auto& [source, mape] : report.mape_by_source) out += fmt::format("| {:.1f}% | {} |\n", 100.0 * mape, source);
   out += "\n## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
@@ -217,7 +318,9 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
       out += fmt::format("| {} | {:.4f} | unsupported: {} | | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
       continue;
     }
-    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} | {} |\n", c.id, c.measured_iteration_time_s,
+    std::string name = c.id;
+    for (const Override& setting : c.overlay) name += fmt::format(" `{}: {}`", setting.path, setting.value);
+    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} | {} |\n", name, c.measured_iteration_time_s,
                        *o.predicted_s, 100.0 * *o.error, gib(static_cast<double>(*o.peak_memory_bytes)),
                        c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "", o.fits ? "yes" : "**no**");
   }

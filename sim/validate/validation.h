@@ -8,8 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
+#include "base/input_error.h"
 #include "base/json.h"
 #include "sim/scenario/scenario.h"
+#include "sim/search/scenario_source.h"
 
 namespace paceline {
 
@@ -21,11 +25,32 @@ struct ValidationCase {
   std::string unsupported_reason;
   double measured_iteration_time_s = 0.0;
   std::optional<double> measured_peak_memory_bytes;
+  // The scenario as written, so that an overlay can set fields and read it again.
+  YAML::Node scenario_node;
+  std::string file;
+  std::string scenario_path;  // e.g. "cases[3].scenario", for errors
+  std::vector<Override> overlay;  // fields an overlay set, in the order applied
 };
 
 // Reads a validation file: a YAML list of {id, source, confidence, scenario, measured, ...}.
 // A case whose scenario paceline cannot express is kept, marked unsupported with the reason.
 std::vector<ValidationCase> load_validation_file(const std::string& path);
+
+// An overlay states what a case's scenario could not: the software its run used, as the
+// source says it (a YAML list of {cases, set, why}). `cases` are globs over case ids (* any
+// run of characters, ? one); `set` maps dotted scenario fields to values; `why` cites the
+// source. Rules apply in file order, a later one winning on the same field.
+struct OverlayRule {
+  SourceLocation location;
+  std::vector<std::string> case_patterns;
+  std::vector<Override> settings;
+  std::string why;
+};
+std::vector<OverlayRule> load_overlay_file(const std::string& path);
+
+// Sets each rule's fields on the cases it matches and reads their scenarios again. Throws
+// InputError at the rule when it matches no case or makes a case's scenario invalid.
+void apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules);
 
 struct CaseOutcome {
   const ValidationCase* validation_case = nullptr;

@@ -36,6 +36,14 @@ TEST(Cli, BadInputIsOneLineAndExitCodeTwo) {
                           "parallelism, simulation, training\n");
 }
 
+TEST(Cli, ValidateOverlayErrorsExitTwo) {
+  const std::string overlay = paceline::testing::temp_path("overlay.yaml");
+  std::ofstream(overlay) << "- cases: [no-such-case]\n  set: {training.recompute: full}\n  why: a test\n";
+  const CliOutcome o = run_cli("validate scenarios/validation/public.yaml --overlay " + overlay);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_EQ(o.output, "paceline: " + overlay + ":1:3: cases no-such-case match no case id of the validation files\n");
+}
+
 TEST(Cli, MissingFileAndUnknownCommand) {
   EXPECT_EQ(run_cli("run /nonexistent.yaml").exit_code, 2);
   EXPECT_EQ(run_cli("frobnicate").exit_code, 2);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -21,6 +22,22 @@ TEST(Validation, EveryPublicCaseRuns) {
   for (const CaseOutcome& o : report.cases) sum += std::abs(*o.error);
   EXPECT_NEAR(report.mape, sum / static_cast<double>(cases.size()), 1e-12);
   EXPECT_FALSE(report.mape_by_source.empty());
+}
+
+TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
+  std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
+  apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml"));  // every rule matches
+  const auto by_id = [&](const std::string& id) {
+    return *std::find_if(cases.begin(), cases.end(), [&](const ValidationCase& c) { return c.id == id; })->scenario;
+  };
+  EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_8gpu").training.fusion, Fusion::kEager);
+  EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_compile_8gpu").training.fusion, Fusion::kFused);
+  EXPECT_TRUE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_asynctp_256gpu").parallelism.tp_comm_overlap);
+  EXPECT_FALSE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_256gpu").parallelism.tp_comm_overlap);
+  EXPECT_TRUE(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").parallelism.tp == 1);
+  EXPECT_TRUE(std::none_of(cases.begin(), cases.end(), [](const ValidationCase& c) {
+    return c.id.rfind("llmfoundry", 0) == 0 && !c.overlay.empty();
+  }));
 }
 
 TEST(Validation, ThreadCountDoesNotChangeTheReport) {
@@ -62,6 +79,79 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_EQ(json.at("out_of_memory").number(), 1.0);
   EXPECT_EQ(json.at("cases").elements()[0].at("fits").dump(-1), "false");
   EXPECT_NE(to_markdown(report, "plot.svg").find("| **no** |"), std::string::npos);
+}
+
+// Two small cases that differ only by id, for the overlay tests.
+std::string write_two_cases(const std::string& name) {
+  const std::string path = testing::temp_path(name);
+  std::ofstream out(path);
+  for (const char* id : {"alpha-1", "beta-1"}) {
+    out << "- id: " << id << R"(
+  source: test
+  scenario:
+    model: gpt-1.7b
+    cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
+    training: {global_batch: 4, seq_len: 1024}
+  measured: {iteration_time_s: 1.0}
+)";
+  }
+  return path;
+}
+
+std::string write_overlay(const std::string& name, const std::string& text) {
+  const std::string path = testing::temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string overlay_error(const std::string& cases_path, const std::string& overlay_path) {
+  std::vector<ValidationCase> cases = load_validation_file(cases_path);
+  try {
+    apply_overlay(cases, load_overlay_file(overlay_path));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Validation, OverlaySetsFieldsOfTheCasesItMatches) {
+  const std::string cases_path = write_two_cases("overlay-cases.yaml");
+  std::vector<ValidationCase> plain = load_validation_file(cases_path);
+  std::vector<ValidationCase> overlaid = load_validation_file(cases_path);
+  apply_overlay(overlaid, load_overlay_file(write_overlay("overlay.yaml", R"(
+- cases: [alpha-*]
+  set: {training.recompute: full, training.fusion: eager}
+  why: a test
+- cases: alpha-?
+  set: {training.fusion: fused}
+  why: a later rule wins
+)")));
+  ASSERT_EQ(overlaid[0].overlay.size(), 3u);
+  EXPECT_EQ(overlaid[0].overlay[0].path, "training.recompute");
+  EXPECT_EQ(overlaid[0].scenario->training.recompute, Recompute::kFull);
+  EXPECT_EQ(overlaid[0].scenario->training.fusion, Fusion::kFused);
+  EXPECT_TRUE(overlaid[1].overlay.empty());
+
+  const ValidationReport before = validate(plain, 1);
+  const ValidationReport after = validate(overlaid, 1);
+  EXPECT_GT(*after.cases[0].predicted_s, *before.cases[0].predicted_s);  // a second forward
+  EXPECT_EQ(*after.cases[1].predicted_s, *before.cases[1].predicted_s);
+  EXPECT_EQ(to_json(after).at("cases").elements()[0].at("overlay").at("training.recompute").string(), "full");
+  EXPECT_NE(to_text(after).find("1 cases ran with fields an overlay set"), std::string::npos);
+}
+
+TEST(Validation, OverlayErrorsNameTheRuleAndTheCase) {
+  const std::string cases_path = write_two_cases("overlay-error-cases.yaml");
+  const std::string unmatched = write_overlay("unmatched.yaml", "- cases: [gamma-*]\n  set: {training.recompute: full}\n  why: x\n");
+  EXPECT_EQ(overlay_error(cases_path, unmatched), unmatched + ":1:3: cases gamma-* match no case id of the validation files");
+
+  const std::string invalid = write_overlay("invalid.yaml", "- cases: beta-1\n  set: {training.attention: flash9}\n  why: x\n");
+  const std::string error = overlay_error(cases_path, invalid);
+  EXPECT_EQ(error, invalid + ":1:3: case beta-1 with the overlay: cases[1].scenario.training.attention = 'flash9' is "
+                             "unknown; expected one of: flash, flash2, unfused");
+
+  const std::string no_source = write_overlay("no-why.yaml", "- cases: beta-1\n  set: {training.recompute: full}\n");
+  EXPECT_NE(overlay_error(cases_path, no_source).find("why"), std::string::npos);
 }
 
 }  // namespace
