@@ -46,26 +46,26 @@ TEST(Validation, ThreadCountDoesNotChangeTheReport) {
   EXPECT_EQ(to_json(validate(few, 1)).dump(), to_json(validate(few, 3)).dump());
 }
 
+// One case on one GPU, measured at 1 s.
+std::string one_gpu_case(const std::string& id, const std::string& model, const std::string& gpu,
+                         const std::string& training) {
+  return "- id: " + id + "\n  source: test\n  scenario:\n    model: " + model + "\n    cluster: {gpu: " + gpu +
+         ", nodes: 1, gpus_per_node: 1}\n    training: " + training + "\n  measured: {iteration_time_s: 1.0}\n";
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = testing::temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
 TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   // Llama 3 8B with Adam on one 80 GB H100 needs 18 bytes per parameter (135 GiB) before any
   // activation; GPT 1.7B on one A100 fits.
-  const std::string path = testing::temp_path("fits.yaml");
-  std::ofstream(path) << R"(
-- id: too-big
-  source: test
-  scenario:
-    model: llama3-8b
-    cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 1}
-    training: {global_batch: 1, seq_len: 1024, recompute: full}
-  measured: {iteration_time_s: 1.0}
-- id: fits
-  source: test
-  scenario:
-    model: gpt-1.7b
-    cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
-    training: {global_batch: 1, seq_len: 1024}
-  measured: {iteration_time_s: 1.0}
-)";
+  const std::string path =
+      write_file("fits.yaml", one_gpu_case("too-big", "llama3-8b", "h100-sxm5-80gb",
+                                           "{global_batch: 1, seq_len: 1024, recompute: full}") +
+                                  one_gpu_case("fits", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}"));
   const std::vector<ValidationCase> cases = load_validation_file(path);
   const ValidationReport report = validate(cases, 1);
   ASSERT_EQ(report.cases.size(), 2u);
@@ -83,25 +83,9 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
 
 // Two small cases that differ only by id, for the overlay tests.
 std::string write_two_cases(const std::string& name) {
-  const std::string path = testing::temp_path(name);
-  std::ofstream out(path);
-  for (const char* id : {"alpha-1", "beta-1"}) {
-    out << "- id: " << id << R"(
-  source: test
-  scenario:
-    model: gpt-1.7b
-    cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
-    training: {global_batch: 4, seq_len: 1024}
-  measured: {iteration_time_s: 1.0}
-)";
-  }
-  return path;
-}
-
-std::string write_overlay(const std::string& name, const std::string& text) {
-  const std::string path = testing::temp_path(name);
-  std::ofstream(path) << text;
-  return path;
+  const std::string training = "{global_batch: 4, seq_len: 1024}";
+  return write_file(name, one_gpu_case("alpha-1", "gpt-1.7b", "a100-sxm4-80gb", training) +
+                              one_gpu_case("beta-1", "gpt-1.7b", "a100-sxm4-80gb", training));
 }
 
 std::string overlay_error(const std::string& cases_path, const std::string& overlay_path) {
@@ -118,7 +102,7 @@ TEST(Validation, OverlaySetsFieldsOfTheCasesItMatches) {
   const std::string cases_path = write_two_cases("overlay-cases.yaml");
   std::vector<ValidationCase> plain = load_validation_file(cases_path);
   std::vector<ValidationCase> overlaid = load_validation_file(cases_path);
-  apply_overlay(overlaid, load_overlay_file(write_overlay("overlay.yaml", R"(
+  apply_overlay(overlaid, load_overlay_file(write_file("overlay.yaml", R"(
 - cases: [alpha-*]
   set: {training.recompute: full, training.fusion: eager}
   why: a test
@@ -142,15 +126,15 @@ TEST(Validation, OverlaySetsFieldsOfTheCasesItMatches) {
 
 TEST(Validation, OverlayErrorsNameTheRuleAndTheCase) {
   const std::string cases_path = write_two_cases("overlay-error-cases.yaml");
-  const std::string unmatched = write_overlay("unmatched.yaml", "- cases: [gamma-*]\n  set: {training.recompute: full}\n  why: x\n");
+  const std::string unmatched = write_file("unmatched.yaml", "- cases: [gamma-*]\n  set: {training.recompute: full}\n  why: x\n");
   EXPECT_EQ(overlay_error(cases_path, unmatched), unmatched + ":1:3: cases gamma-* match no case id of the validation files");
 
-  const std::string invalid = write_overlay("invalid.yaml", "- cases: beta-1\n  set: {training.attention: flash9}\n  why: x\n");
+  const std::string invalid = write_file("invalid.yaml", "- cases: beta-1\n  set: {training.attention: flash9}\n  why: x\n");
   const std::string error = overlay_error(cases_path, invalid);
   EXPECT_EQ(error, invalid + ":1:3: case beta-1 with the overlay: cases[1].scenario.training.attention = 'flash9' is "
                              "unknown; expected one of: flash, flash2, unfused");
 
-  const std::string no_source = write_overlay("no-why.yaml", "- cases: beta-1\n  set: {training.recompute: full}\n");
+  const std::string no_source = write_file("no-why.yaml", "- cases: beta-1\n  set: {training.recompute: full}\n");
   EXPECT_NE(overlay_error(cases_path, no_source).find("why"), std::string::npos);
 }
 
