@@ -43,6 +43,7 @@ ValidationCase read_case(const YAML::Node& node, const std::string& file, size_t
 OverlayRule read_rule(YamlMap& map) {
   OverlayRule rule;
   rule.location = map.location();
+  if (!map.has("cases")) map.fail("cases", "is required");
   const YAML::Node cases = map.node("cases");
   if (cases.IsScalar()) {
     rule.case_patterns.push_back(cases.Scalar());

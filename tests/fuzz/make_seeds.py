@@ -6,7 +6,8 @@
 writes OUTDIR/<harness>/<name> for each harness: scenario (scenarios/*.yaml and every case of
 scenarios/validation/*.yaml, one scenario per file), model_catalog (models/catalog/*.yaml and
 the validation cases' inline models), gpu_catalog, link_catalog (hardware/catalog/*),
-hf_config (tests/models/data/*.json), profile (hardware/profiles/*.yaml, cut down to a few
+hf_config (tests/models/data/*.json), overlay (scenarios/validation/*.yaml that are overlays,
+and each of their rules alone), profile (hardware/profiles/*.yaml, cut down to a few
 rows per table so that each seed stays small) and unit_parse (every quantity written in those files,
 behind a first byte that picks its dimension). Generated, never committed: rerun it when the
 inputs change (tests/fuzz/fuzz.sh does).
@@ -54,6 +55,12 @@ def main():
         quantities(yaml.safe_load(path.read_text(encoding="utf-8")), found)
     for path in sorted(ROOT.glob("scenarios/validation/*.yaml")):
         cases = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        if cases and all("set" in rule for rule in cases):
+            write(out / "overlay", path.name, path.read_text(encoding="utf-8"))
+            for index, rule in enumerate(cases):
+                text = yaml.safe_dump([rule], sort_keys=False, allow_unicode=True)
+                write(out / "overlay", f"{path.stem}-{index}.yaml", text)
+            continue
         for case in cases:
             scenario = case.get("scenario")
             if not isinstance(scenario, dict):

@@ -16,6 +16,7 @@
 #include "models/hf_config.h"
 #include "models/model_spec.h"
 #include "sim/scenario/scenario.h"
+#include "sim/validate/validation.h"
 #include "tests/support/temp_path.h"
 
 namespace paceline {
@@ -190,6 +191,13 @@ attention:
     ASSERT_TRUE(t.has_value());
     EXPECT_GT(*t / Seconds(1), 0.0) << "seq " << seq;
   }
+}
+
+// overlay: a rule without `cases` escaped as yaml-cpp's InvalidNode ("first invalid key") from
+// reading the absent key's node; it is now a required field.
+TEST(FuzzRegression, OverlayRulesNeedTheirCases) {
+  const std::string path = write_file("no-cases.yaml", "- ccses: [a*]\n  set: {training.recompute: full}\n  why: x\n");
+  EXPECT_EQ(input_error([&] { load_overlay_file(path); }), path + ":1:3: rules[0].cases is required");
 }
 
 }  // namespace
