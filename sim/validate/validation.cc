@@ -76,8 +76,12 @@ bool matches(const OverlayRule& rule, const std::string& id) {
                      [&](const std::string& pattern) { return fnmatch(pattern.c_str(), id.c_str(), 0) == 0; });
 }
 
+// Sources of one publication share their start and differ at the end (the table, the section),
+// so a long one keeps both ends.
 std::string short_source(const std::string& source) {
-  return source.size() <= 72 ? source : source.substr(0, 69) + "...";
+  constexpr size_t kHead = 30, kTail = 42;
+  if (source.size() <= kHead + kTail + 3) return source;
+  return source.substr(0, kHead) + "..." + source.substr(source.size() - kTail);
 }
 
 int cases_overlaid(const ValidationReport& report) {
@@ -258,7 +262,10 @@ std::string to_text(const ValidationReport& report) {
     out += fmt::format("{} cases ran with fields an overlay set (--json lists them)\n", overlaid);
   }
   for (const auto& [source, mape] : report.mape_by_source) {
-    out += fmt::format("  {:6.1f}%  {}\n", 100.0 * mape, short_source(source));
+    const auto cases = std::count_if(report.cases.begin(), report.cases.end(), [&](const CaseOutcome& o) {
+      return o.error && o.validation_case->source == source;
+    });
+    out += fmt::format("  {:6.1f}%  {:3} cases  {}\n", 100.0 * mape, cases, short_source(source));
   }
   return out;
 }

@@ -81,6 +81,23 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_NE(to_markdown(report, "plot.svg").find("| **no** |"), std::string::npos);
 }
 
+TEST(Validation, LongSourcesKeepTheEndThatTellsThemApart) {
+  std::string text = one_gpu_case("a", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}") +
+                     one_gpu_case("b", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}");
+  const std::string publication = "an organisation/a repository docs/a long benchmarking README.md, section ";
+  for (const char* section : {"'H100 80GB BF16'", "'H100 80GB BF16 (Large Scale)'"}) {
+    text.replace(text.find("source: test"), 12, std::string("source: \"") + publication + section + "\"");
+  }
+  const std::vector<ValidationCase> cases = load_validation_file(write_file("sources.yaml", text));
+  const std::string report = to_text(validate(cases, 1));
+  EXPECT_NE(report.find("1 cases  an organisation/a repository d...arking README.md, section 'H100 80GB BF16'\n"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("1 cases  an organisation/a repository d...md, section 'H100 80GB BF16 (Large Scale)'\n"),
+            std::string::npos)
+      << report;
+}
+
 // Two small cases that differ only by id, for the overlay tests.
 std::string write_two_cases(const std::string& name) {
   const std::string training = "{global_batch: 4, seq_len: 1024}";
