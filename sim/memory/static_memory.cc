@@ -10,7 +10,7 @@ ParameterBytes parameter_bytes(const Training& training) {
   bytes.weight = fp32 ? 4.0 : 2.0;
   // Transformer Engine keeps an fp8 copy of each GEMM weight between micro-batches.
   bytes.fp8_weight = training.precision == Precision::kFp8 ? 1.0 : 0.0;
-  bytes.gradient = 4.0;
+  bytes.gradient = training.gradients_in_bf16 ? 2.0 : 4.0;
   // Adam: master weights (mixed precision only) and two fp32 moments; SGD: momentum.
   const double master = fp32 ? 0.0 : 4.0;
   bytes.optimizer = master + (training.optimizer == Optimizer::kAdam ? 8.0 : 4.0);

@@ -27,7 +27,7 @@ struct StaticMemory {
 struct ParameterBytes {
   double weight = 2.0;     // the working copy the kernels read
   double fp8_weight = 0.0;  // fp8 copies of GEMM weights (fp8 training)
-  double gradient = 4.0;   // accumulation buffer
+  double gradient = 4.0;   // accumulation buffer, reduced in this precision
   double optimizer = 12.0;  // master copy and moments
 };
 ParameterBytes parameter_bytes(const Training& training);

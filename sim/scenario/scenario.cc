@@ -121,6 +121,10 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   };
   t.fusion = fusion("fusion");
   t.cross_entropy = fusion("cross_entropy");
+  t.gradients_in_bf16 = map.choice("gradient_dtype", {"fp32", "bf16"}, "fp32") == "bf16";
+  if (t.gradients_in_bf16 && t.precision == Precision::kFp32) {
+    map.fail("gradient_dtype", "= bf16 needs 16-bit training (precision fp16, bf16 or fp8; here fp32)");
+  }
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);

@@ -52,6 +52,9 @@ struct Training {
   AttentionKernel attention = AttentionKernel::kFlash;
   Fusion fusion = Fusion::kFused;
   Fusion cross_entropy = Fusion::kFused;
+  // Gradients accumulated and reduced in 16 bits rather than fp32 (Megatron-LM's
+  // --grad-reduce-in-bf16, NeMo's distributed Adam with grad_sync_dtype: bf16).
+  bool gradients_in_bf16 = false;
   Optimizer optimizer = Optimizer::kAdam;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;

@@ -37,5 +37,11 @@ TEST(StaticMemory, Fp8KeepsCopiesOfGemmWeights) {
   EXPECT_EQ(static_memory(training, Sharding{}, 1000, 800, 1).weight_bytes, 2000 + 800);
 }
 
+TEST(StaticMemory, Bf16GradientsTakeTwoBytes) {
+  Training training;
+  training.gradients_in_bf16 = true;
+  EXPECT_EQ(static_memory(training, Sharding{}, 1'000'000, 0, 1).gradient_bytes, 2'000'000);
+}
+
 }  // namespace
 }  // namespace paceline

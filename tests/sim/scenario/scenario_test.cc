@@ -187,6 +187,17 @@ TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
             "s.yaml:14:11: training.fusion = 'compiled' is unknown; expected one of: fused, eager");
 }
 
+TEST(ScenarioErrors, GradientDtypeIsFp32OrBf16OfSixteenBitTraining) {
+  EXPECT_FALSE(load_scenario_text(kBase, "s.yaml").training.gradients_in_bf16);
+  EXPECT_TRUE(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  gradient_dtype: bf16"),
+                                 "s.yaml")
+                  .training.gradients_in_bf16);
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  gradient_dtype: fp16")),
+            "s.yaml:14:19: training.gradient_dtype = 'fp16' is unknown; expected one of: fp32, bf16");
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  precision: fp32\n  gradient_dtype: bf16")),
+            "s.yaml:15:19: training.gradient_dtype = bf16 needs 16-bit training (precision fp16, bf16 or fp8; here fp32)");
+}
+
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
   // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
   EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));
