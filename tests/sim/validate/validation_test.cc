@@ -34,7 +34,8 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_compile_8gpu").training.fusion, Fusion::kFused);
   EXPECT_TRUE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_asynctp_256gpu").parallelism.tp_comm_overlap);
   EXPECT_FALSE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_256gpu").parallelism.tp_comm_overlap);
-  EXPECT_TRUE(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").parallelism.tp == 1);
+  EXPECT_TRUE(by_id("nemo2407_GPT3-20B_64gpu").training.gradients_in_bf16);
+  EXPECT_FALSE(by_id("nemo2407_Nemotron-22B_64gpu").training.gradients_in_bf16);
   EXPECT_TRUE(std::none_of(cases.begin(), cases.end(), [](const ValidationCase& c) {
     return c.id.rfind("llmfoundry", 0) == 0 && !c.overlay.empty();
   }));
