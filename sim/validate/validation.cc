@@ -262,8 +262,9 @@ std::string to_text(const ValidationReport& report) {
     out += fmt::format("{} cases ran with fields an overlay set (--json lists them)\n", overlaid);
   }
   for (const auto& [source, mape] : report.mape_by_source) {
+    const std::string& name = source;  // clang 14 cannot capture a structured binding
     const auto cases = std::count_if(report.cases.begin(), report.cases.end(), [&](const CaseOutcome& o) {
-      return o.error && o.validation_case->source == source;
+      return o.error && o.validation_case->source == name;
     });
     out += fmt::format("  {:6.1f}%  {:3} cases  {}\n", 100.0 * mape, cases, short_source(source));
   }
