@@ -185,6 +185,16 @@ training: {{global_batch: 8, micro_batch: 1, seq_len: 2048}}
   }
 }
 
+// The result of the scenario `text` with `insertion` put before the first `anchor` in it.
+Result simulate_with(std::string text, const std::string& anchor, const std::string& insertion) {
+  text.insert(text.find(anchor), insertion);
+  return simulate(scenario_of(text)).result;
+}
+
+double exposed(const Result& r, ActivityTag tag) {
+  return r.breakdown.exposed_by_tag[static_cast<int>(tag)] / Seconds(1);
+}
+
 TEST(Lowering, OverlappedTensorCollectivesHideBehindTheirGemms) {
   // Llama 3 70B with tp 8 on one node: the same FLOPs, less tensor-parallel communication in
   // the open, and the compute beside it slowed by the catalog's interference.
@@ -194,14 +204,9 @@ parallelism: {tp: 8}
 training: {global_batch: 2, seq_len: 8192, recompute: full}
 )";
   const Result plain = simulate(scenario_of(text)).result;
-  std::string overlapped_text = text;
-  overlapped_text.replace(overlapped_text.find("{tp: 8}"), 7, "{tp: 8, tp_comm_overlap: true}");
-  const Result overlapped = simulate(scenario_of(overlapped_text)).result;
+  const Result overlapped = simulate_with(text, "tp: 8", "tp_comm_overlap: true, ");
   EXPECT_DOUBLE_EQ(overlapped.hfu * overlapped.iteration_time / Seconds(1), plain.hfu * plain.iteration_time / Seconds(1));
-  const auto exposed_tp = [](const Result& r) {
-    return r.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kTensorComm)];
-  };
-  EXPECT_LT(exposed_tp(overlapped), 0.5 * exposed_tp(plain));
+  EXPECT_LT(exposed(overlapped, ActivityTag::kTensorComm), 0.5 * exposed(plain, ActivityTag::kTensorComm));
   EXPECT_GT(overlapped.breakdown.overlap_slowdown, plain.breakdown.overlap_slowdown);
   EXPECT_LT(overlapped.iteration_time, plain.iteration_time);
 }
@@ -215,16 +220,12 @@ parallelism: {dp: 16, zero: 1}
 training: {global_batch: 16, seq_len: 2048, overlap_grad_reduce: false}
 )";
   const Result fp32 = simulate(scenario_of(text)).result;
-  std::string bf16_text = text;
-  bf16_text.replace(bf16_text.find("overlap_grad_reduce"), 0, "gradient_dtype: bf16, ");
-  const Result bf16 = simulate(scenario_of(bf16_text)).result;
+  const Result bf16 = simulate_with(text, "overlap_grad_reduce", "gradient_dtype: bf16, ");
   EXPECT_EQ(2 * bf16.stages[0].gradient_bytes, fp32.stages[0].gradient_bytes);
-  const auto exposed_dp = [](const Result& r) {
-    return r.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)] / Seconds(1);
-  };
-  EXPECT_GT(exposed_dp(fp32), 0.0);
-  EXPECT_LT(exposed_dp(bf16), 0.6 * exposed_dp(fp32));
-  EXPECT_GT(exposed_dp(bf16), 0.4 * exposed_dp(fp32));
+  const double fp32_exposed = exposed(fp32, ActivityTag::kDataComm);
+  EXPECT_GT(fp32_exposed, 0.0);
+  EXPECT_LT(exposed(bf16, ActivityTag::kDataComm), 0.6 * fp32_exposed);
+  EXPECT_GT(exposed(bf16, ActivityTag::kDataComm), 0.4 * fp32_exposed);
 }
 
 TEST(Lowering, ContextAndExpertParallelismRun) {
