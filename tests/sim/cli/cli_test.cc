@@ -44,6 +44,37 @@ TEST(Cli, ValidateOverlayErrorsExitTwo) {
   EXPECT_EQ(o.output, "paceline: " + overlay + ":1:3: cases no-such-case match no case id of the validation files\n");
 }
 
+TEST(Cli, ValidateLimitsFailTheRunWithExitOne) {
+  // One measured run, 1 s and 1 GiB: the prediction is off in both, by more than 0.1% and less
+  // than 100 times.
+  const std::string cases = paceline::testing::temp_path("limits.yaml");
+  std::ofstream(cases) << R"(- id: one
+  source: test
+  scenario:
+    model: gpt-1.7b
+    cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
+    training: {global_batch: 1, seq_len: 1024}
+  measured: {iteration_time_s: 1.0, peak_memory_bytes: 1073741824}
+)";
+  EXPECT_EQ(run_cli("validate " + cases + " --max-mape 100 --max-memory-mape 100").exit_code, 0);
+  const CliOutcome time = run_cli("validate " + cases + " --max-mape 0.001 --max-memory-mape 100");
+  EXPECT_EQ(time.exit_code, 1);
+  EXPECT_NE(time.output.find("paceline: MAPE "), std::string::npos);
+  const CliOutcome memory = run_cli("validate " + cases + " --max-mape 100 --max-memory-mape 0.001");
+  EXPECT_EQ(memory.exit_code, 1);
+  EXPECT_NE(memory.output.find("paceline: peak-memory MAPE "), std::string::npos);
+  EXPECT_EQ(run_cli("validate " + cases + " --max-memory-mape lots").exit_code, 2);
+
+  const std::string without_peak = paceline::testing::temp_path("no-peak.yaml");
+  std::ofstream(without_peak) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+)";
+  const CliOutcome no_peak = run_cli("validate " + without_peak + " --max-memory-mape 0.1");
+  EXPECT_EQ(no_peak.exit_code, 2);
+  EXPECT_NE(no_peak.output.find("--max-memory-mape: no case of the validation files has a measured peak memory"),
+            std::string::npos);
+}
+
 TEST(Cli, MissingFileAndUnknownCommand) {
   EXPECT_EQ(run_cli("run /nonexistent.yaml").exit_code, 2);
   EXPECT_EQ(run_cli("frobnicate").exit_code, 2);
