@@ -28,7 +28,7 @@ ValidationCase read_case(const YAML::Node& node, const std::string& file, size_t
   // Provenance fields are for readers; they are known but not interpreted.
   for (const char* key : {"published", "derivation", "flops_convention", "notes"}) map.node(key);
   YamlMap scenario = map.map("scenario");
-  c.scenario_node = YAML::Clone(scenario.raw());
+  c.scenario_node = scenario.raw();  // shares the document; an overlay edits a clone
   c.file = file;
   c.scenario_path = scenario.path();
   try {
@@ -55,18 +55,15 @@ OverlayRule read_rule(YamlMap& map) {
   } else {
     map.fail("cases", "must be a case id pattern or a non-empty list of them");
   }
-  YamlMap settings = map.map("set");
+  // The keys are field paths, checked when the scenarios are read again.
+  const YamlMap settings = map.map("set");
   for (const auto& entry : settings.raw()) {
-    const std::string path = entry.first.Scalar();
-    settings.node(path);
     YAML::Emitter value;
     value << YAML::Flow << entry.second;
-    rule.settings.push_back(Override{path, value.c_str()});
+    rule.settings.push_back(Override{entry.first.Scalar(), value.c_str()});
   }
   if (rule.settings.empty()) map.fail("set", "must set at least one field");
-  rule.why = map.required<std::string>("why");
-  if (rule.why.empty()) map.fail("why", "must cite the source that states the setting");
-  settings.finish();
+  if (map.required<std::string>("why").empty()) map.fail("why", "must cite the source that states the setting");
   map.finish();
   return rule;
 }
@@ -186,7 +183,6 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
   int supported = 0;
   double memory_sum = 0.0;
   int memory_cases = 0;
-  std::vector<std::pair<std::string, std::pair<double, int>>> by_source;
   for (const CaseOutcome& outcome : report.cases) {
     if (!outcome.error) {
       ++report.unsupported;
@@ -196,17 +192,18 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
     ++supported;
     if (!outcome.fits) ++report.out_of_memory;
     const std::string& source = outcome.validation_case->source;
-    auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& e) { return e.first == source; });
-    if (it == by_source.end()) it = by_source.insert(by_source.end(), {source, {0.0, 0}});
-    it->second.first += std::abs(*outcome.error);
-    ++it->second.second;
+    auto& by_source = report.by_source;
+    auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& e) { return e.source == source; });
+    if (it == by_source.end()) it = by_source.insert(by_source.end(), {source});
+    it->mape += std::abs(*outcome.error);  // a sum until every case is in
+    ++it->cases;
     if (outcome.memory_error) {
       memory_sum += std::abs(*outcome.memory_error);
       ++memory_cases;
     }
   }
   report.mape = supported > 0 ? sum / supported : 0.0;
-  for (const auto& [source, totals] : by_source) report.mape_by_source.emplace_back(source, totals.first / totals.second);
+  for (ValidationReport::SourceError& source : report.by_source) source.mape /= source.cases;
   if (memory_cases > 0) report.memory_mape = memory_sum / memory_cases;
   return report;
 }
@@ -232,7 +229,7 @@ Json to_json(const ValidationReport& report) {
     cases.push(std::move(json));
   }
   Json by_source = Json::object();
-  for (const auto& [source, mape] : report.mape_by_source) by_source.set(source, mape);
+  for (const ValidationReport::SourceError& source : report.by_source) by_source.set(source.source, source.mape);
   Json json = Json::object();
   json.set("cases", std::move(cases)).set("mape", report.mape).set("by_source", std::move(by_source));
   json.set("memory_mape", report.memory_mape ? Json(*report.memory_mape) : Json());
@@ -261,12 +258,8 @@ std::string to_text(const ValidationReport& report) {
   if (const int overlaid = cases_overlaid(report); overlaid > 0) {
     out += fmt::format("{} cases ran with fields an overlay set (--json lists them)\n", overlaid);
   }
-  for (const auto& [source, mape] : report.mape_by_source) {
-    const std::string& name = source;  // clang 14 cannot capture a structured binding
-    const auto cases = std::count_if(report.cases.begin(), report.cases.end(), [&](const CaseOutcome& o) {
-      return o.error && o.validation_case->source == name;
-    });
-    out += fmt::format("  {:6.1f}%  {:3} cases  {}\n", 100.0 * mape, cases, short_source(source));
+  for (const ValidationReport::SourceError& source : report.by_source) {
+    out += fmt::format("  {:6.1f}%  {:3} cases  {}\n", 100.0 * source.mape, source.cases, short_source(source.source));
   }
   return out;
 }
@@ -318,7 +311,9 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
     out += fmt::format("{} cases ran with fields an overlay set (listed beside them).\n\n", overlaid);
   }
   out += fmt::format("![predicted against measured]({})\n\n## By source\n\n| MAPE | source |\n|---:|---|\n", svg_name);
-  for (const auto& [source, mape] : report.mape_by_source) out += fmt::format("| {:.1f}% | {} |\n", 100.0 * mape, source);
+  for (const ValidationReport::SourceError& source : report.by_source) {
+    out += fmt::format("| {:.1f}% | {} |\n", 100.0 * source.mape, source.source);
+  }
   out += "\n## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;

@@ -43,8 +43,7 @@ std::vector<ValidationCase> load_validation_file(const std::string& path);
 struct OverlayRule {
   SourceLocation location;
   std::vector<std::string> case_patterns;
-  std::vector<Override> settings;
-  std::string why;
+  std::vector<Override> settings;  // `why` is required but only read by people
 };
 std::vector<OverlayRule> load_overlay_file(const std::string& path);
 
@@ -68,7 +67,12 @@ struct CaseOutcome {
 struct ValidationReport {
   std::vector<CaseOutcome> cases;
   double mape = 0.0;  // mean |error| over supported cases
-  std::vector<std::pair<std::string, double>> mape_by_source;  // in order of first appearance
+  struct SourceError {
+    std::string source;
+    double mape = 0.0;
+    int cases = 0;  // supported cases of the source
+  };
+  std::vector<SourceError> by_source;  // in order of first appearance
   std::optional<double> memory_mape;
   int unsupported = 0;
   int out_of_memory = 0;  // supported cases predicted not to fit

@@ -21,7 +21,7 @@ TEST(Validation, EveryPublicCaseRuns) {
   double sum = 0.0;
   for (const CaseOutcome& o : report.cases) sum += std::abs(*o.error);
   EXPECT_NEAR(report.mape, sum / static_cast<double>(cases.size()), 1e-12);
-  EXPECT_FALSE(report.mape_by_source.empty());
+  EXPECT_FALSE(report.by_source.empty());
 }
 
 TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
