@@ -179,31 +179,45 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
   // Cases are independent; each writes only its own outcome.
   parallel_for(cases.size(), resolve_threads(threads), run_case);
 
-  double sum = 0.0;
-  int supported = 0;
+  ValidationReport::GroupError all;
   double memory_sum = 0.0;
   int memory_cases = 0;
+  // Sums until every case is in.
+  const auto add = [](ValidationReport::GroupError& group, double error) {
+    group.mape += std::abs(error);
+    group.bias += error;
+    ++group.cases;
+  };
+  const auto add_to = [&](std::vector<ValidationReport::GroupError>& groups, const std::string& name, double error) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.name == name; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {name});
+    add(*it, error);
+  };
   for (const CaseOutcome& outcome : report.cases) {
     if (!outcome.error) {
       ++report.unsupported;
       continue;
     }
-    sum += std::abs(*outcome.error);
-    ++supported;
     if (!outcome.fits) ++report.out_of_memory;
-    const std::string& source = outcome.validation_case->source;
-    auto& by_source = report.by_source;
-    auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& e) { return e.source == source; });
-    if (it == by_source.end()) it = by_source.insert(by_source.end(), {source});
-    it->mape += std::abs(*outcome.error);  // a sum until every case is in
-    ++it->cases;
+    const ValidationCase& c = *outcome.validation_case;
+    add(all, *outcome.error);
+    add_to(report.by_source, c.source, *outcome.error);
+    add_to(report.by_gpu, c.scenario->cluster.gpu.name, *outcome.error);
     if (outcome.memory_error) {
       memory_sum += std::abs(*outcome.memory_error);
       ++memory_cases;
     }
   }
-  report.mape = supported > 0 ? sum / supported : 0.0;
-  for (ValidationReport::SourceError& source : report.by_source) source.mape /= source.cases;
+  const auto average = [](ValidationReport::GroupError& group) {
+    if (group.cases == 0) return;
+    group.mape /= group.cases;
+    group.bias /= group.cases;
+  };
+  average(all);
+  report.mape = all.mape;
+  report.bias = all.bias;
+  for (ValidationReport::GroupError& group : report.by_source) average(group);
+  for (ValidationReport::GroupError& group : report.by_gpu) average(group);
   if (memory_cases > 0) report.memory_mape = memory_sum / memory_cases;
   return report;
 }
@@ -228,10 +242,18 @@ Json to_json(const ValidationReport& report) {
     if (!outcome.reason.empty()) json.set("reason", outcome.reason);
     cases.push(std::move(json));
   }
-  Json by_source = Json::object();
-  for (const ValidationReport::SourceError& source : report.by_source) by_source.set(source.source, source.mape);
+  const auto groups = [](const std::vector<ValidationReport::GroupError>& errors) {
+    Json json = Json::object();
+    for (const ValidationReport::GroupError& group : errors) {
+      Json error = Json::object();
+      error.set("mape", group.mape).set("bias", group.bias).set("cases", group.cases);
+      json.set(group.name, std::move(error));
+    }
+    return json;
+  };
   Json json = Json::object();
-  json.set("cases", std::move(cases)).set("mape", report.mape).set("by_source", std::move(by_source));
+  json.set("cases", std::move(cases)).set("mape", report.mape).set("bias", report.bias);
+  json.set("by_source", groups(report.by_source)).set("by_gpu", groups(report.by_gpu));
   json.set("memory_mape", report.memory_mape ? Json(*report.memory_mape) : Json());
   json.set("unsupported", report.unsupported).set("out_of_memory", report.out_of_memory);
   return json;
@@ -258,9 +280,16 @@ std::string to_text(const ValidationReport& report) {
   if (const int overlaid = cases_overlaid(report); overlaid > 0) {
     out += fmt::format("{} cases ran with fields an overlay set (--json lists them)\n", overlaid);
   }
-  for (const ValidationReport::SourceError& source : report.by_source) {
-    out += fmt::format("  {:6.1f}%  {:3} cases  {}\n", 100.0 * source.mape, source.cases, short_source(source.source));
-  }
+  out += fmt::format("mean signed error {:+.1f}% (below zero: predicted too fast)\n", 100.0 * report.bias);
+  const auto lines = [&](const std::vector<ValidationReport::GroupError>& groups, bool sources) {
+    out += fmt::format("  {:>7}  {:>7}             by {}\n", "MAPE", "bias", sources ? "source" : "GPU");
+    for (const ValidationReport::GroupError& group : groups) {
+      out += fmt::format("  {:6.1f}%  {:+6.1f}%  {:3} cases  {}\n", 100.0 * group.mape, 100.0 * group.bias, group.cases,
+                         sources ? short_source(group.name) : group.name);
+    }
+  };
+  lines(report.by_source, true);
+  lines(report.by_gpu, false);
   return out;
 }
 
@@ -310,11 +339,19 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
   if (const int overlaid = cases_overlaid(report); overlaid > 0) {
     out += fmt::format("{} cases ran with fields an overlay set (listed beside them).\n\n", overlaid);
   }
-  out += fmt::format("![predicted against measured]({})\n\n## By source\n\n| MAPE | source |\n|---:|---|\n", svg_name);
-  for (const ValidationReport::SourceError& source : report.by_source) {
-    out += fmt::format("| {:.1f}% | {} |\n", 100.0 * source.mape, source.source);
-  }
-  out += "\n## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
+  out += fmt::format("Mean signed error: {:+.1f}% (below zero: predicted too fast).\n\n", 100.0 * report.bias);
+  out += fmt::format("![predicted against measured]({})\n\n", svg_name);
+  const auto table = [&](const char* title, const char* column, const std::vector<ValidationReport::GroupError>& groups) {
+    out += fmt::format("## By {}\n\n| MAPE | bias | cases | {} |\n|---:|---:|---:|---|\n", title, column);
+    for (const ValidationReport::GroupError& group : groups) {
+      out += fmt::format("| {:.1f}% | {:+.1f}% | {} | {} |\n", 100.0 * group.mape, 100.0 * group.bias, group.cases,
+                         group.name);
+    }
+    out += "\n";
+  };
+  table("source", "source", report.by_source);
+  table("GPU", "GPU", report.by_gpu);
+  out += "## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;
     const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };

@@ -67,12 +67,16 @@ struct CaseOutcome {
 struct ValidationReport {
   std::vector<CaseOutcome> cases;
   double mape = 0.0;  // mean |error| over supported cases
-  struct SourceError {
-    std::string source;
+  double bias = 0.0;  // mean signed error: below zero, predictions are too fast on average
+  // The supported cases that share a source or a GPU.
+  struct GroupError {
+    std::string name;
     double mape = 0.0;
-    int cases = 0;  // supported cases of the source
+    double bias = 0.0;
+    int cases = 0;
   };
-  std::vector<SourceError> by_source;  // in order of first appearance
+  std::vector<GroupError> by_source;  // in order of first appearance
+  std::vector<GroupError> by_gpu;     // the same, by the GPU of the case's cluster
   std::optional<double> memory_mape;
   int unsupported = 0;
   int out_of_memory = 0;  // supported cases predicted not to fit

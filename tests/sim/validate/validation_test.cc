@@ -1,6 +1,7 @@
 // Tests sim/validate/validation.h: loading cases, errors and MAPE per source.
 #include "sim/validate/validation.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,6 +98,39 @@ TEST(Validation, LongSourcesKeepTheEndThatTellsThemApart) {
   EXPECT_NE(report.find("1 cases  an organisation/a repository d...md, section 'H100 80GB BF16 (Large Scale)'\n"),
             std::string::npos)
       << report;
+}
+
+TEST(Validation, GroupsErrorsBySourceAndGpuWithTheirSign) {
+  // Measured at 1 s; the same model on A100 and H100 is predicted to take different times, so
+  // the signs of the errors and the groups' means can be checked against the cases.
+  std::string text = one_gpu_case("a100", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 8, seq_len: 1024}") +
+                     one_gpu_case("h100", "gpt-1.7b", "h100-sxm5-80gb", "{global_batch: 8, seq_len: 1024}") +
+                     one_gpu_case("h100-long", "gpt-1.7b", "h100-sxm5-80gb", "{global_batch: 64, seq_len: 1024}");
+  text.replace(text.rfind("source: test"), 12, "source: other");
+  const std::vector<ValidationCase> cases = load_validation_file(write_file("groups.yaml", text));
+  const ValidationReport report = validate(cases, 1);
+  const double a100 = *report.cases[0].error, h100 = *report.cases[1].error, h100_long = *report.cases[2].error;
+  ASSERT_LT(h100, 0.0);  // 8 sequences of GPT 1.7B take well under a second
+  ASSERT_GT(h100_long, 0.0);
+  EXPECT_NEAR(report.bias, (a100 + h100 + h100_long) / 3.0, 1e-12);
+  ASSERT_EQ(report.by_gpu.size(), 2u);
+  EXPECT_EQ(report.by_gpu[0].name, "a100-sxm4-80gb");
+  EXPECT_EQ(report.by_gpu[1].name, "h100-sxm5-80gb");
+  EXPECT_EQ(report.by_gpu[1].cases, 2);
+  EXPECT_NEAR(report.by_gpu[1].mape, (std::abs(h100) + h100_long) / 2.0, 1e-12);
+  EXPECT_NEAR(report.by_gpu[1].bias, (h100 + h100_long) / 2.0, 1e-12);
+  ASSERT_EQ(report.by_source.size(), 2u);
+  EXPECT_EQ(report.by_source[1].name, "other");
+  EXPECT_NEAR(report.by_source[0].bias, (a100 + h100) / 2.0, 1e-12);
+
+  const Json json = to_json(report);
+  EXPECT_NEAR(json.at("by_gpu").at("h100-sxm5-80gb").at("bias").number(), (h100 + h100_long) / 2.0, 1e-12);
+  EXPECT_EQ(json.at("by_source").at("other").at("cases").number(), 1.0);
+  const std::string text_report = to_text(report);
+  EXPECT_NE(text_report.find(fmt::format("{:+6.1f}%    2 cases  h100-sxm5-80gb\n", 100.0 * (h100 + h100_long) / 2.0)),
+            std::string::npos)
+      << text_report;
+  EXPECT_NE(to_markdown(report, "plot.svg").find("## By GPU"), std::string::npos);
 }
 
 // Two small cases that differ only by id, for the overlay tests.
