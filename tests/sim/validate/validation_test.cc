@@ -40,6 +40,8 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.attention, AttentionKernel::kFlash2);
   EXPECT_EQ(by_id("korthikanti_22B_selective_sp").training.attention, AttentionKernel::kUnfused);
   EXPECT_EQ(by_id("mlm_readme_h100_7.1B").training.attention, AttentionKernel::kFlash);
+  EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_prefetch, 0);
+  EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_prefetch, 1);
 }
 
 TEST(Validation, ThreadCountDoesNotChangeTheReport) {
