@@ -602,6 +602,44 @@ int add_residual(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, std::s
   return b.add(sum);
 }
 
+// Head-parallel (Ulysses) context parallelism: an all-to-all turns the rank's Q, K and V, all
+// heads of s tokens, into cp·s tokens of heads/cp heads (key/value heads repeated where fewer
+// than cp); one causal kernel attends over the whole sequence; a second all-to-all returns the
+// output to the rank's tokens. Backward runs the transposed all-to-alls.
+int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
+                                int64_t heads, int64_t kv_heads, int input) {
+  const int cp = shard.cp;
+  const double T = static_cast<double>(d.tokens);
+  const double others = static_cast<double>(cp - 1);
+  const int64_t local_heads = heads / cp;
+  const int64_t local_kv_heads = std::max<int64_t>(1, kv_heads / cp);
+  const int64_t S = shard.seq_len;
+  // Each destination gets this rank's tokens of its heads.
+  const Bytes sent_qkv = elements(T * (local_heads + 2.0 * local_kv_heads) * m.head_dim * others, d.e);
+  const int scattered = b.add(collective("attn.a2a.qkv", Collective::kAllToAll, Collective::kAllToAll,
+                                         CommGroup::kContext, sent_qkv, {input}));
+  const double tokens = T * cp;  // of the whole sequence, on this rank's heads
+  const Bytes qkv_bytes = elements(tokens * (local_heads + 2.0 * local_kv_heads) * m.head_dim, d.e);
+  const Bytes statistics(4.0 * shard.micro_batch * local_heads * static_cast<double>(S));
+  Forward f;
+  f.op.name = "attn.core";
+  f.op.kind = OpKind::kAttention;
+  f.op.attention = AttentionShape{shard.micro_batch, local_heads, local_kv_heads, S, S, m.head_dim, true, false,
+                                  shard.activation_dtype, shard.attention_kernel};
+  f.op.flop = Flop(4.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S * m.head_dim * 0.5);
+  f.op.bytes = qkv_bytes + elements(tokens * local_heads * m.head_dim, d.e);
+  f.op.saved = qkv_bytes + statistics;
+  f.checkpoint_bytes = qkv_bytes;
+  f.recipe = Recipe::kAttention;
+  f.recompute_selective = true;
+  f.per_op_output = elements(tokens * local_heads * m.head_dim, d.e) + statistics;
+  f.inputs = {scattered};
+  const int core = b.add(f);
+  const Bytes sent_output = elements(T * local_heads * m.head_dim * others, d.e);
+  return b.add(collective("attn.a2a.output", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kContext,
+                          sent_output, {core}));
+}
+
 void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
                    int& out) {
   const int64_t heads = m.heads / shard.tp;
@@ -638,7 +676,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   // its core attention whichever kernel runs it), and the ring exchange and merges with it.
   const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
   const double causal_fraction = 0.5;
-  if (shard.attention_kernel != AttentionKernel::kUnfused) {
+  if (shard.attention_kernel != AttentionKernel::kUnfused && shard.cp > 1 &&
+      shard.cp_comm == ContextComm::kAllToAll) {
+    last = add_head_parallel_attention(b, m, shard, d, heads, kv_heads, last);
+  } else if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local
     // block is computed; with the load-balanced causal split every step does equal work: the
     // first the causal diagonal (s × s), each later one an unmasked s × s/2 block, whose partial
@@ -648,7 +689,17 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   causal_fraction;
     int previous = last;
     const Bytes kv_block = elements(T * 2.0 * kv_width, d.e);
+    const bool gathered = shard.cp_comm == ContextComm::kAllGather;
     int kv_in = -1;
+    if (gathered && steps > 1) {
+      // One all-gather brings every rank's keys and values while the diagonal block is
+      // computed. Backward gathers them again and reduce-scatters their gradients: an
+      // all-reduce's traffic.
+      Forward gather = collective("attn.kv_gather", Collective::kAllGather, Collective::kAllReduce,
+                                  CommGroup::kContext, kv_block * static_cast<double>(steps), {last});
+      gather.recompute_selective = true;
+      kv_in = b.add(gather);
+    }
     for (int step = 0; step < steps; ++step) {
       Forward f;
       f.op.name = steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step);
@@ -667,7 +718,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       f.recompute_selective = true;
       f.per_op_output = elements(T * q_width, d.e) + Bytes(4.0 * shard.micro_batch * heads * s);  // output, statistics
       f.inputs = {previous};
-      if (kv_in >= 0) f.inputs.push_back(kv_in);
+      if (kv_in >= 0 && step > 0) f.inputs.push_back(kv_in);
       int core = b.add(f);
       if (step > 0) {
         // Forward: reads the step's output and rewrites the fp32 running output, with the
@@ -681,7 +732,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         merge.recompute_selective = true;
         core = b.add(merge);
       }
-      if (step + 1 < steps) {
+      if (!gathered && step + 1 < steps) {
         // The next key/value block arrives over the ring while this one is computed; backward
         // sends keys, values and their gradients.
         Forward ring = collective(fmt::format("attn.ring.step{}", step), Collective::kSendRecv,

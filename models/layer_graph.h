@@ -36,12 +36,19 @@ enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 // intermediates.
 enum class Fusion { kFused, kEager };
 
+// How context-parallel attention exchanges the sequence: keys and values passed around a ring
+// step by step (Megatron-LM/Transformer Engine `p2p`), gathered once (`all_gather`, PyTorch's
+// context parallel), or all-to-alls that give each rank whole heads over the whole sequence
+// (`a2a`, DeepSpeed-Ulysses).
+enum class ContextComm { kRing, kAllGather, kAllToAll };
+
 // How one rank sees a block.
 struct LayerShard {
   int64_t micro_batch = 1;
   int64_t seq_len = 0;     // the full training sequence
   int tp = 1;              // tensor parallel
-  int cp = 1;              // context parallel (ring attention)
+  int cp = 1;              // context parallel
+  ContextComm cp_comm = ContextComm::kRing;
   int ep = 1;              // expert parallel
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // sequence-parallel collectives in chunks beside their GEMMs

@@ -258,6 +258,7 @@ Json to_json(const Scenario& s) {
   parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
   parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);
+  parallelism.set("cp_comm", to_string(p.cp_comm));
   parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard).set("fsdp_prefetch", p.fsdp_prefetch);
   Json stages = Json::array();
   for (const int layers : p.layers_per_stage) stages.push(layers);
@@ -343,8 +344,9 @@ std::string to_text(const Result& r) {
   out += fmt::format("{}\n", s.name);
   out += fmt::format("  {} on {} × {} ({} nodes × {})\n", s.model.name, s.num_gpus(), s.cluster.gpu.name,
                      s.cluster.nodes, s.cluster.gpus_per_node);
-  out += fmt::format("  tp {} · pp {} · dp {} · cp {} · ep {}   {}{}  zero {}  {} micro-batches of {}\n", p.tp, p.pp,
-                     p.dp, p.cp, p.ep, to_string(p.schedule),
+  out += fmt::format("  tp {} · pp {} · dp {} · cp {}{} · ep {}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,
+                     p.pp, p.dp, p.cp, p.cp > 1 ? fmt::format(" ({})", to_string(p.cp_comm)) : "", p.ep,
+                     to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v={})", p.virtual_stages) : "", p.zero, r.microbatches,
                      s.training.micro_batch);
   out += fmt::format("\n  iteration time   {:10.2f} ms\n", ms(r.iteration_time));

@@ -46,6 +46,10 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
   p.tp = at_least_one(map, "tp", 1);
   p.pp = at_least_one(map, "pp", 1);
   p.cp = at_least_one(map, "cp", 1);
+  const std::string cp_comm = map.choice("cp_comm", {"p2p", "all_gather", "a2a"}, "p2p");
+  p.cp_comm = cp_comm == "all_gather" ? ContextComm::kAllGather
+              : cp_comm == "a2a"      ? ContextComm::kAllToAll
+                                      : ContextComm::kRing;
   p.ep = at_least_one(map, "ep", 1);
   dp_given = map.has("dp");
   p.dp = dp_given ? at_least_one(map, "dp", 1) : 1;
@@ -184,9 +188,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     fail_parallel("sequence_parallel", "must be true for a mixture-of-experts model with tp > 1");
   }
   const Training& t = s.training;
-  if (p.cp > 1 && t.seq_len % (2 * p.cp) != 0) {
-    fail_parallel("cp", fmt::format("= {}: training.seq_len = {} must divide into 2·cp = {} chunks (load-balanced "
-                                    "causal split)", p.cp, t.seq_len, 2 * p.cp));
+  if (p.cp_comm != ContextComm::kRing && p.cp == 1) {
+    fail_parallel("cp_comm", fmt::format("= {} needs cp > 1 (here cp = 1)", to_string(p.cp_comm)));
+  }
+  if (const auto problem = context_parallel_problem(m, p.tp, p.cp, p.cp_comm, t.seq_len)) {
+    fail_parallel(problem->field, problem->message);
   }
   if (p.sequence_parallel && (t.micro_batch * (t.seq_len / p.cp)) % p.tp != 0) {
     fail_parallel("sequence_parallel", fmt::format("needs micro_batch·seq_len/cp = {} divisible by tp = {}",
@@ -347,6 +353,30 @@ Scenario load_scenario_text(const std::string& text, const std::string& name) {
   return read_scenario(root);
 }
 
+std::optional<LayoutProblem> context_parallel_problem(const ModelSpec& m, int tp, int cp, ContextComm comm,
+                                                      int64_t seq_len) {
+  if (cp == 1) return std::nullopt;
+  if (comm != ContextComm::kAllToAll) {
+    if (seq_len % (2 * cp) == 0) return std::nullopt;
+    return LayoutProblem{"cp", fmt::format("= {}: training.seq_len = {} must divide into 2·cp = {} chunks "
+                                           "(load-balanced causal split)", cp, seq_len, 2 * cp)};
+  }
+  const int heads = m.heads / tp;
+  const int kv_heads = std::max(1, m.kv_heads / tp);
+  if (heads % cp != 0) {
+    return LayoutProblem{"cp_comm", fmt::format("= a2a gives each of the cp = {} ranks whole heads, but model.heads/tp "
+                                                "= {}/{} = {} does not divide by it", cp, m.heads, tp, heads)};
+  }
+  if (kv_heads % cp != 0 && cp % kv_heads != 0) {
+    return LayoutProblem{"cp_comm", fmt::format("= a2a needs model.kv_heads/tp = {} and cp = {} to divide one another "
+                                                "(key/value heads are split or repeated over the ranks)", kv_heads, cp)};
+  }
+  if (seq_len % cp != 0) {
+    return LayoutProblem{"cp", fmt::format("= {} does not divide training.seq_len = {}", cp, seq_len)};
+  }
+  return std::nullopt;
+}
+
 std::string to_string(Schedule schedule) {
   switch (schedule) {
     case Schedule::kGpipe: return "gpipe";
@@ -384,6 +414,15 @@ std::string to_string(AttentionKernel kernel) {
     case AttentionKernel::kFlash: return "flash";
     case AttentionKernel::kFlash2: return "flash2";
     case AttentionKernel::kUnfused: return "unfused";
+  }
+  return "?";
+}
+
+std::string to_string(ContextComm comm) {
+  switch (comm) {
+    case ContextComm::kRing: return "p2p";
+    case ContextComm::kAllGather: return "all_gather";
+    case ContextComm::kAllToAll: return "a2a";
   }
   return "?";
 }

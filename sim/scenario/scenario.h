@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct Parallelism {
   int pp = 1;
   int dp = 1;
   int cp = 1;
+  ContextComm cp_comm = ContextComm::kRing;
   int ep = 1;
   int virtual_stages = 1;
   Schedule schedule = Schedule::kOneFOneB;
@@ -94,6 +96,16 @@ Scenario load_scenario_file(const std::string& path);
 // Layers of each virtual stage when `layers_per_stage` is not given: an even split, extra layers
 // to the inner stages first.
 std::vector<int> default_layers_per_stage(int layers, int virtual_stages_total);
+
+// Why `comm` cannot split this model's attention over `cp` ranks at tensor parallelism `tp`:
+// the parallelism field to blame and the message; none when it can.
+struct LayoutProblem {
+  std::string field;
+  std::string message;
+};
+std::optional<LayoutProblem> context_parallel_problem(const ModelSpec& model, int tp, int cp, ContextComm comm,
+                                                      int64_t seq_len);
+
 // `name` stands for the file in error messages.
 Scenario load_scenario_text(const std::string& text, const std::string& name);
 
@@ -102,6 +114,7 @@ std::string to_string(Precision precision);
 std::string to_string(Recompute recompute);
 std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
+std::string to_string(ContextComm comm);
 std::string to_string(Fusion fusion);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.

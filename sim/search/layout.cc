@@ -37,7 +37,10 @@ std::vector<Layout> enumerate_layouts(const Scenario& base) {
     for (const int64_t pp : divisors(gpus / tp)) {
       if (pp > m.layers) continue;
       for (const int64_t cp : divisors(gpus / (tp * pp))) {
-        if (cp > 1 && t.seq_len % (2 * cp) != 0) continue;
+        if (context_parallel_problem(m, static_cast<int>(tp), static_cast<int>(cp), base.parallelism.cp_comm,
+                                     t.seq_len)) {
+          continue;
+        }
         const int64_t dp = gpus / (tp * pp * cp);
         if (t.global_batch % dp != 0) continue;
         std::vector<int64_t> eps = {1};
@@ -104,6 +107,7 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.sequence_parallel = l.sequence_parallel;
   // The base's choice, where the layout has the sequence-parallel collectives it overlaps.
   p.tp_comm_overlap = base.parallelism.tp_comm_overlap && l.sequence_parallel;
+  p.cp_comm = l.cp > 1 ? base.parallelism.cp_comm : ContextComm::kRing;
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);
@@ -129,6 +133,7 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
       .set("zero", p.zero)
       .set("rank_order", to_string(p.rank_order));
   if (p.tp_comm_overlap) parallelism.set("tp_comm_overlap", true);
+  if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (p.zero == 3 && p.pp == 1) parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
   return {{"parallelism", parallelism.dump(-1)},
           {"training.micro_batch", fmt::format("{}", l.micro_batch)},

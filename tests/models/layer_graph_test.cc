@@ -215,6 +215,99 @@ TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
   EXPECT_EQ(recomputed_merges, 3);
 }
 
+// The forward op named `name` of `g` (the test fails if there is none).
+OpId forward_op(const LayerGraph& g, const std::string& name) {
+  for (const OpId id : g.ops(Phase::kForward)) {
+    if (g.op(id).name == name) return id;
+  }
+  ADD_FAILURE() << "no forward op " << name;
+  return 0;
+}
+
+double attention_flop(const LayerGraph& g) {
+  double flop = 0.0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    if (g.op(id).kind == OpKind::kAttention) flop += g.op(id).flop / Flop(1);
+  }
+  return flop;
+}
+
+TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
+  // cp 4 with all_gather: the ring's four steps and merges, but one all-gather of every rank's
+  // keys and values (4 blocks of 1024 tokens × 2 × 1024 features, bf16) in place of the three
+  // ring exchanges; the diagonal step does not wait for it, the later ones do. Backward
+  // gathers again and reduce-scatters the gradients: an all-reduce of the same buffer.
+  const ModelSpec m = gpt_like();
+  LayerShard s = shard(1, false);
+  s.cp = 4;
+  const double ring_flop = attention_flop(build_transformer_layer(m, s, false));
+  s.cp_comm = ContextComm::kAllGather;
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
+  for (const OpId id : g.ops(Phase::kForward)) EXPECT_FALSE(g.op(id).name.starts_with("attn.ring.step"));
+  const OpId gather = forward_op(g, "attn.kv_gather");
+  EXPECT_EQ(g.op(gather).comm.collective, Collective::kAllGather);
+  EXPECT_EQ(g.op(gather).comm.group, CommGroup::kContext);
+  EXPECT_DOUBLE_EQ(g.op(gather).comm.size / Bytes(1), 4.0 * 1024 * 2 * 1024 * 2);
+  const auto waits_for_gather = [&](const std::string& name) {
+    const std::vector<OpId> before = g.predecessors(forward_op(g, name));
+    return std::find(before.begin(), before.end(), gather) != before.end();
+  };
+  EXPECT_FALSE(waits_for_gather("attn.core.step0"));
+  EXPECT_TRUE(waits_for_gather("attn.core.step1"));
+  EXPECT_TRUE(waits_for_gather("attn.core.step3"));
+  bool reduced = false;
+  for (const OpId id : g.ops(Phase::kBackwardInput)) {
+    const Op& op = g.op(id);
+    if (op.comm.group == CommGroup::kContext) {
+      EXPECT_EQ(op.comm.collective, Collective::kAllReduce);
+      EXPECT_DOUBLE_EQ(op.comm.size / Bytes(1), 4.0 * 1024 * 2 * 1024 * 2);
+      reduced = true;
+    }
+  }
+  EXPECT_TRUE(reduced);
+}
+
+TEST(LayerGraph, HeadParallelContextParallelismAttendsOverTheWholeSequenceWithFewerHeads) {
+  // cp 4 with a2a (Ulysses): each rank's 1024 tokens of Q, K, V (16 heads each) go out as three
+  // quarters of the heads to the three other ranks; one causal kernel attends over all 2048
+  // tokens with 4 heads, with the ring's FLOPs; the output comes back the same way.
+  const ModelSpec m = gpt_like();
+  LayerShard s = shard(1, false);
+  s.cp = 4;
+  const double ring_flop = attention_flop(build_transformer_layer(m, s, false));
+  s.cp_comm = ContextComm::kAllToAll;
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
+  const Op& core = g.op(forward_op(g, "attn.core"));
+  EXPECT_EQ(core.attention.heads, 4);
+  EXPECT_EQ(core.attention.kv_heads, 4);
+  EXPECT_EQ(core.attention.seq_q, 2048);
+  EXPECT_EQ(core.attention.seq_kv, 2048);
+  EXPECT_TRUE(core.attention.causal);
+  const double tokens = 1024.0;
+  const Op& in = g.op(forward_op(g, "attn.a2a.qkv"));
+  EXPECT_EQ(in.comm.collective, Collective::kAllToAll);
+  EXPECT_DOUBLE_EQ(in.comm.size / Bytes(1), tokens * (4 + 2 * 4) * 64 * 3 * 2);
+  const Op& out = g.op(forward_op(g, "attn.a2a.output"));
+  EXPECT_DOUBLE_EQ(out.comm.size / Bytes(1), tokens * 4 * 64 * 3 * 2);
+  int exchanges = 0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    const Op& op = g.op(id);
+    exchanges += op.comm.group == CommGroup::kContext ? 1 : 0;
+    EXPECT_FALSE(op.name.starts_with("attn.ring"));
+  }
+  EXPECT_EQ(exchanges, 2);
+  // Two key/value heads over four ranks: each rank gets one, repeated; the keys and values it
+  // sends are one head wide to each of the three others.
+  ModelSpec gqa = m;
+  gqa.kv_heads = 2;
+  const LayerGraph repeated = build_transformer_layer(gqa, s, false);
+  EXPECT_EQ(repeated.op(forward_op(repeated, "attn.core")).attention.kv_heads, 1);
+  EXPECT_DOUBLE_EQ(repeated.op(forward_op(repeated, "attn.a2a.qkv")).comm.size / Bytes(1),
+                   tokens * (4 + 2 * 1) * 64 * 3 * 2);
+}
+
 TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
   const ModelSpec m = gpt_like();
   const LayerGraph g = build_transformer_layer(m, shard(4, /*sp=*/true), false);

@@ -228,6 +228,25 @@ training: {global_batch: 16, seq_len: 2048, overlap_grad_reduce: false}
   EXPECT_GT(exposed(bf16, ActivityTag::kDataComm), 0.4 * fp32_exposed);
 }
 
+TEST(Lowering, ContextCommunicationModesDoTheSameAttentionWork) {
+  // Llama 3 8B with cp 4 across four nodes, 32k tokens: the ring hides its exchanges behind
+  // the attention steps, the single all-gather behind the diagonal step; the a2a (Ulysses)
+  // all-to-alls sit on the critical path. Every mode does the same model FLOPs.
+  const std::string text = R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 4, gpus_per_node: 1, inter_node: {nics_per_node: 1, nic_bandwidth: 400 Gb/s}}
+parallelism: {cp: 4, zero: 1}
+training: {global_batch: 1, seq_len: 32768, recompute: full}
+)";
+  const Result ring = simulate(scenario_of(text)).result;
+  const Result gathered = simulate_with(text, "cp: 4", "cp_comm: all_gather, ");
+  const Result ulysses = simulate_with(text, "cp: 4", "cp_comm: a2a, ");
+  for (const Result* r : {&gathered, &ulysses}) {
+    EXPECT_DOUBLE_EQ(r->mfu * r->iteration_time / Seconds(1), ring.mfu * ring.iteration_time / Seconds(1));
+  }
+  EXPECT_GT(exposed(ulysses, ActivityTag::kContextComm), 0.0);
+  EXPECT_GT(exposed(ulysses, ActivityTag::kContextComm), 2.0 * exposed(ring, ActivityTag::kContextComm));
+}
+
 TEST(Lowering, ContextAndExpertParallelismRun) {
   const Result cp = simulate(scenario_of(R"(model: llama3-8b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}

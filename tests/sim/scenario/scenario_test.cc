@@ -198,6 +198,22 @@ TEST(ScenarioErrors, GradientDtypeIsFp32OrBf16OfSixteenBitTraining) {
             "s.yaml:15:19: training.gradient_dtype = bf16 needs 16-bit training (precision fp16, bf16 or fp8; here fp32)");
 }
 
+TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism) {
+  const auto with = [](const std::string& parallelism) { return replace(kBase, "pp: 16", parallelism); };
+  EXPECT_EQ(load_scenario_text(kBase, "s.yaml").parallelism.cp_comm, ContextComm::kRing);
+  EXPECT_EQ(load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm: a2a"), "s.yaml").parallelism.cp_comm,
+            ContextComm::kAllToAll);
+  EXPECT_EQ(load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm: all_gather"), "s.yaml").parallelism.cp_comm,
+            ContextComm::kAllGather);
+  EXPECT_EQ(error_of(with("pp: 16\n  cp_comm: ring")),
+            "s.yaml:12:12: parallelism.cp_comm = 'ring' is unknown; expected one of: p2p, all_gather, a2a");
+  EXPECT_EQ(error_of(with("pp: 16\n  cp_comm: a2a")), "s.yaml:12:12: parallelism.cp_comm = a2a needs cp > 1 (here cp = 1)");
+  // 96 heads over tp 8 leave 12 per rank: 8 context ranks cannot each take whole heads.
+  EXPECT_EQ(error_of(with("pp: 2\n  cp: 8\n  cp_comm: a2a")),
+            "s.yaml:13:12: parallelism.cp_comm = a2a gives each of the cp = 8 ranks whole heads, but model.heads/tp = "
+            "96/8 = 12 does not divide by it");
+}
+
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
   // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
   EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));

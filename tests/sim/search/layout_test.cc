@@ -136,6 +136,31 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
   EXPECT_EQ(recomputes, (std::set<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}));
 }
 
+TEST(Layout, HeadParallelContextLayoutsGiveEveryRankWholeHeads) {
+  // 4 heads (2 key/value heads) over 8 GPUs with a2a context parallelism: a layout's tp·cp must
+  // leave each context rank whole heads, so tp 2 goes with cp 1 or 2 only.
+  const ScenarioSource source{R"(name: ulysses
+model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {cp: 2, cp_comm: a2a}
+training: {global_batch: 8}
+)",
+                              "ulysses.yaml"};
+  const Scenario base = load_scenario(source);
+  std::set<std::pair<int, int>> tp_cp;
+  for (const Layout& l : enumerate_layouts(base)) {
+    tp_cp.emplace(l.tp, l.cp);
+    const Scenario read = load_scenario(source, layout_overrides(l, base));
+    const ContextComm expected = l.cp > 1 ? ContextComm::kAllToAll : ContextComm::kRing;
+    EXPECT_EQ(read.parallelism.cp_comm, expected) << to_string(l);
+    EXPECT_EQ(with_layout(base, l).parallelism.cp_comm, expected) << to_string(l);
+  }
+  EXPECT_TRUE(tp_cp.count({1, 4}));
+  EXPECT_TRUE(tp_cp.count({2, 2}));
+  EXPECT_FALSE(tp_cp.count({2, 4}));
+  EXPECT_FALSE(tp_cp.count({1, 8}));
+}
+
 // A grid wider than the search space, loaded through the scenario reader: the valid points
 // that belong to the search space are exactly the enumerated layouts, and each reads back as
 // with_layout() builds it.
