@@ -232,18 +232,23 @@ double attention_flop(const LayerGraph& g) {
   return flop;
 }
 
+// The layer of `m` with cp 4 exchanging by `comm`, checked to do the ring's attention FLOPs.
+LayerGraph context_parallel_layer(const ModelSpec& m, ContextComm comm) {
+  LayerShard s = shard(1, false);
+  s.cp = 4;
+  const double ring_flop = attention_flop(build_transformer_layer(m, s, false));
+  s.cp_comm = comm;
+  LayerGraph g = build_transformer_layer(m, s, false);
+  EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
+  return g;
+}
+
 TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
   // cp 4 with all_gather: the ring's four steps and merges, but one all-gather of every rank's
   // keys and values (4 blocks of 1024 tokens × 2 × 1024 features, bf16) in place of the three
   // ring exchanges; the diagonal step does not wait for it, the later ones do. Backward
   // gathers again and reduce-scatters the gradients: an all-reduce of the same buffer.
-  const ModelSpec m = gpt_like();
-  LayerShard s = shard(1, false);
-  s.cp = 4;
-  const double ring_flop = attention_flop(build_transformer_layer(m, s, false));
-  s.cp_comm = ContextComm::kAllGather;
-  const LayerGraph g = build_transformer_layer(m, s, false);
-  EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
+  const LayerGraph g = context_parallel_layer(gpt_like(), ContextComm::kAllGather);
   for (const OpId id : g.ops(Phase::kForward)) EXPECT_FALSE(g.op(id).name.starts_with("attn.ring.step"));
   const OpId gather = forward_op(g, "attn.kv_gather");
   EXPECT_EQ(g.op(gather).comm.collective, Collective::kAllGather);
@@ -273,12 +278,7 @@ TEST(LayerGraph, HeadParallelContextParallelismAttendsOverTheWholeSequenceWithFe
   // quarters of the heads to the three other ranks; one causal kernel attends over all 2048
   // tokens with 4 heads, with the ring's FLOPs; the output comes back the same way.
   const ModelSpec m = gpt_like();
-  LayerShard s = shard(1, false);
-  s.cp = 4;
-  const double ring_flop = attention_flop(build_transformer_layer(m, s, false));
-  s.cp_comm = ContextComm::kAllToAll;
-  const LayerGraph g = build_transformer_layer(m, s, false);
-  EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
+  const LayerGraph g = context_parallel_layer(m, ContextComm::kAllToAll);
   const Op& core = g.op(forward_op(g, "attn.core"));
   EXPECT_EQ(core.attention.heads, 4);
   EXPECT_EQ(core.attention.kv_heads, 4);
@@ -302,7 +302,7 @@ TEST(LayerGraph, HeadParallelContextParallelismAttendsOverTheWholeSequenceWithFe
   // sends are one head wide to each of the three others.
   ModelSpec gqa = m;
   gqa.kv_heads = 2;
-  const LayerGraph repeated = build_transformer_layer(gqa, s, false);
+  const LayerGraph repeated = context_parallel_layer(gqa, ContextComm::kAllToAll);
   EXPECT_EQ(repeated.op(forward_op(repeated, "attn.core")).attention.kv_heads, 1);
   EXPECT_DOUBLE_EQ(repeated.op(forward_op(repeated, "attn.a2a.qkv")).comm.size / Bytes(1),
                    tokens * (4 + 2 * 1) * 64 * 3 * 2);
