@@ -145,6 +145,16 @@ double number(const Row& row, const char* key, const YamlMap& table, double most
   return value;
 }
 
+// A count (a GEMM dimension, heads, a sequence length): a whole number from 1 to `most`.
+double count(const Row& row, const char* key, const YamlMap& table, double most = INT32_MAX) {
+  const double value = number(row, key, table, most);
+  if (value != std::floor(value)) {
+    throw InputError(location_of(row.node[key], table.file()),
+                     fmt::format("{}.{} = {} must be a whole number", table.path(), key, value));
+  }
+  return value;
+}
+
 std::string text(const Row& row, const char* key, const YamlMap& table) {
   const YAML::Node node = row.node[key];
   if (!node) throw InputError(location_of(row.node, table.file()), fmt::format("{} row has no {}", table.path(), key));
@@ -272,14 +282,14 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
       const std::optional<GemmLayout> layout = layout_of(text(row, "transa", *gemm), text(row, "transb", *gemm));
       if (!dtype || !layout) continue;  // a kind paceline does not ask for
       points[{*dtype, *layout}].emplace_back(
-          model_terms(*layout, number(row, "m", *gemm), number(row, "n", *gemm), number(row, "k", *gemm)), row.time_s);
+          model_terms(*layout, count(row, "m", *gemm), count(row, "n", *gemm), count(row, "k", *gemm)), row.time_s);
     }
     for (const auto& [key, list] : points) profile.gemm_[key] = grid_of(list);
   }
   if (std::optional<YamlMap> attention = root.optional_map("attention")) {
     std::map<AttentionKey, Points<2>> points;
     for (const Row& row : measured_rows(*attention)) {
-      if (text(row, "dtype", *attention) != "bf16" || number(row, "batch", *attention) != 1.0) continue;
+      if (text(row, "dtype", *attention) != "bf16" || count(row, "batch", *attention) != 1.0) continue;
       const std::string direction = text(row, "direction", *attention);
       if (direction != "forward" && direction != "backward") {
         throw InputError(location_of(row.node["direction"], attention->file()),
@@ -288,9 +298,9 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
       }
       const AttentionKey key{direction == "backward",
                              row.node["causal"] && row.node["causal"].Scalar() == "true",
-                             static_cast<int64_t>(number(row, "head_dim", *attention, INT32_MAX)),
-                             static_cast<int64_t>(number(row, "group", *attention, INT32_MAX))};
-      points[key].emplace_back(std::array{number(row, "heads", *attention), number(row, "seq", *attention)}, row.time_s);
+                             static_cast<int64_t>(count(row, "head_dim", *attention)),
+                             static_cast<int64_t>(count(row, "group", *attention))};
+      points[key].emplace_back(std::array{count(row, "heads", *attention), count(row, "seq", *attention)}, row.time_s);
     }
     for (const auto& [key, list] : points) profile.attention_[key] = grid_of(list);
   }
@@ -304,7 +314,7 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
   if (std::optional<YamlMap> collectives = root.optional_map("collectives")) {
     std::map<std::pair<std::string, int>, Points<1>> points;
     for (const Row& row : measured_rows(*collectives)) {
-      points[{text(row, "op", *collectives), static_cast<int>(number(row, "ranks", *collectives, INT32_MAX))}].emplace_back(
+      points[{text(row, "op", *collectives), static_cast<int>(count(row, "ranks", *collectives))}].emplace_back(
           std::array{number(row, "bytes", *collectives)}, row.time_s);
     }
     for (const auto& [key, list] : points) profile.collectives_[key] = grid_of(list);

@@ -158,7 +158,22 @@ attention:
 )");
   const GpuSpec gpu = resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {});
   EXPECT_EQ(input_error([&] { KernelProfile::load(path, gpu); }),
-            path + ":5:106: profile.attention.seq = -20 must be positive and at most 9007199254740992");
+            path + ":5:106: profile.attention.seq = -20 must be positive and at most 2147483647");
+}
+
+// profile: a GEMM dimension between 0 and 1 (`n: 0.024`, mutated from a measured row) was cut to
+// 0 tiles, and the GEMM fit divided the GPU's SMs by them (UndefinedBehaviorSanitizer: division
+// by zero in gemm_tiling). Dimensions, heads and sequence lengths are whole numbers.
+TEST(FuzzRegression, ProfileDimensionsAreWholeNumbers) {
+  const std::string path = write_file("fraction.yaml", R"(format: paceline-profile/1
+device: {name: "NVIDIA H200"}
+gemm:
+  rows:
+    - {dtype: bf16, transa: "T", transb: "N", m: 2048, n: 0.024, k: 8192, time_s: 4.4e-05}
+)");
+  const GpuSpec gpu = resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {});
+  EXPECT_EQ(input_error([&] { KernelProfile::load(path, gpu); }),
+            path + ":5:59: profile.gemm.n = 0.024 must be a whole number");
 }
 
 // profile: points no roofline explains (here a typo'd direction, read as forward, mixed
