@@ -191,7 +191,7 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   if (p.cp_comm != ContextComm::kRing && p.cp == 1) {
     fail_parallel("cp_comm", fmt::format("= {} needs cp > 1 (here cp = 1)", to_string(p.cp_comm)));
   }
-  if (const auto problem = context_parallel_problem(m, p.tp, p.cp, p.cp_comm, t.seq_len)) {
+  if (const auto problem = context_parallel_problem(m, p.tp, p.cp, p.cp_comm, t.attention, t.seq_len)) {
     fail_parallel(problem->field, problem->message);
   }
   if (p.sequence_parallel && (t.micro_batch * (t.seq_len / p.cp)) % p.tp != 0) {
@@ -354,8 +354,12 @@ Scenario load_scenario_text(const std::string& text, const std::string& name) {
 }
 
 std::optional<LayoutProblem> context_parallel_problem(const ModelSpec& m, int tp, int cp, ContextComm comm,
-                                                      int64_t seq_len) {
+                                                      AttentionKernel kernel, int64_t seq_len) {
   if (cp == 1) return std::nullopt;
+  if (kernel == AttentionKernel::kUnfused) {
+    return LayoutProblem{"cp", fmt::format("= {} splits attention over ranks, which needs a fused kernel "
+                                           "(training.attention flash or flash2; here unfused)", cp)};
+  }
   if (comm != ContextComm::kAllToAll) {
     if (seq_len % (2 * cp) == 0) return std::nullopt;
     return LayoutProblem{"cp", fmt::format("= {}: training.seq_len = {} must divide into 2·cp = {} chunks "

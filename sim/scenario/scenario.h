@@ -97,14 +97,14 @@ Scenario load_scenario_file(const std::string& path);
 // to the inner stages first.
 std::vector<int> default_layers_per_stage(int layers, int virtual_stages_total);
 
-// Why `comm` cannot split this model's attention over `cp` ranks at tensor parallelism `tp`:
-// the parallelism field to blame and the message; none when it can.
+// Why `comm` cannot split this model's attention, run by `kernel`, over `cp` ranks at tensor
+// parallelism `tp`: the parallelism field to blame and the message; none when it can.
 struct LayoutProblem {
   std::string field;
   std::string message;
 };
 std::optional<LayoutProblem> context_parallel_problem(const ModelSpec& model, int tp, int cp, ContextComm comm,
-                                                      int64_t seq_len);
+                                                      AttentionKernel kernel, int64_t seq_len);
 
 // `name` stands for the file in error messages.
 Scenario load_scenario_text(const std::string& text, const std::string& name);

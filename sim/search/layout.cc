@@ -38,7 +38,7 @@ std::vector<Layout> enumerate_layouts(const Scenario& base) {
       if (pp > m.layers) continue;
       for (const int64_t cp : divisors(gpus / (tp * pp))) {
         if (context_parallel_problem(m, static_cast<int>(tp), static_cast<int>(cp), base.parallelism.cp_comm,
-                                     t.seq_len)) {
+                                     t.attention, t.seq_len)) {
           continue;
         }
         const int64_t dp = gpus / (tp * pp * cp);

@@ -214,6 +214,14 @@ TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism)
             "96/8 = 12 does not divide by it");
 }
 
+TEST(ScenarioErrors, ContextParallelismNeedsAFusedAttentionKernel) {
+  // Unfused attention was timed on the local sequence alone, as if cp did not split it.
+  EXPECT_EQ(error_of(replace(replace(kBase, "pp: 16", "pp: 4\n  cp: 4"), "global_batch: 1536",
+                             "global_batch: 1536\n  attention: unfused")),
+            "s.yaml:12:7: parallelism.cp = 4 splits attention over ranks, which needs a fused kernel "
+            "(training.attention flash or flash2; here unfused)");
+}
+
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {
   // 10 layers over 4 stages: 2 each, the 2 left over to stages 1 and 2.
   EXPECT_EQ(default_layers_per_stage(10, 4), (std::vector<int>{2, 3, 3, 2}));

@@ -51,10 +51,11 @@ TEST_P(BoundsTest, NeverExceedTheSimulation) {
   base.parallelism.schedule = load_scenario(source, schedule_override).parallelism.schedule;
   const std::vector<Layout> layouts = enumerate_layouts(base);
   LayoutBounds bounds(base);
-  // Every 3rd layout (of 1416 dense, 3399 MoE) keeps the test short while covering each dimension.
+  // Every 3rd layout (of 1416 dense; 1131 MoE, whose unfused attention rules out context
+  // parallelism) keeps the test short while covering each dimension.
   std::vector<size_t> picked;
   for (size_t i = 0; i < layouts.size(); i += 3) picked.push_back(i);
-  EXPECT_GT(picked.size(), 400u);
+  EXPECT_GT(picked.size(), 350u);
   std::vector<int64_t> memory(picked.size());
   std::vector<double> time(picked.size());
   for (size_t k = 0; k < picked.size(); ++k) {

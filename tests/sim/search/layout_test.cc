@@ -161,6 +161,18 @@ training: {global_batch: 8}
   EXPECT_FALSE(tp_cp.count({1, 8}));
 }
 
+TEST(Layout, UnfusedAttentionKeepsTheWholeSequenceOnEachRank) {
+  const Scenario base = load_scenario({R"(name: tiny
+model: {name: tiny, layers: 2, hidden: 64, heads: 2, ffn_hidden: 128, vocab: 128, seq_len: 8}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 2}
+training: {global_batch: 2, attention: unfused}
+)",
+                                       "unfused.yaml"});
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+  EXPECT_FALSE(layouts.empty());
+  for (const Layout& l : layouts) EXPECT_EQ(l.cp, 1) << to_string(l);
+}
+
 // A grid wider than the search space, loaded through the scenario reader: the valid points
 // that belong to the search space are exactly the enumerated layouts, and each reads back as
 // with_layout() builds it.
