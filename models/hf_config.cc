@@ -147,7 +147,7 @@ class ConfigReader {
 
   bool present(std::string_view key) { return config_.has(key) && !config_.node(key).IsNull(); }
 
-  // A size that must be present and at least 1.
+  // A size that must be present, from 1 to 2³¹ − 1 (the model's counts are ints).
   int64_t size(std::string_view key) {
     if (!present(key)) {
       config_.fail(key, fmt::format("is required for model_type '{}'", model_type_));
@@ -155,7 +155,7 @@ class ConfigReader {
     return at_least_one(key, config_.required<int64_t>(key));
   }
 
-  // A size that may be absent (then `fallback`) and is otherwise at least 1.
+  // A size that may be absent (then `fallback`) and is otherwise in size()'s range.
   int64_t size_or(std::string_view key, int64_t fallback) {
     return present(key) ? at_least_one(key, config_.required<int64_t>(key)) : fallback;
   }
@@ -174,6 +174,7 @@ class ConfigReader {
  private:
   int64_t at_least_one(std::string_view key, int64_t value) const {
     if (value < 1) config_.fail(key, fmt::format("= {} must be at least 1", value));
+    if (value > INT32_MAX) config_.fail(key, fmt::format("= {} is too large (at most {})", value, INT32_MAX));
     return value;
   }
 

@@ -54,6 +54,17 @@ TEST(FuzzRegression, EmptyDocumentsCiteTheirStart) {
             "gpu.yaml:1:1: the file is empty; expected a YAML mapping");
 }
 
+// hf_config: a count beyond an int (`num_hidden_layers: 321474836482`) was cut to a negative
+// layer count and imported.
+TEST(FuzzRegression, HfConfigCountsFitAnInt) {
+  EXPECT_EQ(input_error([] {
+              parse_hf_config(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+"num_attention_heads": 32, "num_hidden_layers": 321474836482, "vocab_size": 128256})",
+                              "config.json");
+            }),
+            "config.json:2:49: num_hidden_layers = 321474836482 is too large (at most 2147483647)");
+}
+
 // link_catalog: a catalog link file was read without the range checks an inline link gets, so
 // `bandwidth: 0` loaded and later divided the collective model by zero.
 TEST(FuzzRegression, CatalogLinksAreRangeChecked) {
