@@ -152,12 +152,12 @@ class ConfigReader {
     if (!present(key)) {
       config_.fail(key, fmt::format("is required for model_type '{}'", model_type_));
     }
-    return at_least_one(key, config_.required<int64_t>(key));
+    return counted(key, config_.required<int64_t>(key));
   }
 
   // A size that may be absent (then `fallback`) and is otherwise in size()'s range.
   int64_t size_or(std::string_view key, int64_t fallback) {
-    return present(key) ? at_least_one(key, config_.required<int64_t>(key)) : fallback;
+    return present(key) ? counted(key, config_.required<int64_t>(key)) : fallback;
   }
 
   template <typename T>
@@ -172,7 +172,7 @@ class ConfigReader {
   YAML::Node node(std::string_view key) { return config_.node(key); }
 
  private:
-  int64_t at_least_one(std::string_view key, int64_t value) const {
+  int64_t counted(std::string_view key, int64_t value) const {
     if (value < 1) config_.fail(key, fmt::format("= {} must be at least 1", value));
     if (value > INT32_MAX) config_.fail(key, fmt::format("= {} is too large (at most {})", value, INT32_MAX));
     return value;

@@ -620,6 +620,7 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
                                          CommGroup::kContext, sent_qkv, {input}));
   const double tokens = T * cp;  // of the whole sequence, on this rank's heads
   const Bytes qkv_bytes = elements(tokens * (local_heads + 2.0 * local_kv_heads) * m.head_dim, d.e);
+  const Bytes output = elements(tokens * local_heads * m.head_dim, d.e);
   const Bytes statistics(4.0 * shard.micro_batch * local_heads * static_cast<double>(S));
   Forward f;
   f.op.name = "attn.core";
@@ -627,17 +628,17 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
   f.op.attention = AttentionShape{shard.micro_batch, local_heads, local_kv_heads, S, S, m.head_dim, true, false,
                                   shard.activation_dtype, shard.attention_kernel};
   f.op.flop = Flop(4.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S * m.head_dim * 0.5);
-  f.op.bytes = qkv_bytes + elements(tokens * local_heads * m.head_dim, d.e);
+  f.op.bytes = qkv_bytes + output;
   f.op.saved = qkv_bytes + statistics;
   f.checkpoint_bytes = qkv_bytes;
   f.recipe = Recipe::kAttention;
   f.recompute_selective = true;
-  f.per_op_output = elements(tokens * local_heads * m.head_dim, d.e) + statistics;
+  f.per_op_output = output + statistics;
   f.inputs = {scattered};
   const int core = b.add(f);
-  const Bytes sent_output = elements(T * local_heads * m.head_dim * others, d.e);
+  // All but this rank's share of the output goes back to the ranks whose tokens it is.
   return b.add(collective("attn.a2a.output", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kContext,
-                          sent_output, {core}));
+                          output * (others / cp), {core}));
 }
 
 void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
@@ -676,8 +677,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   // its core attention whichever kernel runs it), and the ring exchange and merges with it.
   const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
   const double causal_fraction = 0.5;
-  if (shard.attention_kernel != AttentionKernel::kUnfused && shard.cp > 1 &&
-      shard.cp_comm == ContextComm::kAllToAll) {
+  // Context parallelism always runs a fused kernel (the scenario reader sees to it).
+  if (shard.cp > 1 && shard.cp_comm == ContextComm::kAllToAll) {
     last = add_head_parallel_attention(b, m, shard, d, heads, kv_heads, last);
   } else if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local

@@ -179,9 +179,7 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
   // Cases are independent; each writes only its own outcome.
   parallel_for(cases.size(), resolve_threads(threads), run_case);
 
-  ValidationReport::GroupError all;
-  double memory_sum = 0.0;
-  int memory_cases = 0;
+  ValidationReport::GroupError all, memory;
   // Sums until every case is in.
   const auto add = [](ValidationReport::GroupError& group, double error) {
     group.mape += std::abs(error);
@@ -203,10 +201,7 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
     add(all, *outcome.error);
     add_to(report.by_source, c.source, *outcome.error);
     add_to(report.by_gpu, c.scenario->cluster.gpu.name, *outcome.error);
-    if (outcome.memory_error) {
-      memory_sum += std::abs(*outcome.memory_error);
-      ++memory_cases;
-    }
+    if (outcome.memory_error) add(memory, *outcome.memory_error);
   }
   const auto average = [](ValidationReport::GroupError& group) {
     if (group.cases == 0) return;
@@ -218,7 +213,8 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
   report.bias = all.bias;
   for (ValidationReport::GroupError& group : report.by_source) average(group);
   for (ValidationReport::GroupError& group : report.by_gpu) average(group);
-  if (memory_cases > 0) report.memory_mape = memory_sum / memory_cases;
+  average(memory);
+  if (memory.cases > 0) report.memory_mape = memory.mape;
   return report;
 }
 
