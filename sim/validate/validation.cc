@@ -88,10 +88,11 @@ int cases_overlaid(const ValidationReport& report) {
 }
 
 std::string out_of_memory_line(const ValidationReport& report) {
+  const bool one = report.out_of_memory == 1;
   return fmt::format(
-      "{} of the measured runs are predicted not to fit in GPU memory: the memory model, or a memory saving the case "
-      "does not state (recomputation, sharding), is off for them",
-      report.out_of_memory);
+      "{} measured {} predicted not to fit in GPU memory: the memory model, or a memory saving the case "
+      "does not state (recomputation, sharding), is off for {}",
+      report.out_of_memory, one ? "run is" : "runs are", one ? "it" : "them");
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_EQ(report.out_of_memory, 1);
   EXPECT_NE(to_text(report).find("too-big"), std::string::npos);
   EXPECT_NE(to_text(report).find("does not fit"), std::string::npos);
-  EXPECT_NE(to_text(report).find("1 of the measured runs are predicted not to fit"), std::string::npos);
+  EXPECT_NE(to_text(report).find("1 measured run is predicted not to fit in GPU memory"), std::string::npos);
   const Json json = to_json(report);
   EXPECT_EQ(json.at("out_of_memory").number(), 1.0);
   EXPECT_EQ(json.at("cases").elements()[0].at("fits").dump(-1), "false");
