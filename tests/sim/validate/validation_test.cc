@@ -37,6 +37,9 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_FALSE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_256gpu").parallelism.tp_comm_overlap);
   EXPECT_TRUE(by_id("nemo2407_GPT3-20B_64gpu").training.gradients_in_bf16);
   EXPECT_FALSE(by_id("nemo2407_Nemotron-22B_64gpu").training.gradients_in_bf16);
+  EXPECT_TRUE(by_id("nemo2407_Nemotron-340B_128gpu").training.gradients_in_bf16);
+  EXPECT_TRUE(by_id("nemo2407_Nemotron-22B_64gpu").parallelism.tp_comm_overlap);
+  EXPECT_FALSE(by_id("nemo2407_GPT3-175B_128gpu").parallelism.tp_comm_overlap);
   EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.attention, AttentionKernel::kFlash2);
   EXPECT_EQ(by_id("korthikanti_22B_selective_sp").training.attention, AttentionKernel::kUnfused);
   EXPECT_EQ(by_id("mlm_readme_h100_7.1B").training.attention, AttentionKernel::kFlash);
