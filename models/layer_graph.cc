@@ -672,14 +672,31 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     last = b.add(elementwise_op("attn.rotary", MemoryKernel::kRotary, rows, rotary_cost(d.fusion, d.e), {last}));
   }
 
+  // Keys and values copied out to every query head before the attention call (torchtitan's Llama,
+  // Hugging Face's eager attention: `repeat_kv`): one copy kernel each for K and V; backward sums the
+  // copies' gradients back. The attention then keeps, and context parallelism moves, keys and
+  // values of the query heads.
+  int64_t attended_kv_heads = kv_heads;
+  if (shard.repeat_kv && kv_heads < heads) {
+    const double native = T * 2.0 * kv_width;
+    const double copied = T * 2.0 * q_width;
+    Forward repeat = memory_op("attn.repeat_kv", MemoryKernel::kElementwise, elements(native + copied, d.e), Bytes(0),
+                               elements(copied + native, d.e), {last});
+    repeat.op.kernels = 2;
+    repeat.backward_kernels = 2;
+    last = b.add(repeat);
+    attended_kv_heads = heads;
+  }
+  const int64_t attended_kv_width = attended_kv_heads * m.head_dim;
+
   // The attention core. Queries, keys and values are kept for backward, also when selective
   // recomputation re-runs the core from them (Korthikanti et al. 2022; Megatron-LM checkpoints
   // its core attention whichever kernel runs it), and the ring exchange and merges with it.
-  const Bytes qkv_bytes = elements(T * (q_width + 2 * kv_width), d.e);
+  const Bytes qkv_bytes = elements(T * (q_width + 2 * attended_kv_width), d.e);
   const double causal_fraction = 0.5;
   // Context parallelism always runs a fused kernel (the scenario reader sees to it).
   if (shard.cp > 1 && shard.cp_comm == ContextComm::kAllToAll) {
-    last = add_head_parallel_attention(b, m, shard, d, heads, kv_heads, last);
+    last = add_head_parallel_attention(b, m, shard, d, heads, attended_kv_heads, last);
   } else if (shard.attention_kernel != AttentionKernel::kUnfused) {
     // Ring attention splits the keys into cp blocks, passed around the ring while the local
     // block is computed; with the load-balanced causal split every step does equal work: the
@@ -689,7 +706,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     const double attention_flop = 4.0 * shard.micro_batch * heads * static_cast<double>(s) * s * m.head_dim *
                                   causal_fraction;
     int previous = last;
-    const Bytes kv_block = elements(T * 2.0 * kv_width, d.e);
+    const Bytes kv_block = elements(T * 2.0 * attended_kv_width, d.e);
     const bool gathered = shard.cp_comm == ContextComm::kAllGather;
     int kv_in = -1;
     if (gathered && steps > 1) {
@@ -705,7 +722,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       Forward f;
       f.op.name = steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step);
       f.op.kind = OpKind::kAttention;
-      f.op.attention = AttentionShape{shard.micro_batch, heads,      kv_heads,
+      f.op.attention = AttentionShape{shard.micro_batch, heads,      attended_kv_heads,
                                       s,                  step == 0 ? s : s / 2,
                                       m.head_dim,         step == 0, false,
                                       shard.activation_dtype, shard.attention_kernel};
@@ -729,7 +746,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         const double statistics = 3.0 * 4.0 * shard.micro_batch * heads * static_cast<double>(s);
         Forward merge = memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
                                   Bytes(T * q_width * (d.e + 8.0) + statistics), Bytes(0),
-                                  elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * kv_width, 3.0 * d.e), {core});
+                                  elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * attended_kv_width, 3.0 * d.e), {core});
         merge.recompute_selective = true;
         core = b.add(merge);
       }
@@ -756,7 +773,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     qk.op.gemm = GemmShape{s, s, m.head_dim, shard.micro_batch * heads, shard.activation_dtype};
     qk.op.flop = Flop(2.0 * scores * m.head_dim);
     qk.op.bytes = elements(2.0 * T * q_width + scores, d.e);
-    qk.op.saved = elements(T * (q_width + kv_width), d.e);  // Q and K, its checkpoint
+    qk.op.saved = elements(T * (q_width + attended_kv_width), d.e);  // Q and K, its checkpoint
     qk.checkpoint_bytes = qk.op.saved;
     qk.op.transient = elements(scores, d.e);
     qk.recipe = Recipe::kActivationGemm;
@@ -780,7 +797,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     av.op.flop = Flop(2.0 * scores * m.head_dim);
     av.op.bytes = elements(scores + 2.0 * T * q_width, d.e);
     // Keeps V (its checkpoint) and the (dropped-out) probabilities.
-    av.checkpoint_bytes = elements(T * kv_width, d.e);
+    av.checkpoint_bytes = elements(T * attended_kv_width, d.e);
     av.op.saved = av.checkpoint_bytes + elements(scores, d.e);
     av.recipe = Recipe::kActivationGemm;
     av.recompute_selective = true;

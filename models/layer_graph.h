@@ -56,6 +56,7 @@ struct LayerShard {
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
+  bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
   Fusion fusion = Fusion::kFused;  // norms, rotary embedding and gated activations
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.

@@ -27,6 +27,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.fp8 = s.training.precision == Precision::kFp8;
   shard.recompute = s.training.recompute;
   shard.attention_kernel = s.training.attention;
+  shard.repeat_kv = s.training.repeat_kv;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
   return shard;

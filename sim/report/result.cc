@@ -268,7 +268,7 @@ Json to_json(const Scenario& s) {
   Json training = Json::object();
   training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);
   training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
-  training.set("attention", to_string(t.attention));
+  training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
   training.set("fusion", to_string(t.fusion));
   training.set("cross_entropy", to_string(t.cross_entropy));
   training.set("gradient_dtype", t.gradients_in_bf16 ? "bf16" : "fp32");

@@ -120,6 +120,7 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   t.attention = attention == "unfused"  ? AttentionKernel::kUnfused
                 : attention == "flash2" ? AttentionKernel::kFlash2
                                         : AttentionKernel::kFlash;
+  t.repeat_kv = map.get<bool>("repeat_kv", false);
   const auto fusion = [&](std::string_view key) {
     return map.choice(key, {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
   };

@@ -52,6 +52,10 @@ struct Training {
   Precision precision = Precision::kBf16;
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // Keys and values copied out to every query head before the attention call, as torchtitan's
+  // Llama and Hugging Face's eager attention do (`repeat_kv`), rather than read per key/value
+  // head by the kernel.
+  bool repeat_kv = false;
   Fusion fusion = Fusion::kFused;
   Fusion cross_entropy = Fusion::kFused;
   // Gradients accumulated and reduced in 16 bits rather than fp32 (Megatron-LM's

@@ -308,6 +308,44 @@ TEST(LayerGraph, HeadParallelContextParallelismAttendsOverTheWholeSequenceWithFe
                    tokens * (4 + 2 * 1) * 64 * 3 * 2);
 }
 
+TEST(LayerGraph, RepeatedKeysAndValuesAreCopiedKeptAndExchangedAtEveryQueryHead) {
+  // 16 query heads of 64 over 4 key/value heads, 2 × 2048 tokens. repeat_kv copies K and V out
+  // to the 16 heads (reads 2 × 256, writes 2 × 1024 features per token, bf16; backward the
+  // reverse) and the kernel keeps the copies: 2 × 768 more features per token.
+  ModelSpec m = gpt_like();
+  m.kv_heads = 4;
+  LayerShard s = shard(1, false);
+  const LayerGraph native = build_transformer_layer(m, s, false);
+  s.repeat_kv = true;
+  const LayerGraph repeated = build_transformer_layer(m, s, false);
+  const double tokens = 2.0 * 2048;
+  for (const OpId id : native.ops(Phase::kForward)) EXPECT_NE(native.op(id).name, "attn.repeat_kv");
+  EXPECT_DOUBLE_EQ(repeated.op(forward_op(repeated, "attn.repeat_kv")).bytes / Bytes(1),
+                   tokens * (2 * 256 + 2 * 1024) * 2);
+  bool copied_back = false;
+  for (const OpId id : repeated.ops(Phase::kBackwardInput)) {
+    if (repeated.op(id).name.starts_with("attn.repeat_kv")) {
+      EXPECT_DOUBLE_EQ(repeated.op(id).bytes / Bytes(1), tokens * (2 * 1024 + 2 * 256) * 2);
+      copied_back = true;
+    }
+  }
+  EXPECT_TRUE(copied_back);
+  const Op& core = repeated.op(forward_op(repeated, "attn.core"));
+  EXPECT_EQ(native.op(forward_op(native, "attn.core")).attention.kv_heads, 4);
+  EXPECT_EQ(core.attention.kv_heads, 16);
+  EXPECT_DOUBLE_EQ((core.saved - native.op(forward_op(native, "attn.core")).saved) / Bytes(1),
+                   tokens * 2 * 768 * 2);
+  // Context parallelism gathers the copies: the all-gather is as large as with 16 key/value heads.
+  s.cp = 4;
+  s.cp_comm = ContextComm::kAllGather;
+  const LayerGraph gathered = build_transformer_layer(m, s, false);
+  EXPECT_DOUBLE_EQ(gathered.op(forward_op(gathered, "attn.kv_gather")).comm.size / Bytes(1),
+                   4.0 * 1024 * 2 * 1024 * 2);
+  // Without fewer key/value heads than query heads there is nothing to copy.
+  const LayerGraph mha = build_transformer_layer(gpt_like(), s, false);
+  for (const OpId id : mha.ops(Phase::kForward)) EXPECT_NE(mha.op(id).name, "attn.repeat_kv");
+}
+
 TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
   const ModelSpec m = gpt_like();
   const LayerGraph g = build_transformer_layer(m, shard(4, /*sp=*/true), false);
