@@ -176,9 +176,14 @@ training: {{global_batch: 8, micro_batch: 1, seq_len: 2048}}
     int two_early = 0;
     for (size_t i = 1; i < blocks.size(); ++i) {
       const size_t a = static_cast<size_t>(ahead);
-      if (i > a) EXPECT_GE(gathers[i].start, blocks[i - a - 1].end) << "too many blocks gathered at block " << i;
-      if (ahead == 0) EXPECT_GE(gathers[i].start, blocks[i - 1].end) << "block " << i << " prefetched";
-      if (ahead >= 1) EXPECT_LT(gathers[i].start, blocks[i - 1].end) << "block " << i << " not prefetched";
+      if (i > a) {
+        EXPECT_GE(gathers[i].start, blocks[i - a - 1].end) << "too many blocks gathered at block " << i;
+      }
+      if (ahead == 0) {
+        EXPECT_GE(gathers[i].start, blocks[i - 1].end) << "block " << i << " prefetched";
+      } else {
+        EXPECT_LT(gathers[i].start, blocks[i - 1].end) << "block " << i << " not prefetched";
+      }
       if (i >= 2 && gathers[i].start < blocks[i - 2].end) ++two_early;
     }
     EXPECT_EQ(two_early > 0, ahead == 2);
