@@ -602,6 +602,24 @@ int add_residual(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, std::s
   return b.add(sum);
 }
 
+// A fused attention kernel over `shape`: reads Q, K and V (`qkv`) and writes `output`. Under
+// per-operator recomputation its output and softmax statistics (fp32 per query and head) are kept;
+// what else it keeps the caller says.
+Forward attention_core(std::string name, const AttentionShape& shape, double flop, Bytes qkv, Bytes output,
+                       Bytes statistics, int input) {
+  Forward f;
+  f.op.name = std::move(name);
+  f.op.kind = OpKind::kAttention;
+  f.op.attention = shape;
+  f.op.flop = Flop(flop);
+  f.op.bytes = qkv + output;
+  f.recipe = Recipe::kAttention;
+  f.recompute_selective = true;
+  f.per_op_output = output + statistics;
+  f.inputs = {input};
+  return f;
+}
+
 // Head-parallel (Ulysses) context parallelism: an all-to-all turns the rank's Q, K and V, all
 // heads of s tokens, into cp·s tokens of heads/cp heads (key/value heads repeated where fewer
 // than cp); one causal kernel attends over the whole sequence; a second all-to-all returns the
@@ -622,19 +640,13 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
   const Bytes qkv_bytes = elements(tokens * (local_heads + 2.0 * local_kv_heads) * m.head_dim, d.e);
   const Bytes output = elements(tokens * local_heads * m.head_dim, d.e);
   const Bytes statistics(4.0 * shard.micro_batch * local_heads * static_cast<double>(S));
-  Forward f;
-  f.op.name = "attn.core";
-  f.op.kind = OpKind::kAttention;
-  f.op.attention = AttentionShape{shard.micro_batch, local_heads, local_kv_heads, S, S, m.head_dim, true, false,
-                                  shard.activation_dtype, shard.attention_kernel};
-  f.op.flop = Flop(4.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S * m.head_dim * 0.5);
-  f.op.bytes = qkv_bytes + output;
+  Forward f = attention_core("attn.core",
+                              AttentionShape{shard.micro_batch, local_heads, local_kv_heads, S, S, m.head_dim, true,
+                                             false, shard.activation_dtype, shard.attention_kernel},
+                              4.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S * m.head_dim * 0.5,
+                              qkv_bytes, output, statistics, scattered);
   f.op.saved = qkv_bytes + statistics;
   f.checkpoint_bytes = qkv_bytes;
-  f.recipe = Recipe::kAttention;
-  f.recompute_selective = true;
-  f.per_op_output = output + statistics;
-  f.inputs = {scattered};
   const int core = b.add(f);
   // All but this rank's share of the output goes back to the ranks whose tokens it is.
   return b.add(collective("attn.a2a.output", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kContext,
@@ -678,10 +690,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   // values of the query heads.
   int64_t attended_kv_heads = kv_heads;
   if (shard.repeat_kv && kv_heads < heads) {
-    const double native = T * 2.0 * kv_width;
-    const double copied = T * 2.0 * q_width;
-    Forward repeat = memory_op("attn.repeat_kv", MemoryKernel::kElementwise, elements(native + copied, d.e), Bytes(0),
-                               elements(copied + native, d.e), {last});
+    // Forward reads the key/value heads and writes the copies; backward reads the copies'
+    // gradients and writes theirs: the same bytes.
+    const Bytes traffic = elements(T * 2.0 * (kv_width + q_width), d.e);
+    Forward repeat = memory_op("attn.repeat_kv", MemoryKernel::kElementwise, traffic, Bytes(0), traffic, {last});
     repeat.op.kernels = 2;
     repeat.backward_kernels = 2;
     last = b.add(repeat);
@@ -719,23 +731,16 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       kv_in = b.add(gather);
     }
     for (int step = 0; step < steps; ++step) {
-      Forward f;
-      f.op.name = steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step);
-      f.op.kind = OpKind::kAttention;
-      f.op.attention = AttentionShape{shard.micro_batch, heads,      attended_kv_heads,
-                                      s,                  step == 0 ? s : s / 2,
-                                      m.head_dim,         step == 0, false,
-                                      shard.activation_dtype, shard.attention_kernel};
-      f.op.flop = Flop(attention_flop);
-      f.op.bytes = Bytes(static_cast<double>(qkv_bytes / Bytes(1)) + T * q_width * d.e);
-      // Q, K, V and the softmax statistics (fp32 per query and head) are kept once.
-      f.op.saved = step == 0 ? qkv_bytes + Bytes(4.0 * shard.micro_batch * heads * s) : Bytes(0);
+      const Bytes statistics(4.0 * shard.micro_batch * heads * s);
+      Forward f = attention_core(steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step),
+                                 AttentionShape{shard.micro_batch, heads, attended_kv_heads, s, step == 0 ? s : s / 2,
+                                                m.head_dim, step == 0, false, shard.activation_dtype,
+                                                shard.attention_kernel},
+                                 attention_flop, qkv_bytes, elements(T * q_width, d.e), statistics, previous);
+      // Q, K, V and the softmax statistics are kept once.
+      f.op.saved = step == 0 ? qkv_bytes + statistics : Bytes(0);
       f.checkpoint_bytes = step == 0 ? qkv_bytes : Bytes(0);
       f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
-      f.recipe = Recipe::kAttention;
-      f.recompute_selective = true;
-      f.per_op_output = elements(T * q_width, d.e) + Bytes(4.0 * shard.micro_batch * heads * s);  // output, statistics
-      f.inputs = {previous};
       if (kv_in >= 0 && step > 0) f.inputs.push_back(kv_in);
       int core = b.add(f);
       if (step > 0) {
