@@ -5,6 +5,7 @@
 #define PACELINE_BASE_KERNEL_SHAPES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace paceline {
@@ -48,6 +49,10 @@ struct GemmShape {
   int64_t count = 1;  // independent GEMMs of this shape (grouped, e.g. local experts)
   DType dtype = DType::kBf16;
   GemmLayout layout = GemmLayout::kForward;
+  // A weight-gradient GEMM that adds into a persistent gradient buffer (cuBLAS beta = 1,
+  // Megatron-LM's gradient-accumulation fusion) reads and writes C in that buffer's dtype;
+  // otherwise C is written once, in bf16 for fp8 GEMMs and in the input dtype for the others.
+  std::optional<DType> accumulates_into;
 };
 
 // How attention is computed: one fused kernel at the efficiency of cuDNN's fused attention and

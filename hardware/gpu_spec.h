@@ -24,7 +24,7 @@ struct KernelEfficiency {
   double gemm_fp8_max_efficiency = 0.0;
   int64_t gemm_tile_m = 128;
   int64_t gemm_tile_n = 128;
-  double gemm_k_half = 0.0;           // K at which per-tile efficiency halves: K/(K + k_half)
+  double gemm_k_half = 0.0;           // K at which a bf16 GEMM's per-tile efficiency halves: K/(K + k_half)
   double attention_forward_efficiency = 0.0;
   double attention_backward_efficiency = 0.0;
   double attention_seq_half = 0.0;    // sequence at which attention efficiency halves

@@ -40,28 +40,53 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) 
   return measured * ratio;
 }
 
+namespace {
+
+// Bytes of C the epilogue moves per output element.
+double epilogue_bytes(const GemmShape& s) {
+  if (s.accumulates_into) return 2.0 * bytes_per_element(*s.accumulates_into);
+  return s.dtype == DType::kFp8 ? 2.0 : bytes_per_element(s.dtype);
+}
+
+}  // namespace
+
 double OpTimer::gemm_efficiency(const GemmShape& s) const {
   const GemmTiling tiling = gemm_tiling(s, gpu_);
   const KernelEfficiency& k = gpu_.kernels;
   const double max_efficiency = s.dtype == DType::kFp8 ? k.gemm_fp8_max_efficiency : k.gemm_max_efficiency;
-  return max_efficiency * tiling.utilization * tiling.k_per_part / (tiling.k_per_part + k.gemm_k_half);
+  // k_half is the per-tile epilogue of a bf16 GEMM writing 2 bytes per element, in units of K of
+  // its main loop. The epilogue takes as long as the bytes it moves, and a K unit of main loop
+  // as long as the dtype's peak and ceiling allow.
+  const FlopPerSecond bf16_peak = gpu_.peak(DType::kBf16).value_or(peak_for(s.dtype));
+  const double k_half = k.gemm_k_half * epilogue_bytes(s) / 2.0 *
+                        (peak_for(s.dtype) * max_efficiency) / (bf16_peak * k.gemm_max_efficiency);
+  return max_efficiency * tiling.utilization * tiling.k_per_part / (tiling.k_per_part + k_half);
+}
+
+OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
+  const Flop work(2.0 * s.m * s.n * s.k * s.count);
+  const Seconds compute = work / (peak_for(s.dtype) * gemm_efficiency(s));
+  const double in = bytes_per_element(s.dtype);
+  const Seconds memory =
+      memory_roofline(Bytes(s.count * (in * (s.m * s.k + s.k * s.n) + epilogue_bytes(s) * s.m * s.n)));
+  if (compute > memory) return {compute / gpu_.kernels.sustained_compute_fraction, true};
+  return {memory, false};
 }
 
 KernelTime OpTimer::gemm(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
-  const Flop work(2.0 * s.m * s.n * s.k * s.count);
-  const Seconds compute = work / (peak_for(s.dtype) * gemm_efficiency(s));
-  const double in = bytes_per_element(s.dtype);
-  const double out = s.dtype == DType::kFp8 ? 2.0 : bytes_per_element(s.dtype);
-  const Seconds memory = memory_roofline(Bytes(s.count * (in * (s.m * s.k + s.k * s.n) + out * s.m * s.n)));
-  const bool compute_bound = compute > memory;
+  const Roofline modelled = gemm_roofline(s);
   if (profile_) {
-    if (const std::optional<Seconds> measured = profile_->gemm(s)) {
-      return {transferred(*measured, compute_bound, s.dtype), true};
+    // Profiles measure GEMMs that write C once; one that accumulates into C takes the model's
+    // ratio of the two on top.
+    GemmShape written_once = s;
+    written_once.accumulates_into.reset();
+    if (const std::optional<Seconds> measured = profile_->gemm(written_once)) {
+      const Roofline plain = gemm_roofline(written_once);
+      return {transferred(*measured, plain.compute_bound, s.dtype) * (modelled.time / plain.time), true};
     }
   }
-  const Seconds sustained = compute_bound ? compute / gpu_.kernels.sustained_compute_fraction : memory;
-  return {sustained + gpu_.kernels.overhead, false};
+  return {modelled.time + gpu_.kernels.overhead, false};
 }
 
 KernelTime OpTimer::attention(const AttentionShape& s) const {

@@ -6,11 +6,15 @@
 // (compute time against memory time) with shape-dependent efficiency, plus a fixed per-kernel
 // overhead, every figure from the GpuSpec (and so from the catalog, with its source):
 //
-//   GEMM        2·M·N·K·count / (peak[dtype] · e_max · padding · wave_fill · K'/(K' + k_half))
+//   GEMM        2·M·N·K·count / (peak[dtype] · e_max · padding · wave_fill · K'/(K' + k_half'))
 //               padding and wave_fill: tile and wave quantization of tile_m × tile_n output
 //               tiles over the SMs (NVIDIA, "Matrix Multiplication Background User's Guide");
 //               when tiles are fewer than SMs, K is split over up to SMs/tiles parts
-//               (split-K / stream-K) and K' = K / parts
+//               (split-K / stream-K) and K' = K / parts. k_half' = k_half · c/2 ·
+//               (peak[dtype]·e_max[dtype]) / (peak[bf16]·e_max[bf16]): the catalog's k_half is
+//               a bf16 GEMM's per-tile epilogue, writing c = 2 bytes per output element; fp8
+//               GEMMs run their main loop twice as fast, and a weight-gradient GEMM that
+//               accumulates into an fp32 buffer moves c = 8 (read and write)
 //   attention   FLOPs / (peak[bf16] · e_fwd|bwd · s/(s + seq_half) · occupancy); FLOPs =
 //               4·b·h·s_q·s_kv·d, halved when causal, ×2.5 for backward (five products against
 //               two); e from the fused kernels' figures, or FlashAttention-2's (never from a
@@ -59,8 +63,14 @@ class OpTimer {
   const KernelProfile* profile() const { return profile_.get(); }
 
  private:
+  struct Roofline {
+    Seconds time;  // at sustained clocks, without the kernel overhead
+    bool compute_bound = false;
+  };
+
   FlopPerSecond peak_for(DType dtype) const;
   Seconds memory_roofline(Bytes traffic) const;
+  Roofline gemm_roofline(const GemmShape& shape) const;
   // Profile time on the profile's GPU carried to this one.
   Seconds transferred(Seconds measured, bool compute_bound, DType dtype) const;
 

@@ -48,6 +48,47 @@ TEST(OpTimer, Fp8GemmIsFasterThanBf16) {
   EXPECT_LT(timer.gemm({8192, 8192, 8192, 1, DType::kFp8}).time, timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).time);
 }
 
+TEST(OpTimer, Fp8GemmPaysItsPerTileCostInMoreUnitsOfK) {
+  // The per-tile cost takes as long as in bf16, but the fp8 main loop covers K faster: by the
+  // ratio of the two dtypes' peaks times ceilings, 2·0.75/0.85 on an H100.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const KernelEfficiency& k = gpu.kernels;
+  const double speedup = (*gpu.peak(DType::kFp8) / *gpu.peak(DType::kBf16)) * k.gemm_fp8_max_efficiency /
+                         k.gemm_max_efficiency;
+  const double utilization = 2048.0 / (16.0 * 132.0);  // 8192 × 8192 output: 16 waves of 128×256 tiles
+  EXPECT_NEAR(timer.gemm_efficiency({8192, 8192, 4096, 1, DType::kFp8}),
+              k.gemm_fp8_max_efficiency * utilization * 4096.0 / (4096.0 + k.gemm_k_half * speedup), 1e-12);
+  EXPECT_NEAR(timer.gemm_efficiency({8192, 8192, 4096, 1, DType::kBf16}),
+              k.gemm_max_efficiency * utilization * 4096.0 / (4096.0 + k.gemm_k_half), 1e-12);
+}
+
+TEST(OpTimer, AccumulatingWeightGradientMovesMoreEpilogueBytes) {
+  // dW = Xᵀ·dY added into the gradient buffer reads and writes it: 8 bytes per element in fp32,
+  // 4 in bf16, against the 2 a bf16 GEMM writes once; the per-tile cost grows with them.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const KernelEfficiency& k = gpu.kernels;
+  const GemmShape written{8192, 8192, 4096, 1, DType::kBf16, GemmLayout::kWeightGradient};
+  GemmShape into_fp32 = written;
+  into_fp32.accumulates_into = DType::kFp32;
+  GemmShape into_bf16 = written;
+  into_bf16.accumulates_into = DType::kBf16;
+  const double utilization = 2048.0 / (16.0 * 132.0);
+  const auto expected = [&](double bytes) {
+    return k.gemm_max_efficiency * utilization * 4096.0 / (4096.0 + k.gemm_k_half * bytes / 2.0);
+  };
+  EXPECT_NEAR(timer.gemm_efficiency(written), expected(2.0), 1e-12);
+  EXPECT_NEAR(timer.gemm_efficiency(into_bf16), expected(4.0), 1e-12);
+  EXPECT_NEAR(timer.gemm_efficiency(into_fp32), expected(8.0), 1e-12);
+  EXPECT_GT(timer.gemm(into_fp32).time, timer.gemm(into_bf16).time);
+  // A skinny GEMM is memory-bound: there C's 8 bytes per element are part of the traffic.
+  GemmShape skinny{8192, 8192, 16, 1, DType::kBf16, GemmLayout::kWeightGradient, DType::kFp32};
+  const double bytes = 2.0 * (8192.0 * 16.0 * 2.0) + 8.0 * 8192.0 * 8192.0;
+  EXPECT_NEAR(timer.gemm(skinny).time / Seconds(1),
+              (Bytes(bytes) / (gpu.memory_bandwidth * k.memory_bandwidth_efficiency) + k.overhead) / Seconds(1), 1e-15);
+}
+
 // A compute-bound attention kernel of `shape`, whose seq_kv reaches `efficiency` asymptotically:
 // its FLOPs at that share of the bf16 peak, under sustained load, plus the kernel overhead.
 double expected_attention_s(const GpuSpec& gpu, const AttentionShape& shape, double efficiency) {
