@@ -219,7 +219,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
           wgrad_after.push_back(add_vertex(g, gather, after));
         }
         Op wgrad = backward_op("wgrad", Phase::kBackwardWeight, OpKind::kGemm);
-        wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient};
+        wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient, shard_.gradient_buffer};
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
         const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);

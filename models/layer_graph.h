@@ -17,6 +17,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "models/model_spec.h"
@@ -61,6 +62,10 @@ struct LayerShard {
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.
   Fusion cross_entropy = Fusion::kFused;
+  // The persistent buffer that weight-gradient GEMMs add into, in its dtype (Megatron-LM's
+  // gradient-accumulation fusion into main_grad). None under FSDP: autograd's weight gradient is
+  // a fresh tensor in the activation dtype.
+  std::optional<DType> gradient_buffer;
 };
 
 class LayerGraph {

@@ -30,6 +30,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.repeat_kv = s.training.repeat_kv;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
+  if (s.parallelism.zero < 3) shard.gradient_buffer = s.training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
   return shard;
 }
 

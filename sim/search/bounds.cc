@@ -41,7 +41,7 @@ LayoutBounds::LayoutBounds(const Scenario& base)
 
 LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) {
   return ShardKey{
-      l.micro_batch, l.tp, l.cp, l.ep, l.sequence_parallel, static_cast<int>(l.recompute)};
+      l.micro_batch, l.tp, l.cp, l.ep, l.sequence_parallel, static_cast<int>(l.recompute), l.zero < 3};
 }
 
 void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {

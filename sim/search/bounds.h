@@ -98,7 +98,8 @@ class LayoutBounds {
     std::array<int, kNumBlockKinds> count{};
     int last = kHead;
   };
-  using ShardKey = std::tuple<int64_t, int, int, int, bool, int>;  // mb, tp, cp, ep, sp, recompute
+  // mb, tp, cp, ep, sp, recompute, and whether weight gradients add into a gradient buffer (zero < 3)
+  using ShardKey = std::tuple<int64_t, int, int, int, bool, int, bool>;
   using ShardFacts =
       std::array<std::shared_ptr<const BlockFacts>, kNumBlockKinds>;  // null where absent
   // Shard, the members of rank 0's tensor, context and expert groups, zero-bubble.

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include "sim/simulator/simulator.h"
 #include "sim/timeline/timeline.h"
@@ -231,6 +233,33 @@ training: {global_batch: 16, seq_len: 2048, overlap_grad_reduce: false}
   EXPECT_GT(fp32_exposed, 0.0);
   EXPECT_LT(exposed(bf16, ActivityTag::kDataComm), 0.6 * fp32_exposed);
   EXPECT_GT(exposed(bf16, ActivityTag::kDataComm), 0.4 * fp32_exposed);
+}
+
+TEST(Lowering, WeightGradientsAddIntoTheGradientBufferUnlessParametersAreSharded) {
+  // Megatron-LM's weight-gradient GEMMs add into main_grad, in the gradient dtype; under FSDP
+  // (zero 3) autograd's weight gradient is a fresh tensor.
+  const auto targets = [](const std::string& parallelism, const std::string& training) {
+    const auto s = scenario_of(fmt::format(R"(model: gpt-1.7b
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
+parallelism: {{dp: 8, {}}}
+training: {{global_batch: 16, seq_len: 2048{}}}
+)",
+                                           parallelism, training));
+    const LayerGraph layer = build_transformer_layer(s->model, layer_shard(*s), false);
+    std::set<std::optional<DType>> seen;
+    int wgrads = 0;
+    for (OpId id = 0; id < layer.num_ops(); ++id) {
+      const Op& op = layer.op(id);
+      if (op.kind != OpKind::kGemm || op.gemm.layout != GemmLayout::kWeightGradient) continue;
+      ++wgrads;
+      seen.insert(op.gemm.accumulates_into);
+    }
+    EXPECT_EQ(wgrads, 4);  // qkv, proj, fc1, fc2
+    return seen;
+  };
+  EXPECT_EQ(targets("zero: 1", ""), (std::set<std::optional<DType>>{DType::kFp32}));
+  EXPECT_EQ(targets("zero: 1", ", gradient_dtype: bf16"), (std::set<std::optional<DType>>{DType::kBf16}));
+  EXPECT_EQ(targets("zero: 3", ""), (std::set<std::optional<DType>>{std::nullopt}));
 }
 
 TEST(Lowering, ContextCommunicationModesDoTheSameAttentionWork) {
