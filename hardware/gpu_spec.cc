@@ -44,6 +44,16 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.gemm_max_efficiency = fraction(gemm, "max_efficiency", gpu, "kernels.gemm.");
   k.gemm_fp8_max_efficiency =
       gemm.has("fp8_max_efficiency") ? fraction(gemm, "fp8_max_efficiency", gpu, "kernels.gemm.") : 0.0;
+  k.gemm_fp8_fast_accumulation_max_efficiency = k.gemm_fp8_max_efficiency;
+  if (gemm.has("fp8_fast_accumulation_max_efficiency")) {
+    k.gemm_fp8_fast_accumulation_max_efficiency =
+        fraction(gemm, "fp8_fast_accumulation_max_efficiency", gpu, "kernels.gemm.");
+    if (!gpu.peak(DType::kFp8)) {
+      gemm.fail("fp8_fast_accumulation_max_efficiency",
+                fmt::format("= {} needs an fp8 peak (peak_dense.fp8), which this gpu has not",
+                            k.gemm_fp8_fast_accumulation_max_efficiency));
+    }
+  }
   k.gemm_tile_m = sourced_required<int64_t>(gemm, "tile_m", gpu, "kernels.gemm.");
   k.gemm_tile_n = sourced_required<int64_t>(gemm, "tile_n", gpu, "kernels.gemm.");
   if (k.gemm_tile_m < 1 || k.gemm_tile_n < 1) gemm.fail("tile_m", "tiles must be at least 1");

@@ -21,7 +21,12 @@ class YamlMap;
 struct KernelEfficiency {
   Seconds overhead;                   // fixed time per kernel: launch gap and tail
   double gemm_max_efficiency = 0.0;   // of the dense peak, for a large well-shaped GEMM
+  // fp8 GEMMs whose tensor-core sums are promoted to fp32 as they go (split accumulation: the
+  // backward GEMMs of Transformer Engine and torchao), and those that keep them in the tensor
+  // core's narrower accumulator (fast accumulation: their forward GEMMs). The same unless the
+  // catalog gives both.
   double gemm_fp8_max_efficiency = 0.0;
+  double gemm_fp8_fast_accumulation_max_efficiency = 0.0;
   int64_t gemm_tile_m = 128;
   int64_t gemm_tile_n = 128;
   double gemm_k_half = 0.0;           // K at which a bf16 GEMM's per-tile efficiency halves: K/(K + k_half)

@@ -53,7 +53,10 @@ double epilogue_bytes(const GemmShape& s) {
 double OpTimer::gemm_efficiency(const GemmShape& s) const {
   const GemmTiling tiling = gemm_tiling(s, gpu_);
   const KernelEfficiency& k = gpu_.kernels;
-  const double max_efficiency = s.dtype == DType::kFp8 ? k.gemm_fp8_max_efficiency : k.gemm_max_efficiency;
+  // Frameworks run the forward fp8 GEMM with fast accumulation and the backward ones without.
+  const double max_efficiency = s.dtype != DType::kFp8              ? k.gemm_max_efficiency
+                                : s.layout == GemmLayout::kForward ? k.gemm_fp8_fast_accumulation_max_efficiency
+                                                                    : k.gemm_fp8_max_efficiency;
   // k_half is the per-tile epilogue of a bf16 GEMM writing 2 bytes per element, in units of K of
   // its main loop. The epilogue takes as long as the bytes it moves, and a K unit of main loop
   // as long as the dtype's peak and ceiling allow.
@@ -77,12 +80,13 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
   const Roofline modelled = gemm_roofline(s);
   if (profile_) {
-    // Profiles measure GEMMs that write C once; one that accumulates into C takes the model's
-    // ratio of the two on top.
-    GemmShape written_once = s;
-    written_once.accumulates_into.reset();
-    if (const std::optional<Seconds> measured = profile_->gemm(written_once)) {
-      const Roofline plain = gemm_roofline(written_once);
+    // Profiles measure GEMMs that write C once, and fp8 ones only in the forward layout, with
+    // fast accumulation; a GEMM that differs takes the model's ratio of the two on top.
+    GemmShape as_measured = s;
+    as_measured.accumulates_into.reset();
+    if (s.dtype == DType::kFp8) as_measured.layout = GemmLayout::kForward;
+    if (const std::optional<Seconds> measured = profile_->gemm(as_measured)) {
+      const Roofline plain = gemm_roofline(as_measured);
       return {transferred(*measured, plain.compute_bound, s.dtype) * (modelled.time / plain.time), true};
     }
   }

@@ -14,7 +14,9 @@
 //               (peak[dtype]·e_max[dtype]) / (peak[bf16]·e_max[bf16]): the catalog's k_half is
 //               a bf16 GEMM's per-tile epilogue, writing c = 2 bytes per output element; fp8
 //               GEMMs run their main loop twice as fast, and a weight-gradient GEMM that
-//               accumulates into an fp32 buffer moves c = 8 (read and write)
+//               accumulates into an fp32 buffer moves c = 8 (read and write). e_max[fp8] is
+//               the fast-accumulation ceiling for forward GEMMs and the split-accumulation one
+//               for backward GEMMs, as Transformer Engine and torchao run them
 //   attention   FLOPs / (peak[bf16] · e_fwd|bwd · s/(s + seq_half) · occupancy); FLOPs =
 //               4·b·h·s_q·s_kv·d, halved when causal, ×2.5 for backward (five products against
 //               two); e from the fused kernels' figures, or FlashAttention-2's (never from a

@@ -61,6 +61,39 @@ kernels:
   }
 }
 
+TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) {
+  const std::string base = R"(name: g
+memory_capacity: 80 GiB
+memory_bandwidth: 2 TB/s
+sm_count: 100
+peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s%s}
+kernels:
+  overhead: 2 us
+  gemm: {max_efficiency: 0.8, tile_m: 128, tile_n: 128, k_half: 64%s}
+  attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100, causal_efficiency_ratio: 0.9, causal_seq_half: 100, tile_rows: 128}
+  memory_bound: {bandwidth_efficiency: 0.9}
+)";
+  const auto read = [&](const std::string& peak, const std::string& gemm) {
+    std::string text = base;
+    text.replace(text.find("%s"), 2, peak);
+    text.replace(text.find("%s"), 2, gemm);
+    const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
+    YamlMap map(doc.root, doc.file, "gpu");
+    return read_gpu(map);
+  };
+  EXPECT_EQ(read(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7").kernels.gemm_fp8_fast_accumulation_max_efficiency, 0.7);
+  EXPECT_EQ(read(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7, fp8_fast_accumulation_max_efficiency: 0.75")
+                .kernels.gemm_fp8_fast_accumulation_max_efficiency,
+            0.75);
+  try {
+    read("", ", fp8_fast_accumulation_max_efficiency: 0.75");
+    FAIL() << "no fp8 peak";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "gpu.yaml:8:107: gpu.kernels.gemm.fp8_fast_accumulation_max_efficiency = 0.75 "
+                                     "needs an fp8 peak (peak_dense.fp8), which this gpu has not");
+  }
+}
+
 TEST(GpuSpec, UnknownGpuListsTheCatalog) {
   try {
     resolve_gpu("h1000", default_gpu_catalog(), SourceLocation{"s.yaml", 3, 8});
