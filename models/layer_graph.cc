@@ -748,9 +748,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         // statistics (fp32 per query and head: the step's and the running one read, the merged
         // one written). Backward: the query gradient accumulates in fp32, the key/value
         // gradient travelling the ring adds this step's.
-        const double statistics = 3.0 * 4.0 * shard.micro_batch * heads * static_cast<double>(s);
+        const Bytes statistics_traffic = 3.0 * statistics;
         Forward merge = memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
-                                  Bytes(T * q_width * (d.e + 8.0) + statistics), Bytes(0),
+                                  Bytes(T * q_width * (d.e + 8.0)) + statistics_traffic, Bytes(0),
                                   elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * attended_kv_width, 3.0 * d.e), {core});
         merge.recompute_selective = true;
         core = b.add(merge);
