@@ -347,6 +347,10 @@ ModelSpec spec_from_document(const YamlDocument& document) {
   }
 
   if (family.moe != MoeKeys::kNone) m.moe = read_moe(reader, family, m.ffn_hidden, m.layers);
+  if (!checked_parameter_count(m)) {
+    config.fail_here(
+        fmt::format("the config describes more than {} parameters; no model that large can be counted", INT64_MAX));
+  }
   return m;
 }
 

@@ -2,13 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
+#include "base/check.h"
 #include "base/yaml_reader.h"
 
 namespace paceline {
 namespace {
 
+// A size: at least 1 and at most 2^31 - 1, which keeps every count paceline derives from a
+// model's sizes within 64 bits (checked_parameter_count).
 int64_t positive(YamlMap& map, std::string_view key, int64_t value) {
   if (value < 1) map.fail(key, fmt::format("= {} must be at least 1", value));
+  if (value > INT32_MAX) map.fail(key, fmt::format("= {} is too large (at most {})", value, INT32_MAX));
   return value;
 }
 
@@ -23,7 +29,7 @@ MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
   moe.every = static_cast<int>(positive(map, "every", map.get<int>("every", 1)));
   moe.shared_experts = map.get<int>("shared_experts", 0);
   if (moe.shared_experts < 0) map.fail("shared_experts", "must not be negative");
-  moe.shared_ffn_hidden = map.get<int64_t>("shared_ffn_hidden", moe.ffn_hidden);
+  moe.shared_ffn_hidden = positive(map, "shared_ffn_hidden", map.get<int64_t>("shared_ffn_hidden", moe.ffn_hidden));
   moe.capacity_factor = map.get<double>("capacity_factor", 0.0);
   if (moe.capacity_factor < 0.0) {
     map.fail("capacity_factor", fmt::format("= {} must be 0 (dropless) or positive", moe.capacity_factor));
@@ -47,44 +53,74 @@ bool ModelSpec::is_moe_layer(int layer) const {
 
 int ModelSpec::num_moe_layers() const { return moe ? layers / moe->every : 0; }
 
-ParameterCount count_parameters(const ModelSpec& m) {
-  ParameterCount count;
-  const int64_t q_width = m.heads * m.head_dim;
-  const int64_t kv_width = m.kv_heads * m.head_dim;
-  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+namespace {
+
+// Counts in 128 bits: with every dimension at most 2^31 (read_model, read_hf_config) no product
+// of the formulas below exceeds 2^127, so whether a count fits in 64 bits can be told exactly.
+__extension__ typedef __int128 Wide;
+
+struct WideCount {
+  Wide total = 0, active = 0, embedding = 0, output = 0, per_dense_layer = 0, per_moe_layer = 0, per_expert = 0;
+};
+
+WideCount wide_count(const ModelSpec& m) {
+  WideCount count;
+  const Wide hidden = m.hidden;
+  const Wide q_width = Wide{m.heads} * m.head_dim;
+  const Wide kv_width = Wide{m.kv_heads} * m.head_dim;
+  const Wide norm_params = m.norm == Norm::kLayerNorm ? 2 * hidden : hidden;
 
   // Attention: Q, K, V and output projections, their biases, and the per-head q/k norms.
-  int64_t attention = m.hidden * (q_width + 2 * kv_width) + q_width * m.hidden;
-  if (m.linear_bias) attention += q_width + 2 * kv_width + m.hidden;
+  Wide attention = hidden * (q_width + 2 * kv_width) + q_width * hidden;
+  if (m.linear_bias) attention += q_width + 2 * kv_width + hidden;
   if (m.qkv_bias && !m.linear_bias) attention += q_width + 2 * kv_width;
-  if (m.qk_norm) attention += 2 * m.head_dim;
-  const int64_t common = attention + 2 * norm_params;
+  if (m.qk_norm) attention += 2 * Wide{m.head_dim};
+  const Wide common = attention + 2 * norm_params;
 
   // An MLP of inner size f: two (plain) or three (gated) matrices.
-  auto mlp = [&m](int64_t f) {
-    int64_t params = (m.gated_mlp() ? 3 : 2) * m.hidden * f;
-    if (m.linear_bias) params += (m.gated_mlp() ? 2 : 1) * f + m.hidden;
+  auto mlp = [&m, hidden](Wide f) {
+    Wide params = (m.gated_mlp() ? 3 : 2) * hidden * f;
+    if (m.linear_bias) params += (m.gated_mlp() ? 2 : 1) * f + hidden;
     return params;
   };
   count.per_dense_layer = common + mlp(m.ffn_hidden);
-  int64_t active_moe_layer = 0;
+  Wide active_moe_layer = 0;
   if (m.moe) {
     count.per_expert = mlp(m.moe->ffn_hidden);
-    const int64_t router = m.hidden * m.moe->experts;
-    const int64_t shared = m.moe->shared_experts * mlp(m.moe->shared_ffn_hidden);
-    count.per_moe_layer = common + router + shared + m.moe->experts * count.per_expert;
-    active_moe_layer = common + router + shared + m.moe->top_k * count.per_expert;
+    const Wide router = hidden * m.moe->experts;
+    const Wide shared = Wide{m.moe->shared_experts} * mlp(m.moe->shared_ffn_hidden);
+    count.per_moe_layer = common + router + shared + Wide{m.moe->experts} * count.per_expert;
+    active_moe_layer = common + router + shared + Wide{m.moe->top_k} * count.per_expert;
   }
 
-  count.embedding = m.vocab * m.hidden + (m.position == Position::kLearned ? m.seq_len * m.hidden : 0);
-  count.output = m.tied_embeddings ? 0 : m.vocab * m.hidden;
-  const int64_t final_norm = norm_params;
-  const int moe_layers = m.num_moe_layers();
-  const int dense_layers = m.layers - moe_layers;
-  const int64_t outside_layers = count.embedding + count.output + final_norm;
+  count.embedding = Wide{m.vocab} * hidden + (m.position == Position::kLearned ? Wide{m.seq_len} * hidden : 0);
+  count.output = m.tied_embeddings ? 0 : Wide{m.vocab} * hidden;
+  const Wide moe_layers = m.num_moe_layers();
+  const Wide dense_layers = m.layers - moe_layers;
+  const Wide outside_layers = count.embedding + count.output + norm_params;
   count.total = outside_layers + dense_layers * count.per_dense_layer + moe_layers * count.per_moe_layer;
   count.active = outside_layers + dense_layers * count.per_dense_layer + moe_layers * active_moe_layer;
   return count;
+}
+
+}  // namespace
+
+std::optional<ParameterCount> checked_parameter_count(const ModelSpec& m) {
+  const WideCount w = wide_count(m);
+  for (const Wide value : {w.total, w.active, w.embedding, w.output, w.per_dense_layer, w.per_moe_layer, w.per_expert}) {
+    if (value > INT64_MAX) return std::nullopt;
+  }
+  return ParameterCount{static_cast<int64_t>(w.total),           static_cast<int64_t>(w.active),
+                        static_cast<int64_t>(w.embedding),       static_cast<int64_t>(w.output),
+                        static_cast<int64_t>(w.per_dense_layer), static_cast<int64_t>(w.per_moe_layer),
+                        static_cast<int64_t>(w.per_expert)};
+}
+
+ParameterCount count_parameters(const ModelSpec& m) {
+  const std::optional<ParameterCount> count = checked_parameter_count(m);
+  PACELINE_CHECK(count.has_value(), fmt::format("model {} has more parameters than 64 bits count; its reader "
+                                                "should have refused it", m.name));
+  return *count;
 }
 
 ModelSpec read_model(YamlMap& map) {
@@ -141,6 +177,12 @@ ModelSpec read_model(YamlMap& map) {
     }
   }
   map.finish();
+  if (!checked_parameter_count(m)) {
+    map.fail_here(fmt::format("has more than {} parameters (layers {}, hidden {}, ffn_hidden {}, vocab {}{}); no "
+                              "model that large can be counted",
+                              INT64_MAX, m.layers, m.hidden, m.ffn_hidden, m.vocab,
+                              m.moe ? fmt::format(", experts {}", m.moe->experts) : ""));
+  }
   return m;
 }
 

@@ -73,7 +73,10 @@ struct ParameterCount {
   int64_t per_moe_layer = 0;
   int64_t per_expert = 0;
 };
+// The counts of a model whose sizes its reader accepted. checked_parameter_count is empty when a
+// count would not fit in 64 bits (the readers refuse such a model).
 ParameterCount count_parameters(const ModelSpec& model);
+std::optional<ParameterCount> checked_parameter_count(const ModelSpec& model);
 
 // Reads a model mapping (the scenario's inline form and the catalog's file form) and checks
 // its fields: positive sizes, heads divisible by kv_heads, MoE top_k <= experts, ...

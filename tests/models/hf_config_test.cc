@@ -247,6 +247,18 @@ TEST(HfConfigErrors, BadValuesArePositioned) {
             "MLP); expected one of: silu, swish");
 }
 
+TEST(HfConfigErrors, AModelTooLargeToCountIsRefused) {
+  // Every size is within 2^31 - 1, but 2^31 layers of 2^31-wide matrices hold more parameters
+  // than 64 bits count.
+  const std::string config =
+      "{\n  \"model_type\": \"llama\",\n  \"num_hidden_layers\": 2147483647,\n  \"hidden_size\": 2147483640,"
+      "\n  \"num_attention_heads\": 8,\n  \"intermediate_size\": 2147483647,"
+      "\n  \"max_position_embeddings\": 256,\n  \"vocab_size\": 1000\n}";
+  EXPECT_EQ(error_of([&] { parse_hf_config(config, "l.json"); }),
+            "l.json:1:1: the config describes more than 9223372036854775807 parameters; no model that large can "
+            "be counted");
+}
+
 TEST(HfConfigErrors, MoeRules) {
   const std::string qwen3_moe =
       "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 4, "

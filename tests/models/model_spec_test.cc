@@ -186,6 +186,23 @@ TEST(ReadModel, TopKMustNotExceedExperts) {
       "m.yaml:8:10: model.moe.top_k = 8 exceeds moe.experts = 4");
 }
 
+TEST(ReadModel, SizesAndCountsStayWithin64Bits) {
+  // A size above 2^31 - 1 is refused where it stands ...
+  EXPECT_EQ(error_of([] { read_text("layers: 2\nhidden: 64\nheads: 8\nffn_hidden: 256\nvocab: 2562147483648000\n"
+                                    "seq_len: 16\n"); }),
+            "m.yaml:5:8: model.vocab = 2562147483648000 is too large (at most 2147483647)");
+  // ... and sizes each in range whose parameters a 64-bit count cannot hold name the model.
+  EXPECT_EQ(error_of([] { read_text("layers: 2147483647\nhidden: 2147483640\nheads: 8\nffn_hidden: 2147483647\n"
+                                    "vocab: 100\nseq_len: 16\n"); }),
+            "m.yaml:1:1: model: has more than 9223372036854775807 parameters (layers 2147483647, hidden "
+            "2147483640, ffn_hidden 2147483647, vocab 100); no model that large can be counted");
+  // The largest dense layers still counted exactly: 4·h² + 2·h·f + 2·2h norms, h = f = 2^20.
+  const ModelSpec wide = read_text("layers: 1\nhidden: 1048576\nheads: 8\nffn_hidden: 1048576\nvocab: 1\n"
+                                   "seq_len: 1\nposition: rope\ntied_embeddings: true\n");
+  const int64_t h = 1048576;
+  EXPECT_EQ(count_parameters(wide).per_dense_layer, 4 * h * h + 2 * h * h + 4 * h);
+}
+
 TEST(ReadModel, UnknownActivationListsTheAlternatives) {
   // activation's value, relu, sits at line 7, column 13 (after "activation: ").
   EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "activation: relu\n"); }),
