@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "hardware/collective_model.h"
@@ -80,6 +81,9 @@ class LayoutBounds {
     std::shared_ptr<const LayerGraph> graph;
     std::vector<std::vector<OpId>> predecessors;  // per op
     std::vector<double> compute_s;                // per op: kernel time (0 for collectives)
+    // Weight-gradient GEMMs and their kernel time when they add into a gradient buffer (below
+    // ZeRO-3); compute_s has them writing a fresh gradient.
+    std::vector<std::pair<OpId, double>> buffered_wgrad_s;
     int64_t parameters = 0;                       // held by the rank
     int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
   };
@@ -98,21 +102,20 @@ class LayoutBounds {
     std::array<int, kNumBlockKinds> count{};
     int last = kHead;
   };
-  // mb, tp, cp, ep, sp, recompute, and whether weight gradients add into a gradient buffer (zero < 3)
-  using ShardKey = std::tuple<int64_t, int, int, int, bool, int, bool>;
+  using ShardKey = std::tuple<int64_t, int, int, int, bool, int>;  // mb, tp, cp, ep, sp, recompute
   using ShardFacts =
       std::array<std::shared_ptr<const BlockFacts>, kNumBlockKinds>;  // null where absent
-  // Shard, the members of rank 0's tensor, context and expert groups, zero-bubble.
-  using TimesKey = std::tuple<ShardKey, std::vector<int>, std::vector<int>, std::vector<int>, bool>;
+  // Shard, the members of rank 0's tensor, context and expert groups, zero-bubble, gradient buffer.
+  using TimesKey = std::tuple<ShardKey, std::vector<int>, std::vector<int>, std::vector<int>, bool, bool>;
 
   static ShardKey shard_key(const Layout& layout);
   ShardFacts build_shard(const Layout& layout) const;
   const ShardFacts& shard_facts(const Layout& layout);
   const std::array<BlockTimes, kNumBlockKinds>& block_times(const Layout& layout, Detail detail);
   // The block times of a shard; collectives priced by `pricer`, or instant when null.
-  std::array<BlockTimes, kNumBlockKinds> compute_times(const ShardFacts& facts,
-                                                       const OpPricer* pricer,
-                                                       bool zero_bubble) const;
+  // `gradient_buffer`: weight gradients add into a gradient buffer (ZeRO below 3).
+  std::array<BlockTimes, kNumBlockKinds> compute_times(const ShardFacts& facts, const OpPricer* pricer,
+                                                       bool zero_bubble, bool gradient_buffer) const;
   // Distinct states of a stage at the end of a run of forward passes: per chunk, the
   // micro-batches whose activations it holds, then the highest chunk it has run.
   const std::vector<std::vector<int>>& in_flight(const Layout& layout, int stage);
@@ -134,9 +137,10 @@ class LayoutBounds {
   std::shared_ptr<const std::map<ShardKey, ShardFacts>> prepared_;
   std::map<ShardKey, ShardFacts> shards_;
   std::map<TimesKey, std::array<BlockTimes, kNumBlockKinds>> times_;
-  std::map<std::tuple<ShardKey, bool>, std::array<BlockTimes, kNumBlockKinds>> kernel_times_;
-  // The same entries by (shard, tp, cp, dp, pp, ep, zero-bubble), which fix the placements.
-  std::map<std::tuple<ShardKey, int, int, int, int, int, bool>,
+  std::map<std::tuple<ShardKey, bool, bool>, std::array<BlockTimes, kNumBlockKinds>> kernel_times_;
+  // The same entries by (shard, tp, cp, dp, pp, ep, zero-bubble, gradient buffer), which fix the
+  // placements.
+  std::map<std::tuple<ShardKey, int, int, int, int, int, bool, bool>,
            const std::array<BlockTimes, kNumBlockKinds>*>
       times_by_layout_;
   // By (tp, cp, dp, ep) and the parameters of each block kind.
