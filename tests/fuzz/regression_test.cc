@@ -226,5 +226,15 @@ TEST(FuzzRegression, OverlayRulesNeedTheirCases) {
   EXPECT_EQ(input_error([&] { load_overlay_file(path); }), path + ":1:3: rules[0].cases is required");
 }
 
+// simulate: an inline model with `vocab: 2562147483648000` loaded, and counting its parameters
+// overflowed 64 bits (undefined behaviour). Model sizes now stop at 2^31 - 1.
+TEST(FuzzRegression, ModelSizesFitAnInt) {
+  EXPECT_EQ(scenario_error(R"(model: {layers: 2, hidden: 64, heads: 8, ffn_hidden: 256, vocab: 2562147483648000, seq_len: 16}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+training: {global_batch: 8}
+)"),
+            "fuzz.yaml:1:66: model.vocab = 2562147483648000 is too large (at most 2147483647)");
+}
+
 }  // namespace
 }  // namespace paceline
