@@ -107,13 +107,16 @@ WideCount wide_count(const ModelSpec& m) {
 
 std::optional<ParameterCount> checked_parameter_count(const ModelSpec& m) {
   const WideCount w = wide_count(m);
-  for (const Wide value : {w.total, w.active, w.embedding, w.output, w.per_dense_layer, w.per_moe_layer, w.per_expert}) {
-    if (value > INT64_MAX) return std::nullopt;
-  }
-  return ParameterCount{static_cast<int64_t>(w.total),           static_cast<int64_t>(w.active),
-                        static_cast<int64_t>(w.embedding),       static_cast<int64_t>(w.output),
-                        static_cast<int64_t>(w.per_dense_layer), static_cast<int64_t>(w.per_moe_layer),
-                        static_cast<int64_t>(w.per_expert)};
+  bool fits = true;
+  const auto narrow = [&fits](Wide value) {
+    fits = fits && value <= INT64_MAX;
+    return static_cast<int64_t>(value);
+  };
+  const ParameterCount count{narrow(w.total),           narrow(w.active),        narrow(w.embedding),
+                             narrow(w.output),          narrow(w.per_dense_layer), narrow(w.per_moe_layer),
+                             narrow(w.per_expert)};
+  if (!fits) return std::nullopt;
+  return count;
 }
 
 ParameterCount count_parameters(const ModelSpec& m) {

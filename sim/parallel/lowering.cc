@@ -30,8 +30,13 @@ LayerShard layer_shard(const Scenario& s) {
   shard.repeat_kv = s.training.repeat_kv;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
-  if (s.parallelism.zero < 3) shard.gradient_buffer = s.training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
+  shard.gradient_buffer = gradient_buffer(s.training, s.parallelism.zero);
   return shard;
+}
+
+std::optional<DType> gradient_buffer(const Training& training, int zero) {
+  if (zero >= 3) return std::nullopt;
+  return training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
 }
 
 TaskComm StageProgram::comm(TaskId task) const {

@@ -87,6 +87,10 @@ struct LoweringOptions {
 // and experts, and how it is computed).
 LayerShard layer_shard(const Scenario& scenario);
 
+// The buffer that weight-gradient GEMMs add into, in its dtype: below ZeRO-3 the gradients are
+// accumulated in place (Megatron-LM's gradient-accumulation fusion); under it, none.
+std::optional<DType> gradient_buffer(const Training& training, int zero);
+
 // Whether ZeRO stage `zero` over `pp` pipeline stages gathers weights and reduces gradients per
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);

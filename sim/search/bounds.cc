@@ -71,7 +71,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
   // gradients write fresh tensors, and are priced a second time adding into the buffer.
   LayerShard shard = layer_shard(with_layout(base_, layout));
   shard.gradient_buffer.reset();
-  const DType buffer_dtype = base_.training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
+  const std::optional<DType> buffer = gradient_buffer(base_.training, /*zero=*/0);
   auto facts_of = [&](LayerGraph graph) {
     auto facts = std::make_shared<BlockFacts>();
     facts->graph = std::make_shared<const LayerGraph>(std::move(graph));
@@ -88,9 +88,9 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
       const Op& op = g.op(id);
       if (!is_collective(op)) facts->compute_s[id] = kernel_pricer_.price(op).time / Seconds(1);
       if (op.kind == OpKind::kGemm && op.gemm.layout == GemmLayout::kWeightGradient) {
-        Op buffered = op;
-        buffered.gemm.accumulates_into = buffer_dtype;
-        facts->buffered_wgrad_s.emplace_back(id, kernel_pricer_.price(buffered).time / Seconds(1));
+        Op accumulating = op;
+        accumulating.gemm.accumulates_into = buffer;
+        facts->buffered_wgrad_s.emplace_back(id, kernel_pricer_.price(accumulating).time / Seconds(1));
       }
       // Kept for backward: saved by a forward kernel and not released within the forward pass.
       const bool released_in_forward =
@@ -124,15 +124,15 @@ const LayoutBounds::ShardFacts& LayoutBounds::shard_facts(const Layout& l) {
 const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& LayoutBounds::block_times(
     const Layout& l, Detail detail) {
   const bool zero_bubble = l.schedule == Schedule::kZeroBubble;
-  const bool gradient_buffer = l.zero < 3;
+  const bool buffered = gradient_buffer(base_.training, l.zero).has_value();
   if (detail == Detail::kKernels) {
-    const auto key = std::make_tuple(shard_key(l), zero_bubble, gradient_buffer);
+    const auto key = std::make_tuple(shard_key(l), zero_bubble, buffered);
     if (auto it = kernel_times_.find(key); it != kernel_times_.end()) return it->second;
-    return kernel_times_.emplace(key, compute_times(shard_facts(l), nullptr, zero_bubble, gradient_buffer))
+    return kernel_times_.emplace(key, compute_times(shard_facts(l), nullptr, zero_bubble, buffered))
         .first->second;
   }
   const auto layout_key =
-      std::make_tuple(shard_key(l), l.tp, l.cp, l.dp, l.pp, l.ep, zero_bubble, gradient_buffer);
+      std::make_tuple(shard_key(l), l.tp, l.cp, l.dp, l.pp, l.ep, zero_bubble, buffered);
   if (auto it = times_by_layout_.find(layout_key); it != times_by_layout_.end()) return *it->second;
   const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.gpus_per_node);
   auto placed = placements_.find({l.tp, l.cp, l.dp, l.pp, l.ep});
@@ -145,18 +145,18 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
                  .first;
   }
   const auto& [tensor, context, expert] = placed->second;
-  const TimesKey key{shard_key(l), tensor, context, expert, zero_bubble, gradient_buffer};
+  const TimesKey key{shard_key(l), tensor, context, expert, zero_bubble, buffered};
   if (auto it = times_.find(key); it != times_.end()) {
     return *(times_by_layout_[layout_key] = &it->second);
   }
   const OpPricer pricer(timer_, collectives_, ranks);
   const auto& times =
-      times_.emplace(key, compute_times(shard_facts(l), &pricer, zero_bubble, gradient_buffer)).first->second;
+      times_.emplace(key, compute_times(shard_facts(l), &pricer, zero_bubble, buffered)).first->second;
   return *(times_by_layout_[layout_key] = &times);
 }
 
 std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds::compute_times(
-    const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble, bool gradient_buffer) const {
+    const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble, bool buffered) const {
   std::array<BlockTimes, kNumBlockKinds> times{};
   for (int kind = 0; kind < kNumBlockKinds; ++kind) {
     const BlockFacts* block = facts[kind].get();
@@ -164,7 +164,7 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     const LayerGraph& g = *block->graph;
     // Op durations: kernels from the op timer, collectives over the group they run on.
     std::vector<double> duration = block->compute_s;
-    if (gradient_buffer) {
+    if (buffered) {
       for (const auto& [id, seconds] : block->buffered_wgrad_s) duration[id] = seconds;
     }
     for (OpId id = 0; id < g.num_ops(); ++id) {

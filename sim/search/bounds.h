@@ -113,9 +113,9 @@ class LayoutBounds {
   const ShardFacts& shard_facts(const Layout& layout);
   const std::array<BlockTimes, kNumBlockKinds>& block_times(const Layout& layout, Detail detail);
   // The block times of a shard; collectives priced by `pricer`, or instant when null.
-  // `gradient_buffer`: weight gradients add into a gradient buffer (ZeRO below 3).
+  // `buffered`: weight gradients add into a gradient buffer (ZeRO below 3).
   std::array<BlockTimes, kNumBlockKinds> compute_times(const ShardFacts& facts, const OpPricer* pricer,
-                                                       bool zero_bubble, bool gradient_buffer) const;
+                                                       bool zero_bubble, bool buffered) const;
   // Distinct states of a stage at the end of a run of forward passes: per chunk, the
   // micro-batches whose activations it holds, then the highest chunk it has run.
   const std::vector<std::vector<int>>& in_flight(const Layout& layout, int stage);
