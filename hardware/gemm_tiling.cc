@@ -17,7 +17,7 @@ GemmTiling gemm_tiling(const GemmShape& s, const GpuSpec& gpu) {
   const double padding =
       static_cast<double>(s.m) * s.n * s.count / (static_cast<double>(tiles) * k.gemm_tile_m * k.gemm_tile_n);
   const double wave_fill = static_cast<double>(tiles * split) / (static_cast<double>(waves) * gpu.sm_count);
-  return GemmTiling{padding * wave_fill, static_cast<double>(s.k) / split};
+  return GemmTiling{padding * wave_fill, static_cast<double>(s.k) / split, tiles * split};
 }
 
 double attention_occupancy(const AttentionShape& s, const GpuSpec& gpu) {

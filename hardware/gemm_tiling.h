@@ -13,6 +13,7 @@ namespace paceline {
 struct GemmTiling {
   double utilization = 1.0;  // padding × wave fill: the share of issued tile work that is real
   double k_per_part = 0.0;   // K each split-K part reduces over
+  int64_t blocks = 0;        // tiles × split-K parts: the thread blocks a non-persistent kernel launches
 };
 
 // Tiles of tile_m × tile_n over the SMs; when tiles are fewer than SMs, K is split over up to

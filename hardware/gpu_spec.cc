@@ -59,6 +59,7 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   if (k.gemm_tile_m < 1 || k.gemm_tile_n < 1) gemm.fail("tile_m", "tiles must be at least 1");
   k.gemm_k_half = sourced_required<double>(gemm, "k_half", gpu, "kernels.gemm.");
   if (k.gemm_k_half < 0.0) gemm.fail("k_half", "must not be negative");
+  k.gemm_persistent = sourced<bool>(gemm, "persistent", gpu, "kernels.gemm.").value_or(false);
   gemm.finish();
   YamlMap attention = map.map("attention");
   k.attention_forward_efficiency = fraction(attention, "forward_efficiency", gpu, "kernels.attention.");
@@ -81,6 +82,14 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
       internal::read_sourced<double>(map, "communication_interference", gpu.field_sources, "kernels.").value_or(0.0);
   if (k.communication_interference < 0.0 || k.communication_interference > 1.0) {
     map.fail("communication_interference", "must be a fraction in [0, 1]");
+  }
+  k.communication_sms = sourced<int64_t>(map, "communication_sms", gpu, "kernels.").value_or(0);
+  if (k.communication_sms < 0 || k.communication_sms >= gpu.sm_count) {
+    map.fail("communication_sms", fmt::format("= {} must be from 0 to the GPU's {} SMs less one", k.communication_sms,
+                                              gpu.sm_count));
+  }
+  if (k.gemm_persistent && k.communication_sms == 0) {
+    map.fail("communication_sms", "is required when kernels.gemm.persistent is true (the SMs communication holds)");
   }
   YamlMap memory = map.map("memory_bound");
   k.memory_bandwidth_efficiency = fraction(memory, "bandwidth_efficiency", gpu, "kernels.memory_bound.");

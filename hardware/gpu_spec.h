@@ -53,6 +53,12 @@ struct KernelEfficiency {
   // How much longer compute takes while communication kernels run beside it on the same GPU
   // (they take SMs and memory bandwidth): time × (1 + communication_interference).
   double communication_interference = 0.0;
+  // GEMM kernels launch one thread block per SM, each working through a fixed share of the
+  // tiles (persistent kernels with a static schedule, as Hopper's cuBLAS runs them). While a
+  // communication kernel holds `communication_sms` SMs, the blocks that find none wait until
+  // others finish: the GEMM runs in two waves.
+  bool gemm_persistent = false;
+  int64_t communication_sms = 0;  // SMs a communication (NCCL) kernel holds, sharing none
 };
 
 struct GpuSpec {

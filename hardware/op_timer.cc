@@ -79,6 +79,9 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
 KernelTime OpTimer::gemm(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
   const Roofline modelled = gemm_roofline(s);
+  const KernelEfficiency& k = gpu_.kernels;
+  const int64_t grid = std::min<int64_t>(gemm_tiling(s, gpu_).blocks, gpu_.sm_count);
+  const bool persistent = k.gemm_persistent && grid > gpu_.sm_count - k.communication_sms;
   if (profile_) {
     // Profiles measure GEMMs that write C once, and fp8 ones only in the forward layout, with
     // fast accumulation; a GEMM that differs takes the model's ratio of the two on top.
@@ -87,10 +90,10 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
     if (s.dtype == DType::kFp8) as_measured.layout = GemmLayout::kForward;
     if (const std::optional<Seconds> measured = profile_->gemm(as_measured)) {
       const Roofline plain = gemm_roofline(as_measured);
-      return {transferred(*measured, plain.compute_bound, s.dtype) * (modelled.time / plain.time), true};
+      return {transferred(*measured, plain.compute_bound, s.dtype) * (modelled.time / plain.time), true, persistent};
     }
   }
-  return {modelled.time + gpu_.kernels.overhead, false};
+  return {modelled.time + k.overhead, false, persistent};
 }
 
 KernelTime OpTimer::attention(const AttentionShape& s) const {

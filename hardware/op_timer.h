@@ -25,6 +25,10 @@
 //   memory      bytes / (HBM bandwidth · e_bw)
 // each never faster than its memory roofline, plus `overhead`.
 //
+// On GPUs whose GEMMs are persistent kernels (a thread block per SM, a static share of the tiles
+// each), a GEMM launching more blocks than the SMs communication kernels leave free is marked
+// `persistent`: beside communication its late blocks wait for a second wave.
+//
 // A profile measured on another GPU of the same family stands in for this one scaled by the
 // peak ratios: compute-bound kernels by the dtype's dense peak, memory-bound ones by HBM
 // bandwidth. Compute-bound kernels keep the GPU's `sustained_compute_fraction` of their short-
@@ -44,10 +48,12 @@ namespace paceline {
 // FLOPs of a fused attention kernel of this shape (forward or backward).
 Flop attention_flop(const AttentionShape& shape);
 
-// A kernel's time and whether it came from a measured profile.
+// A kernel's time, whether it came from a measured profile, and whether it is a persistent
+// kernel that needs more SMs than communication kernels leave it (GpuSpec: gemm_persistent).
 struct KernelTime {
   Seconds time;
   bool measured = false;
+  bool persistent = false;
 };
 
 class OpTimer {

@@ -46,6 +46,7 @@ struct RankState {
   std::vector<SimTime> since;
   std::vector<uint8_t> victim_running;
   int aggressors = 0;                         // aggressor tasks running on the rank
+  int sm_holders = 0;                         // of those, the ones that hold SMs
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
   RankOutcome outcome;
@@ -199,14 +200,28 @@ class RunState {
 
   bool is_victim(uint8_t tag) const { return (options_.interference.victim_tags >> tag) & 1; }
   bool is_aggressor(uint8_t tag) const { return (options_.interference.aggressor_tags >> tag) & 1; }
-  double rate(const RankState& state) const {
-    return state.aggressors > 0 ? 1.0 / (1.0 + options_.interference.slowdown) : 1.0;
+  bool holds_sms(uint8_t tag) const { return (options_.interference.sm_holder_tags >> tag) & 1; }
+  // Whether any aggressor could ever slow `t`.
+  bool may_slow(const Task& t) const {
+    const Interference& i = options_.interference;
+    return is_victim(t.tag) && (i.slowdown > 0.0 || (i.persistent_slowdown > 0.0 && t.persistent_duration > SimTime::zero()));
   }
+  // The speed of victim `t` while `aggressors` run beside it, `sm_holders` of them holding SMs.
+  double rate(int aggressors, int sm_holders, const Task& t) const {
+    const Interference& i = options_.interference;
+    if (sm_holders > 0 && t.persistent_duration > SimTime::zero()) {
+      const double persistent_share = static_cast<double>(t.persistent_duration.picoseconds()) /
+                                      static_cast<double>(t.duration.picoseconds());
+      return 1.0 / (1.0 + i.slowdown + persistent_share * (i.persistent_slowdown - i.slowdown));
+    }
+    return aggressors > 0 ? 1.0 / (1.0 + i.slowdown) : 1.0;
+  }
+  double rate(const RankState& state, const Task& t) const { return rate(state.aggressors, state.sm_holders, t); }
 
   // A local task takes `duration` at full speed; a victim of interference may take longer.
   void schedule_completion(uint32_t rank, TaskId task, const Task& t) {
     RankState& state = ranks_[rank];
-    if (!is_victim(t.tag) || options_.interference.slowdown == 0.0) {
+    if (!may_slow(t)) {
       queue_.push(now_ + t.duration, Completion{rank, task, state.version[t.stream]});
       return;
     }
@@ -218,32 +233,36 @@ class RunState {
 
   void reschedule(uint32_t rank, StreamId stream, TaskId task) {
     RankState& state = ranks_[rank];
-    const int64_t left = std::llround(state.remaining_ps[stream] / rate(state));
+    const int64_t left = std::llround(state.remaining_ps[stream] / rate(state, program(rank).kind(task)));
     queue_.push(now_ + SimTime::from_picoseconds(left), Completion{rank, task, ++state.version[stream]});
   }
 
   // Aggressors starting and ending change the speed of the rank's running victims.
   void start_running(uint32_t rank, const Task& t) {
-    if (is_aggressor(t.tag)) set_aggressors(rank, ranks_[rank].aggressors + 1);
+    if (is_aggressor(t.tag)) change_aggressors(rank, t, +1);
   }
   void stop_running(uint32_t rank, const Task& t) {
     RankState& state = ranks_[rank];
     state.victim_running[t.stream] = 0;
-    if (is_aggressor(t.tag)) set_aggressors(rank, state.aggressors - 1);
+    if (is_aggressor(t.tag)) change_aggressors(rank, t, -1);
   }
-  void set_aggressors(uint32_t rank, int count) {
+  void change_aggressors(uint32_t rank, const Task& aggressor, int delta) {
     RankState& state = ranks_[rank];
-    const bool was_slowed = state.aggressors > 0;
-    const double old_rate = rate(state);
-    state.aggressors = count;
-    if (was_slowed == (count > 0) || options_.interference.slowdown == 0.0) return;
+    const int aggressors_before = state.aggressors;
+    const int sm_holders_before = state.sm_holders;
+    state.aggressors += delta;
+    if (holds_sms(aggressor.tag)) state.sm_holders += delta;
     const Program& p = program(rank);
     for (StreamId s = 0; s < p.num_streams(); ++s) {
       if (!state.victim_running[s]) continue;
+      const TaskId victim = p.stream_tasks(s)[state.stream_next[s]];
+      const Task& v = p.kind(victim);
+      const double old_rate = rate(aggressors_before, sm_holders_before, v);
+      if (old_rate == rate(state, v)) continue;
       state.remaining_ps[s] -= static_cast<double>((now_ - state.since[s]).picoseconds()) * old_rate;
       state.remaining_ps[s] = std::max(0.0, state.remaining_ps[s]);
       state.since[s] = now_;
-      reschedule(rank, s, p.stream_tasks(s)[state.stream_next[s]]);
+      reschedule(rank, s, victim);
     }
   }
 

@@ -34,11 +34,15 @@ struct RankSetup {
 
 // Compute slowed by concurrent communication on the same rank: while any task whose tag is in
 // `aggressor_tags` runs, tasks whose tag is in `victim_tags` progress at 1/(1 + slowdown) of
-// their speed (bit t of a mask stands for tag t).
+// their speed (bit t of a mask stands for tag t). While an aggressor whose tag is also in
+// `sm_holder_tags` runs, the part of a victim spent in persistent kernels
+// (Task::persistent_duration) is slowed by `persistent_slowdown` instead.
 struct Interference {
   uint64_t victim_tags = 0;
   uint64_t aggressor_tags = 0;
   double slowdown = 0.0;
+  uint64_t sm_holder_tags = 0;
+  double persistent_slowdown = 0.0;
 };
 
 // A task run by the ExternalModel, on one rank.

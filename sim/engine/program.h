@@ -49,6 +49,9 @@ struct Task {
   int64_t transient_bytes = 0;
   uint32_t label = 0;  // opaque to the engine: the caller's description of the task
   uint8_t tag = 0;     // opaque to the engine: the caller's activity class
+  // Of `duration`, the time in persistent kernels (a thread block per SM, each over a fixed
+  // share of the work): those whose blocks find SMs held by another kernel wait for them.
+  SimTime persistent_duration;
   // Its duration is decided by the run's ExternalModel (a network shared by concurrent
   // transfers) instead of `duration`.
   bool external = false;

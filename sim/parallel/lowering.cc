@@ -279,6 +279,7 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
     Task task;
     task.stream = static_cast<StreamId>(t.stream);
     task.duration = t.duration;
+    task.persistent_duration = t.persistent_duration;
     task.alloc_at_start_bytes = t.alloc_bytes;
     task.free_at_end_bytes = t.free_bytes + (i == plan.last_compute ? free_at_exit : 0);
     task.transient_bytes = t.transient_bytes;

@@ -217,6 +217,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     plan.ops.push_back(PlannedOp{op.name, duration, priced.measured, op.phase, op.kind, op.flop});
     ++task.num_ops;
     task.duration = task.duration + to_sim_time(duration);
+    if (priced.persistent) task.persistent_duration = task.persistent_duration + to_sim_time(duration);
     task.flop += op.flop;
     plan.flop += op.flop;
     if (op.phase == Phase::kForward || op.phase == Phase::kRecompute) {

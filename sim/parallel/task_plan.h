@@ -79,6 +79,7 @@ struct TaskTemplate {
   GroupKind group = GroupKind::kTensor;  // communication tasks: the group they run over
   CommSpec comm;                         // communication tasks: the collective
   SimTime duration;
+  SimTime persistent_duration;      // of `duration`, in persistent kernels (KernelTime::persistent)
   std::vector<uint32_t> deps;       // templates of the same plan
   std::vector<OpId> external_deps;  // ops of another pass of the same block instance
   bool entry = false;               // waits for the block's input (or output gradient)

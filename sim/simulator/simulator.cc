@@ -91,6 +91,17 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     if (is_communication(static_cast<ActivityTag>(tag))) engine_options.interference.aggressor_tags |= uint64_t{1} << tag;
   }
   engine_options.interference.slowdown = scenario->cluster.gpu.kernels.communication_interference;
+  // NCCL kernels hold their SMs for the whole collective; a persistent GEMM beside one runs in
+  // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
+  // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies
+  // with the copy engines.
+  for (int tag = 0; tag < kNumActivityTags; ++tag) {
+    const auto activity = static_cast<ActivityTag>(tag);
+    if (!is_communication(activity)) continue;
+    if (activity == ActivityTag::kTensorComm && scenario->parallelism.tp_comm_overlap) continue;
+    engine_options.interference.sm_holder_tags |= uint64_t{1} << tag;
+  }
+  engine_options.interference.persistent_slowdown = 1.0;
   const Engine engine(lowering->ranks, engine_options);
   std::optional<NetworkModel> network;
   if (full) network.emplace(*lowering, layout, collectives, symmetry);

@@ -94,6 +94,47 @@ kernels:
   }
 }
 
+TEST(GpuSpec, PersistentGemmsNeedTheSmsCommunicationHolds) {
+  const std::string base = R"(name: g
+memory_capacity: 80 GiB
+memory_bandwidth: 2 TB/s
+sm_count: 100
+peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s}
+kernels:
+  overhead: 2 us
+  gemm: {max_efficiency: 0.8, tile_m: 128, tile_n: 128, k_half: 64%s}
+  attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100, causal_efficiency_ratio: 0.9, causal_seq_half: 100, tile_rows: 128}
+  memory_bound: {bandwidth_efficiency: 0.9}
+%s)";
+  const auto read = [&](const std::string& gemm, const std::string& kernels) {
+    std::string text = base;
+    text.replace(text.find("%s"), 2, gemm);
+    text.replace(text.find("%s"), 2, kernels);
+    const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
+    YamlMap map(doc.root, doc.file, "gpu");
+    return read_gpu(map);
+  };
+  const GpuSpec plain = read("", "");
+  EXPECT_FALSE(plain.kernels.gemm_persistent);
+  EXPECT_EQ(plain.kernels.communication_sms, 0);
+  const GpuSpec persistent = read(", persistent: true", "  communication_sms: 16\n");
+  EXPECT_TRUE(persistent.kernels.gemm_persistent);
+  EXPECT_EQ(persistent.kernels.communication_sms, 16);
+  const auto error = [&](const std::string& gemm, const std::string& kernels) {
+    try {
+      read(gemm, kernels);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(", persistent: true", ""),
+            "gpu.yaml:7:3: gpu.kernels.communication_sms is required when kernels.gemm.persistent is true (the SMs "
+            "communication holds)");
+  EXPECT_EQ(error("", "  communication_sms: 100\n"),
+            "gpu.yaml:11:22: gpu.kernels.communication_sms = 100 must be from 0 to the GPU's 100 SMs less one");
+}
+
 TEST(GpuSpec, UnknownGpuListsTheCatalog) {
   try {
     resolve_gpu("h1000", default_gpu_catalog(), SourceLocation{"s.yaml", 3, 8});

@@ -175,6 +175,8 @@ TEST(KernelProfile, OpTimerUsesTheProfileAndSaysSo) {
   const OpTimer timer(gpu, profile);
   const KernelTime gemm = timer.gemm({4096, 4096, 4096});
   EXPECT_TRUE(gemm.measured);
+  // Measured or not, its shape makes it a persistent kernel on Hopper.
+  EXPECT_TRUE(gemm.persistent);
   // Compute-bound: the burst measurement slowed to the sustained fraction.
   EXPECT_NEAR(gemm.time / Seconds(1),
               *profile->gemm({4096, 4096, 4096}) / Seconds(1) / gpu.kernels.sustained_compute_fraction, 1e-12);

@@ -113,6 +113,19 @@ double expected_attention_s(const GpuSpec& gpu, const AttentionShape& shape, dou
          Seconds(1);
 }
 
+TEST(OpTimer, HopperGemmsNeedingTheSmsCommunicationHoldsArePersistent) {
+  // An H100 leaves 132 - 16 = 116 SMs beside an NCCL kernel. 8192^3: 2048 tiles, a block on
+  // every SM. 1024 x 2048 x 4096: 8 x 8 = 64 tiles, K split in two, 128 blocks > 116.
+  // 1024 x 1024 x 256: 32 tiles, K too short to split, 32 blocks fit beside NCCL.
+  const OpTimer h100_timer(h100());
+  EXPECT_TRUE(h100_timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).persistent);
+  EXPECT_TRUE(h100_timer.gemm({1024, 2048, 4096, 1, DType::kBf16}).persistent);
+  EXPECT_FALSE(h100_timer.gemm({1024, 1024, 256, 1, DType::kBf16}).persistent);
+  // Ampere's cuBLAS kernels launch a block per tile: never persistent.
+  const OpTimer a100_timer(resolve_gpu("a100-sxm4-80gb", default_gpu_catalog(), {}));
+  EXPECT_FALSE(a100_timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).persistent);
+}
+
 TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
   // b=1, h=32, s=8192, d=128 causal: 4·s²·d·h·½ = 1.1e12 FLOP forward; backward 2.5×.
   const GpuSpec gpu = h100();

@@ -240,6 +240,35 @@ TEST(Engine, CommunicationSlowsOverlappingCompute) {
   EXPECT_EQ(span_end(r, 0, 0), us(10.8));
 }
 
+TEST(Engine, SmHoldingCommunicationPushesPersistentWorkIntoASecondWave) {
+  // As above, but A's work is in persistent kernels (a block per SM). Beside an aggressor that
+  // holds SMs (tag 1), A runs at 1/(1 + 1.0): from 2 to 6 us it does 2, the last 6 at full
+  // speed: 12 us. Beside one that holds none (tag 2) only the generic 0.25 applies: 10.8 us.
+  // Half of A persistent: slowed by 0.25 + 0.5 x (1.0 - 0.25) = 0.625 beside tag 1, so from 2
+  // to 6 us it does 4/1.625 and ends at 6 + (8 - 4/1.625) = 11.538 us.
+  const auto end_of_a = [](double persistent_us, uint8_t aggressor_tag) {
+    ProgramBuilder b;
+    const StreamId compute = b.add_stream("compute");
+    const StreamId comm = b.add_stream("comm");
+    const StreamId timer = b.add_stream("timer");
+    b.add_task({.stream = compute, .duration = us(10), .tag = 0, .persistent_duration = us(persistent_us)});
+    const TaskId delay = b.add_task({.stream = timer, .duration = us(2)});
+    const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = aggressor_tag});
+    b.add_dependency(delay, x);
+    EngineOptions options;
+    options.interference = Interference{.victim_tags = 1u << 0,
+                                        .aggressor_tags = (1u << 1) | (1u << 2),
+                                        .slowdown = 0.25,
+                                        .sm_holder_tags = 1u << 1,
+                                        .persistent_slowdown = 1.0};
+    return span_end(Engine({rank_of(share(std::move(b)))}, options).run(), 0, 0);
+  };
+  EXPECT_EQ(end_of_a(10, 1), us(12));
+  EXPECT_EQ(end_of_a(10, 2), us(10.8));
+  EXPECT_EQ(end_of_a(0, 1), us(10.8));
+  EXPECT_NEAR(static_cast<double>(end_of_a(5, 1).picoseconds()) / 1e6, 6.0 + 8.0 - 4.0 / 1.625, 1e-6);
+}
+
 // An external model that finishes every task `delay` after it starts, one by one.
 class FixedDelay : public ExternalModel {
  public:
