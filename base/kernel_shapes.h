@@ -61,6 +61,13 @@ struct GemmShape {
 // the s×s scores.
 enum class AttentionKernel { kFlash, kFlash2, kUnfused };
 
+// FlashAttention-2 is compiled for head dims 32, 64, ..., 256 and runs a head on the smallest
+// that holds it (flash-attn 2.x's HEADDIM_SWITCH, copied into PyTorch's
+// aten/src/ATen/native/transformers/cuda/flash_attn/static_switch.h): its matmuls span the
+// padded width.
+inline constexpr int64_t kFlash2MaxHeadDim = 256;
+inline constexpr int64_t flash2_kernel_head_dim(int64_t head_dim) { return (head_dim + 31) / 32 * 32; }
+
 // Fused attention over one rank's shard. causal: each query sees keys up to itself.
 struct AttentionShape {
   int64_t batch = 0;

@@ -107,7 +107,8 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   const double ceiling = s.causal ? base * k.attention_causal_ratio : base;
   const double seq_half = s.causal ? k.attention_causal_seq_half : k.attention_seq_half;
   const double efficiency = ceiling * length / (length + seq_half) * attention_occupancy(s, gpu_);
-  const Seconds compute = attention_flop(s) / (peak_for(s.dtype) * efficiency);
+  const double padding = flash2 ? static_cast<double>(flash2_kernel_head_dim(s.head_dim)) / s.head_dim : 1.0;
+  const Seconds compute = attention_flop(s) * padding / (peak_for(s.dtype) * efficiency);
   // Q and O (heads wide) and K, V (kv_heads wide) are read or written at least once.
   const double e = bytes_per_element(s.dtype);
   const Seconds memory = memory_roofline(Bytes(e * s.batch * s.head_dim *

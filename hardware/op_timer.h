@@ -21,7 +21,8 @@
 //               4·b·h·s_q·s_kv·d, halved when causal, ×2.5 for backward (five products against
 //               two); e from the fused kernels' figures, or FlashAttention-2's (never from a
 //               profile); causal: e · causal_ratio · s/(s + causal_seq_half) instead; occupancy:
-//               how its tiles of tile_rows rows fill the SMs (attention_occupancy)
+//               how its tiles of tile_rows rows fill the SMs (attention_occupancy);
+//               FlashAttention-2 spends the FLOPs of its padded head dim (a multiple of 32)
 //   memory      bytes / (HBM bandwidth · e_bw)
 // each never faster than its memory roofline, plus `overhead`.
 //

@@ -250,6 +250,10 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                                            "none (kernels.attention.flash2_forward_efficiency); use flash or unfused",
                                            s.cluster.gpu.name));
   }
+  if (t.attention == AttentionKernel::kFlash2 && s.model.head_dim > kFlash2MaxHeadDim) {
+    training.fail("attention", fmt::format("= flash2 runs head dims up to {}; the model's is {}; use flash or unfused",
+                                           kFlash2MaxHeadDim, s.model.head_dim));
+  }
 }
 
 }  // namespace

@@ -196,6 +196,26 @@ TEST(OpTimer, FlashAttention2RunsAtItsOwnEfficiencies) {
   EXPECT_GT(timer.attention(shape).time, 1.5 * timer.attention(fused).time);
 }
 
+TEST(OpTimer, FlashAttention2PadsTheHeadDimToItsKernels) {
+  // MPT-30B's heads are 112 wide: FlashAttention-2 runs them on its 128 kernel, 128/112 the
+  // compute of the unpadded head (the occupancy is the same). Fused kernels are not padded here.
+  const OpTimer timer(h100());
+  const AttentionShape wide{1, 64, 64, 8192, 8192, 128, true, true, DType::kBf16, AttentionKernel::kFlash2};
+  AttentionShape narrow = wide;
+  narrow.head_dim = 112;
+  const Seconds overhead = h100().kernels.overhead;
+  EXPECT_NEAR((timer.attention(narrow).time - overhead) / Seconds(1),
+              (timer.attention(wide).time - overhead) / Seconds(1), 1e-12);
+  AttentionShape fused = narrow;
+  fused.kernel = AttentionKernel::kFlash;
+  AttentionShape fused_wide = wide;
+  fused_wide.kernel = AttentionKernel::kFlash;
+  EXPECT_NEAR((timer.attention(fused).time - overhead) / (timer.attention(fused_wide).time - overhead), 112.0 / 128.0,
+              1e-12);
+  EXPECT_EQ(flash2_kernel_head_dim(80), 96);
+  EXPECT_EQ(flash2_kernel_head_dim(256), 256);
+}
+
 TEST(OpTimer, MemoryBoundKernelStreamsAtEffectiveBandwidth) {
   // 1 GiB through HBM at 3.35 TB/s · efficiency, plus the kernel overhead.
   const GpuSpec gpu = h100();

@@ -168,6 +168,17 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(ScenarioErrors, FlashAttention2RunsHeadsUpTo256Wide) {
+  const std::string wide_heads =
+      replace(replace(kBase, "model: gpt3-175b",
+                      "model: {layers: 16, hidden: 4096, heads: 8, head_dim: 512, ffn_hidden: 8192, vocab: 1024, "
+                      "seq_len: 2048}"),
+              "global_batch: 1536", "global_batch: 1536\n  attention: flash2");
+  EXPECT_EQ(error_of(wide_heads),
+            "s.yaml:14:14: training.attention = flash2 runs head dims up to 256; the model's is 512; use flash or "
+            "unfused");
+}
+
 TEST(Scenario, RecomputeSelectiveOpIsTorchtitansPolicy) {
   const Scenario s =
       load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  recompute: selective-op"), "s.yaml");
