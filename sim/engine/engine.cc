@@ -204,7 +204,8 @@ class RunState {
   // Whether any aggressor could ever slow `t`.
   bool may_slow(const Task& t) const {
     const Interference& i = options_.interference;
-    return is_victim(t.tag) && (i.slowdown > 0.0 || (i.persistent_slowdown > 0.0 && t.persistent_duration > SimTime::zero()));
+    const bool persistent = i.persistent_slowdown > 0.0 && t.persistent_duration > SimTime::zero();
+    return is_victim(t.tag) && (i.slowdown > 0.0 || persistent);
   }
   // The speed of victim `t` while `aggressors` run beside it, `sm_holders` of them holding SMs.
   double rate(int aggressors, int sm_holders, const Task& t) const {

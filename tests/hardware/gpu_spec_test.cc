@@ -61,77 +61,57 @@ kernels:
   }
 }
 
-TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) {
-  const std::string base = R"(name: g
+// A small catalog GPU with `peak`, `gemm` and `kernels` appended to its dense peaks, its GEMM
+// figures and its kernels.
+GpuSpec read_small_gpu(const std::string& peak, const std::string& gemm, const std::string& kernels = "") {
+  const std::string text = R"(name: g
 memory_capacity: 80 GiB
 memory_bandwidth: 2 TB/s
 sm_count: 100
-peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s%s}
+peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s)" + peak + R"(}
 kernels:
   overhead: 2 us
-  gemm: {max_efficiency: 0.8, tile_m: 128, tile_n: 128, k_half: 64%s}
+  gemm: {max_efficiency: 0.8, tile_m: 128, tile_n: 128, k_half: 64)" + gemm + R"(}
   attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100, causal_efficiency_ratio: 0.9, causal_seq_half: 100, tile_rows: 128}
   memory_bound: {bandwidth_efficiency: 0.9}
-)";
-  const auto read = [&](const std::string& peak, const std::string& gemm) {
-    std::string text = base;
-    text.replace(text.find("%s"), 2, peak);
-    text.replace(text.find("%s"), 2, gemm);
-    const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
-    YamlMap map(doc.root, doc.file, "gpu");
-    return read_gpu(map);
-  };
-  EXPECT_EQ(read(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7").kernels.gemm_fp8_fast_accumulation_max_efficiency, 0.7);
-  EXPECT_EQ(read(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7, fp8_fast_accumulation_max_efficiency: 0.75")
+)" + kernels;
+  const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
+  YamlMap map(doc.root, doc.file, "gpu");
+  return read_gpu(map);
+}
+
+// The error reading that GPU raises ("no error" if none).
+std::string small_gpu_error(const std::string& peak, const std::string& gemm, const std::string& kernels = "") {
+  try {
+    read_small_gpu(peak, gemm, kernels);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) {
+  EXPECT_EQ(read_small_gpu(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7").kernels.gemm_fp8_fast_accumulation_max_efficiency,
+            0.7);
+  EXPECT_EQ(read_small_gpu(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7, fp8_fast_accumulation_max_efficiency: 0.75")
                 .kernels.gemm_fp8_fast_accumulation_max_efficiency,
             0.75);
-  try {
-    read("", ", fp8_fast_accumulation_max_efficiency: 0.75");
-    FAIL() << "no fp8 peak";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "gpu.yaml:8:107: gpu.kernels.gemm.fp8_fast_accumulation_max_efficiency = 0.75 "
-                                     "needs an fp8 peak (peak_dense.fp8), which this gpu has not");
-  }
+  EXPECT_EQ(small_gpu_error("", ", fp8_fast_accumulation_max_efficiency: 0.75"),
+            "gpu.yaml:8:107: gpu.kernels.gemm.fp8_fast_accumulation_max_efficiency = 0.75 needs an fp8 peak "
+            "(peak_dense.fp8), which this gpu has not");
 }
 
 TEST(GpuSpec, PersistentGemmsNeedTheSmsCommunicationHolds) {
-  const std::string base = R"(name: g
-memory_capacity: 80 GiB
-memory_bandwidth: 2 TB/s
-sm_count: 100
-peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s}
-kernels:
-  overhead: 2 us
-  gemm: {max_efficiency: 0.8, tile_m: 128, tile_n: 128, k_half: 64%s}
-  attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100, causal_efficiency_ratio: 0.9, causal_seq_half: 100, tile_rows: 128}
-  memory_bound: {bandwidth_efficiency: 0.9}
-%s)";
-  const auto read = [&](const std::string& gemm, const std::string& kernels) {
-    std::string text = base;
-    text.replace(text.find("%s"), 2, gemm);
-    text.replace(text.find("%s"), 2, kernels);
-    const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
-    YamlMap map(doc.root, doc.file, "gpu");
-    return read_gpu(map);
-  };
-  const GpuSpec plain = read("", "");
+  const GpuSpec plain = read_small_gpu("", "");
   EXPECT_FALSE(plain.kernels.gemm_persistent);
   EXPECT_EQ(plain.kernels.communication_sms, 0);
-  const GpuSpec persistent = read(", persistent: true", "  communication_sms: 16\n");
+  const GpuSpec persistent = read_small_gpu("", ", persistent: true", "  communication_sms: 16\n");
   EXPECT_TRUE(persistent.kernels.gemm_persistent);
   EXPECT_EQ(persistent.kernels.communication_sms, 16);
-  const auto error = [&](const std::string& gemm, const std::string& kernels) {
-    try {
-      read(gemm, kernels);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_EQ(error(", persistent: true", ""),
+  EXPECT_EQ(small_gpu_error("", ", persistent: true"),
             "gpu.yaml:7:3: gpu.kernels.communication_sms is required when kernels.gemm.persistent is true (the SMs "
             "communication holds)");
-  EXPECT_EQ(error("", "  communication_sms: 100\n"),
+  EXPECT_EQ(small_gpu_error("", "", "  communication_sms: 100\n"),
             "gpu.yaml:11:22: gpu.kernels.communication_sms = 100 must be from 0 to the GPU's 100 SMs less one");
 }
 
