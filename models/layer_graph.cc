@@ -370,6 +370,7 @@ struct Dims {
   double e;           // bytes per activation element
   bool sp;            // sequence parallel with tp > 1
   bool overlap;       // sp collectives in tp chunks beside their GEMMs
+  bool chunk_sum;     // overlapped reduce-scatters sum their chunks after the exchange
   int tp;
   Fusion fusion;
 };
@@ -381,6 +382,7 @@ Dims dims_of(const LayerShard& shard) {
   d.sp_tokens = d.sp ? d.tokens / shard.tp : d.tokens;
   d.e = bytes_per_element(shard.activation_dtype);
   d.overlap = d.sp && shard.tp_comm_overlap;
+  d.chunk_sum = d.overlap && shard.tp_comm_overlap_method == TpOverlapMethod::kAsyncTp;
   d.tp = shard.tp;
   d.fusion = shard.fusion;
   return d;
@@ -523,6 +525,21 @@ void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int 
   b.at(gemm).grad_cast_bytes = Bytes(static_cast<double>(s.m * s.n * s.count) * (e + 2.0));
 }
 
+// PyTorch's async TP reduce-scatters a GEMM's output by copying its tp chunks to their owners
+// as they are computed, then sums the tp chunks each rank holds in one memory-bound kernel
+// (torch.sum over stacked_partials in torch/distributed/_symmetric_memory,
+// _fused_matmul_reduce_scatter_impl): it reads the tp chunks, `full` in all, and writes one.
+// `forward`: after a forward reduce-scatter; else before a gather, summing its gradient in
+// backward. Under userbuffers the communication kernels sum as they go: `input` itself.
+int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, Bytes full, int input, bool forward) {
+  if (!d.chunk_sum) return input;
+  const Bytes traffic = full * (1.0 + 1.0 / d.tp);
+  Forward sum = memory_op(name + ".chunk_sum", MemoryKernel::kElementwise, forward ? traffic : Bytes(0), Bytes(0),
+                          forward ? Bytes(0) : traffic, {input});
+  if (forward) sum.recipe = Recipe::kCommunication;  // the gradient passes straight through
+  return b.add(sum);
+}
+
 // Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
 // Returns the index of the gathered (or plain) norm output for the GEMMs to read.
 int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, std::string name,
@@ -545,9 +562,11 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
     return b.add(collective(gather, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
                             {norm}));
   }
-  // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks.
+  // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
+  // the input gradient is reduce-scattered in chunks and summed (add_chunk_sum).
+  const int summed = add_chunk_sum(b, d, gather, gathered, norm, /*forward=*/false);
   const int first = b.add(collective(gather, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor,
-                                     gathered * (1.0 / d.tp), {norm}));
+                                     gathered * (1.0 / d.tp), {summed}));
   const int rest = b.add(collective(gather + ".overlapped", Collective::kAllGather, Collective::kReduceScatter,
                                     CommGroup::kTensor, gathered * ((d.tp - 1.0) / d.tp), {first}));
   b.complete_beside(first, rest);
@@ -580,7 +599,8 @@ int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& 
     // backward, gathered while its input gradient is computed; its weight gradient needs all).
     const int rest = scatter(".reduce_scatter.overlapped", size * ((d.tp - 1.0) / d.tp), b.at(input).inputs);
     b.at(input).wgrad_also_after.push_back(rest);
-    return scatter(".reduce_scatter", size * (1.0 / d.tp), {input, rest});
+    const int last = scatter(".reduce_scatter", size * (1.0 / d.tp), {input, rest});
+    return add_chunk_sum(b, d, name + ".reduce_scatter", size, last, /*forward=*/true);
   }
   if (d.sp) return scatter(".reduce_scatter", size, {input});
   return b.add(collective(name + ".allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor, size,

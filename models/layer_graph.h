@@ -43,6 +43,12 @@ enum class Fusion { kFused, kEager };
 // (`a2a`, DeepSpeed-Ulysses).
 enum class ContextComm { kRing, kAllGather, kAllToAll };
 
+// What runs tensor-parallel collectives beside their GEMMs. Transformer Engine's userbuffers
+// (`userbuffers`: Megatron-LM, NeMo) reduce-scatter in communication kernels that sum as they go.
+// PyTorch's async TP (`async_tp`: torchtitan) copies each rank's GEMM output chunks to their
+// owners with the copy engines and sums the tp chunks it holds in one kernel after the last.
+enum class TpOverlapMethod { kUserbuffers, kAsyncTp };
+
 // How one rank sees a block.
 struct LayerShard {
   int64_t micro_batch = 1;
@@ -53,6 +59,7 @@ struct LayerShard {
   int ep = 1;              // expert parallel
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // sequence-parallel collectives in chunks beside their GEMMs
+  TpOverlapMethod tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
   DType activation_dtype = DType::kBf16;  // bf16 or fp16 activations and weights
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;

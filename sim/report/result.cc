@@ -258,6 +258,7 @@ Json to_json(const Scenario& s) {
   parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
   parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);
+  parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
   parallelism.set("cp_comm", to_string(p.cp_comm));
   parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard).set("fsdp_prefetch", p.fsdp_prefetch);
   Json stages = Json::array();

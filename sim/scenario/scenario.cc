@@ -63,6 +63,11 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                                                 : Schedule::kOneFOneB;
   p.sequence_parallel = map.get<bool>("sequence_parallel", p.tp > 1);
   p.tp_comm_overlap = map.get<bool>("tp_comm_overlap", false);
+  const std::string method = map.choice("tp_comm_overlap_method", {"userbuffers", "async_tp"}, "userbuffers");
+  p.tp_comm_overlap_method = method == "async_tp" ? TpOverlapMethod::kAsyncTp : TpOverlapMethod::kUserbuffers;
+  if (map.has("tp_comm_overlap_method") && !p.tp_comm_overlap) {
+    map.fail("tp_comm_overlap_method", fmt::format("= {} applies to tp_comm_overlap: true only", method));
+  }
   p.zero = map.get<int>("zero", 0);
   if (p.zero < 0 || p.zero > 3) {
     map.fail("zero", fmt::format("= {} is out of range; expected 0 (none), 1 (optimizer states), 2 (+ gradients) "
@@ -423,6 +428,14 @@ std::string to_string(AttentionKernel kernel) {
     case AttentionKernel::kFlash: return "flash";
     case AttentionKernel::kFlash2: return "flash2";
     case AttentionKernel::kUnfused: return "unfused";
+  }
+  return "?";
+}
+
+std::string to_string(TpOverlapMethod method) {
+  switch (method) {
+    case TpOverlapMethod::kUserbuffers: return "userbuffers";
+    case TpOverlapMethod::kAsyncTp: return "async_tp";
   }
   return "?";
 }

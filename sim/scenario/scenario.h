@@ -36,8 +36,9 @@ struct Parallelism {
   Schedule schedule = Schedule::kOneFOneB;
   bool sequence_parallel = false;
   // Sequence-parallel all-gathers and reduce-scatters run in chunks beside the GEMMs they feed
-  // or drain (Megatron-LM's --tp-comm-overlap, torchtitan's async TP).
+  // or drain (Megatron-LM's --tp-comm-overlap, torchtitan's async TP), by `tp_comm_overlap_method`.
   bool tp_comm_overlap = false;
+  TpOverlapMethod tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
   int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   int fsdp_prefetch = 1;  // ZeRO-3: blocks whose weights are gathered ahead of the one computing
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
@@ -119,6 +120,7 @@ std::string to_string(Recompute recompute);
 std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
 std::string to_string(ContextComm comm);
+std::string to_string(TpOverlapMethod method);
 std::string to_string(Fusion fusion);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.

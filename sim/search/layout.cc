@@ -132,7 +132,10 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
   parallelism.set("sequence_parallel", p.sequence_parallel)
       .set("zero", p.zero)
       .set("rank_order", to_string(p.rank_order));
-  if (p.tp_comm_overlap) parallelism.set("tp_comm_overlap", true);
+  if (p.tp_comm_overlap) {
+    parallelism.set("tp_comm_overlap", true);
+    parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
+  }
   if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (p.zero == 3 && p.pp == 1) parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
   return {{"parallelism", parallelism.dump(-1)},

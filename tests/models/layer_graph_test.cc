@@ -411,6 +411,41 @@ TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
   EXPECT_EQ(std::find(dgrad.begin(), dgrad.end(), "mlp.fc2.reduce_scatter.overlapped.bwd"), dgrad.end());
 }
 
+TEST(LayerGraph, AsyncTensorParallelismSumsTheChunksItHolds) {
+  // PyTorch's async TP: after each overlapped reduce-scatter the rank sums the tp = 4 chunks it
+  // holds, reading the whole partial output and writing a quarter; backward, the gradient of each
+  // overlapped gather is summed the same way. Userbuffers sum inside their kernels: no such op.
+  const ModelSpec m = gpt_like();
+  LayerShard async_shard = shard(4, /*sp=*/true);
+  async_shard.tp_comm_overlap = true;
+  async_shard.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
+  const LayerGraph g = build_transformer_layer(m, async_shard, false);
+  const auto find = [&](const std::string& name) -> const Op* {
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      if (g.op(id).name == name) return &g.op(id);
+    }
+    return nullptr;
+  };
+  const double full = 2.0 * 2048 * 1024 * 2;  // b·s·h bf16
+  for (const std::string rs : {"attn.proj.reduce_scatter.chunk_sum", "mlp.fc2.reduce_scatter.chunk_sum"}) {
+    ASSERT_NE(find(rs), nullptr) << rs;
+    EXPECT_DOUBLE_EQ(find(rs)->bytes / Bytes(1), full * 1.25) << rs;
+    EXPECT_EQ(find(rs + ".bwd"), nullptr) << rs;  // the gradient passes straight through
+  }
+  for (const std::string gather : {"attn.norm.gather.chunk_sum", "mlp.norm.gather.chunk_sum"}) {
+    ASSERT_NE(find(gather), nullptr) << gather;
+    EXPECT_DOUBLE_EQ(find(gather)->bytes / Bytes(1), 0.0) << gather;
+    ASSERT_NE(find(gather + ".bwd"), nullptr) << gather;
+    EXPECT_DOUBLE_EQ(find(gather + ".bwd")->bytes / Bytes(1), full * 1.25) << gather;
+  }
+  LayerShard userbuffers_shard = async_shard;
+  userbuffers_shard.tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
+  const LayerGraph userbuffers = build_transformer_layer(m, userbuffers_shard, false);
+  for (OpId id = 0; id < userbuffers.num_ops(); ++id) {
+    EXPECT_EQ(userbuffers.op(id).name.find("chunk_sum"), std::string::npos) << userbuffers.op(id).name;
+  }
+}
+
 TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
   // 4096 tokens × 32000 vocab, bf16 logits: forward casts (2 + 4 bytes), takes the max (4) and
   // the sum of exponentials (4), writes the softmax (4 + 4): 22 bytes per logit; backward

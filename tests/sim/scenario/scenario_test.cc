@@ -168,6 +168,18 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
+  const std::string overlapped = replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap: true\n");
+  EXPECT_EQ(load_scenario_text(overlapped, "s.yaml").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
+  const Scenario async_tp = load_scenario_text(
+      replace(overlapped, "  tp_comm_overlap: true\n", "  tp_comm_overlap: true\n  tp_comm_overlap_method: async_tp\n"),
+      "s.yaml");
+  EXPECT_EQ(async_tp.parallelism.tp_comm_overlap_method, TpOverlapMethod::kAsyncTp);
+  EXPECT_EQ(to_string(async_tp.parallelism.tp_comm_overlap_method), "async_tp");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap_method: async_tp\n")),
+            "s.yaml:12:27: parallelism.tp_comm_overlap_method = async_tp applies to tp_comm_overlap: true only");
+}
+
 TEST(ScenarioErrors, FlashAttention2RunsHeadsUpTo256Wide) {
   const std::string wide_heads =
       replace(replace(kBase, "model: gpt3-175b",

@@ -107,7 +107,7 @@ TEST(Layout, FrameworkSettingsReachTheLayoutsTheyApplyTo) {
   const ScenarioSource source{R"(name: settings
 model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
-parallelism: {tp: 2, zero: 3, fsdp_prefetch: 2, tp_comm_overlap: true}
+parallelism: {tp: 2, zero: 3, fsdp_prefetch: 2, tp_comm_overlap: true, tp_comm_overlap_method: async_tp}
 training: {global_batch: 8, recompute: selective-op, fusion: eager}
 )",
                               "settings.yaml"};
@@ -124,6 +124,10 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
     EXPECT_EQ(read.training.fusion, Fusion::kEager) << to_string(l);
     EXPECT_EQ(read.parallelism.tp_comm_overlap, l.sequence_parallel) << to_string(l);
     EXPECT_EQ(built.parallelism.tp_comm_overlap, l.sequence_parallel) << to_string(l);
+    if (l.sequence_parallel) {
+      EXPECT_EQ(read.parallelism.tp_comm_overlap_method, TpOverlapMethod::kAsyncTp) << to_string(l);
+      EXPECT_EQ(built.parallelism.tp_comm_overlap_method, TpOverlapMethod::kAsyncTp) << to_string(l);
+    }
     if (l.zero == 3 && l.pp == 1) {
       EXPECT_EQ(read.parallelism.fsdp_prefetch, 2) << to_string(l);
       EXPECT_EQ(built.parallelism.fsdp_prefetch, 2) << to_string(l);

@@ -34,6 +34,9 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_8gpu").training.fusion, Fusion::kEager);
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_compile_8gpu").training.fusion, Fusion::kFused);
   EXPECT_TRUE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_asynctp_256gpu").parallelism.tp_comm_overlap);
+  EXPECT_EQ(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_asynctp_256gpu").parallelism.tp_comm_overlap_method,
+            TpOverlapMethod::kAsyncTp);
+  EXPECT_EQ(by_id("nemo2407_Nemotron-22B_64gpu").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
   EXPECT_FALSE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_256gpu").parallelism.tp_comm_overlap);
   EXPECT_TRUE(by_id("nemo2407_GPT3-20B_64gpu").training.gradients_in_bf16);
   EXPECT_FALSE(by_id("nemo2407_Nemotron-22B_64gpu").training.gradients_in_bf16);
