@@ -49,6 +49,24 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
+OptimizerStep optimizer_step(const Training& t, double gradient_bytes, double weight_bytes) {
+  const bool adam = t.optimizer == Optimizer::kAdam;
+  if (t.optimizer_kernels == OptimizerKernels::kFused) {
+    // Reads the gradient, the fp32 master weights and moments, writes them back with the 16-bit
+    // working copy.
+    const double moments = adam ? 2.0 : 1.0;
+    const double master = t.precision == Precision::kFp32 ? 0.0 : 1.0;
+    return {gradient_bytes + 2.0 * 4.0 * (master + moments) + weight_bytes, 0.0};
+  }
+  // torch.optim's foreach passes over fp32 weights and states, g the gradient's bytes (Adam,
+  // _multi_tensor_adam): decoupled weight decay p *= 1 - lr·wd (8), m.lerp_(grad) (8 + g),
+  // v *= beta2 (8), v.addcmul_(grad, grad) (8 + 2g), t = sqrt(v) (8), t /= c (8), t += eps (8),
+  // p.addcdiv_(m, t) (16), t a temporary as large as v. SGD with momentum: b *= momentum (8),
+  // b += grad (8 + g), p -= lr·b (12).
+  if (adam) return {72.0 + 3.0 * gradient_bytes, 4.0};
+  return {28.0 + gradient_bytes, 0.0};
+}
+
 namespace {
 
 enum class BlockKind { kEmbedding, kDense, kMoe, kHead };
@@ -517,23 +535,20 @@ void StageBuilder::step() {
   // The gradient norm (for clipping) is summed over the model-parallel ranks.
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
                                       reductions);
-  // The optimizer reads the fp32 gradient and master weights and both moments, writes them
-  // back with the 16-bit working copy, and zeroes the gradient buffer for the next step.
   int64_t parameters = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) parameters += plans_of(block).parameters;
   }
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
-  const double moments = s.training.optimizer == Optimizer::kAdam ? 2.0 : 1.0;
-  const double master = s.training.precision == Precision::kFp32 ? 0.0 : 1.0;
-  const double per_parameter = bytes.gradient + 2.0 * 4.0 * (master + moments) + bytes.weight;
+  const OptimizerStep update_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
   const double zeroed = p.zero >= 2 ? bytes.gradient / shard : bytes.gradient;
   LoneTask optimizer;
   optimizer.stream = StreamKind::kCompute;
   optimizer.duration = c_.pricer.timer()
                            .memory_bound(MemoryKernel::kOptimizer,
-                                         Bytes(static_cast<double>(parameters) * (per_parameter / shard + zeroed)))
+                                         Bytes(static_cast<double>(parameters) * (update_bytes.traffic / shard + zeroed)))
                            .time;
+  optimizer.transient_bytes = static_cast<int64_t>(static_cast<double>(parameters) / shard * update_bytes.transient);
   optimizer.tag = ActivityTag::kOptimizer;
   optimizer.name = "step.optimizer";
   optimizer.deps = {norm};

@@ -87,6 +87,14 @@ struct LoweringOptions {
 // and experts, and how it is computed).
 LayerShard layer_shard(const Scenario& scenario);
 
+// Bytes the optimizer step moves and the temporaries it allocates, per parameter it updates;
+// `gradient_bytes` and `weight_bytes` per gradient and 16-bit working weight.
+struct OptimizerStep {
+  double traffic = 0.0;
+  double transient = 0.0;
+};
+OptimizerStep optimizer_step(const Training& training, double gradient_bytes, double weight_bytes);
+
 // The buffer that weight-gradient GEMMs add into, in its dtype: below ZeRO-3 the gradients are
 // accumulated in place (Megatron-LM's gradient-accumulation fusion); under it, none.
 std::optional<DType> gradient_buffer(const Training& training, int zero);

@@ -137,6 +137,9 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   }
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
+  t.optimizer_kernels = map.choice("optimizer_kernels", {"fused", "unfused"}, "fused") == "unfused"
+                            ? OptimizerKernels::kUnfused
+                            : OptimizerKernels::kFused;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
   t.overlap_param_gather = map.get<bool>("overlap_param_gather", true);
   t.grad_bucket_parameters = map.get<int64_t>("grad_bucket_parameters", t.grad_bucket_parameters);
@@ -430,6 +433,10 @@ std::string to_string(AttentionKernel kernel) {
     case AttentionKernel::kUnfused: return "unfused";
   }
   return "?";
+}
+
+std::string to_string(OptimizerKernels kernels) {
+  return kernels == OptimizerKernels::kUnfused ? "unfused" : "fused";
 }
 
 std::string to_string(TpOverlapMethod method) {

@@ -21,6 +21,11 @@ enum class Schedule { kGpipe, kOneFOneB, kInterleavedOneFOneB, kZeroBubble };
 enum class Precision { kFp32, kFp16, kBf16, kFp8 };
 enum class Fidelity { kSymmetric, kFull };
 enum class Optimizer { kAdam, kSgd };
+// How the optimizer step runs: one multi-tensor kernel that reads and writes each state once
+// (Apex / Transformer Engine FusedAdam, torch.optim with fused=True), or one pass over the
+// states per arithmetic op (torch.optim's foreach implementation, its default on GPUs, and
+// per-tensor loops such as Composer's DecoupledAdamW).
+enum class OptimizerKernels { kFused, kUnfused };
 
 // The four rank dimensions, innermost first in `rank_order`.
 enum class RankDim { kTensor, kContext, kData, kPipeline };
@@ -63,6 +68,7 @@ struct Training {
   // --grad-reduce-in-bf16, NeMo's distributed Adam with grad_sync_dtype: bf16).
   bool gradients_in_bf16 = false;
   Optimizer optimizer = Optimizer::kAdam;
+  OptimizerKernels optimizer_kernels = OptimizerKernels::kFused;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
   // Gradient bucket size for data-parallel reduction (Megatron-LM's DDP default: 40M
@@ -121,6 +127,7 @@ std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
 std::string to_string(ContextComm comm);
 std::string to_string(TpOverlapMethod method);
+std::string to_string(OptimizerKernels kernels);
 std::string to_string(Fusion fusion);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.

@@ -180,6 +180,16 @@ TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
             "s.yaml:12:27: parallelism.tp_comm_overlap_method = async_tp applies to tp_comm_overlap: true only");
 }
 
+TEST(Scenario, OptimizerKernelsAreFusedUnlessSaid) {
+  EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.optimizer_kernels, OptimizerKernels::kFused);
+  const Scenario unfused =
+      load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: unfused"), "s.yaml");
+  EXPECT_EQ(unfused.training.optimizer_kernels, OptimizerKernels::kUnfused);
+  EXPECT_EQ(to_string(unfused.training.optimizer_kernels), "unfused");
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: foreach")),
+            "s.yaml:14:22: training.optimizer_kernels = 'foreach' is unknown; expected one of: fused, unfused");
+}
+
 TEST(ScenarioErrors, FlashAttention2RunsHeadsUpTo256Wide) {
   const std::string wide_heads =
       replace(replace(kBase, "model: gpt3-175b",
