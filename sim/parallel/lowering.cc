@@ -540,15 +540,16 @@ void StageBuilder::step() {
     for (const BlockRef& block : chunk_blocks(chunk)) parameters += plans_of(block).parameters;
   }
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
-  const OptimizerStep update_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
+  const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
+  // The step also zeroes the gradient buffer for the next one.
   const double zeroed = p.zero >= 2 ? bytes.gradient / shard : bytes.gradient;
   LoneTask optimizer;
   optimizer.stream = StreamKind::kCompute;
   optimizer.duration = c_.pricer.timer()
                            .memory_bound(MemoryKernel::kOptimizer,
-                                         Bytes(static_cast<double>(parameters) * (update_bytes.traffic / shard + zeroed)))
+                                         Bytes(static_cast<double>(parameters) * (step_bytes.traffic / shard + zeroed)))
                            .time;
-  optimizer.transient_bytes = static_cast<int64_t>(static_cast<double>(parameters) / shard * update_bytes.transient);
+  optimizer.transient_bytes = static_cast<int64_t>(static_cast<double>(parameters) / shard * step_bytes.transient);
   optimizer.tag = ActivityTag::kOptimizer;
   optimizer.name = "step.optimizer";
   optimizer.deps = {norm};

@@ -91,11 +91,11 @@ std::string small_gpu_error(const std::string& peak, const std::string& gemm, co
 }
 
 TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) {
-  EXPECT_EQ(read_small_gpu(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7").kernels.gemm_fp8_fast_accumulation_max_efficiency,
-            0.7);
-  EXPECT_EQ(read_small_gpu(", fp8: 600 TFLOP/s", ", fp8_max_efficiency: 0.7, fp8_fast_accumulation_max_efficiency: 0.75")
-                .kernels.gemm_fp8_fast_accumulation_max_efficiency,
-            0.75);
+  const auto fast_ceiling = [](const std::string& gemm) {
+    return read_small_gpu(", fp8: 600 TFLOP/s", gemm).kernels.gemm_fp8_fast_accumulation_max_efficiency;
+  };
+  EXPECT_EQ(fast_ceiling(", fp8_max_efficiency: 0.7"), 0.7);
+  EXPECT_EQ(fast_ceiling(", fp8_max_efficiency: 0.7, fp8_fast_accumulation_max_efficiency: 0.75"), 0.75);
   EXPECT_EQ(small_gpu_error("", ", fp8_fast_accumulation_max_efficiency: 0.75"),
             "gpu.yaml:8:107: gpu.kernels.gemm.fp8_fast_accumulation_max_efficiency = 0.75 needs an fp8 peak "
             "(peak_dense.fp8), which this gpu has not");

@@ -182,8 +182,8 @@ TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
 
 TEST(Scenario, OptimizerKernelsAreFusedUnlessSaid) {
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.optimizer_kernels, OptimizerKernels::kFused);
-  const Scenario unfused =
-      load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: unfused"), "s.yaml");
+  const std::string text = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: unfused");
+  const Scenario unfused = load_scenario_text(text, "s.yaml");
   EXPECT_EQ(unfused.training.optimizer_kernels, OptimizerKernels::kUnfused);
   EXPECT_EQ(to_string(unfused.training.optimizer_kernels), "unfused");
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: foreach")),
