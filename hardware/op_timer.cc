@@ -80,8 +80,9 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
   const Roofline modelled = gemm_roofline(s);
   const KernelEfficiency& k = gpu_.kernels;
-  const int64_t grid = std::min<int64_t>(gemm_tiling(s, gpu_).blocks, gpu_.sm_count);
-  const bool persistent = k.gemm_persistent && grid > gpu_.sm_count - k.communication_sms;
+  const bool persistent =
+      k.gemm_persistent &&
+      std::min<int64_t>(gemm_tiling(s, gpu_).blocks, gpu_.sm_count) > gpu_.sm_count - k.communication_sms;
   if (profile_) {
     // Profiles measure GEMMs that write C once, and fp8 ones only in the forward layout, with
     // fast accumulation; a GEMM that differs takes the model's ratio of the two on top.

@@ -253,6 +253,8 @@ class RunState {
     const int sm_holders_before = state.sm_holders;
     state.aggressors += delta;
     if (holds_sms(aggressor.tag)) state.sm_holders += delta;
+    // Rates depend only on whether any aggressor, and any SM holder, runs.
+    if ((aggressors_before > 0) == (state.aggressors > 0) && (sm_holders_before > 0) == (state.sm_holders > 0)) return;
     const Program& p = program(rank);
     for (StreamId s = 0; s < p.num_streams(); ++s) {
       if (!state.victim_running[s]) continue;

@@ -95,11 +95,9 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
   // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies
   // with the copy engines.
-  for (int tag = 0; tag < kNumActivityTags; ++tag) {
-    const auto activity = static_cast<ActivityTag>(tag);
-    if (!is_communication(activity)) continue;
-    if (activity == ActivityTag::kTensorComm && scenario->parallelism.tp_comm_overlap) continue;
-    engine_options.interference.sm_holder_tags |= uint64_t{1} << tag;
+  engine_options.interference.sm_holder_tags = engine_options.interference.aggressor_tags;
+  if (scenario->parallelism.tp_comm_overlap) {
+    engine_options.interference.sm_holder_tags &= ~(uint64_t{1} << static_cast<int>(ActivityTag::kTensorComm));
   }
   engine_options.interference.persistent_slowdown = 1.0;
   const Engine engine(lowering->ranks, engine_options);
