@@ -69,7 +69,7 @@ class LayerGraphBuilder {
     input_bytes_ = input_bytes;
   }
 
-  LayerGraph build(int64_t parameters, int64_t parameters_total);
+  LayerGraph build(int64_t parameters, int64_t parameters_total, int64_t largest_weight);
 
  private:
   OpId add_vertex(LayerGraph& g, Op op, const std::vector<OpId>& after) {
@@ -86,10 +86,11 @@ class LayerGraphBuilder {
   Bytes input_bytes_;
 };
 
-LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total) {
+LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total, int64_t largest_weight) {
   LayerGraph g;
   g.parameters = parameters;
   g.parameters_total = parameters_total;
+  g.largest_weight = largest_weight;
   const size_t n = forwards_.size();
   // complete_beside: the readers of the readers of `first` also wait for `rest`.
   for (const auto& [first, rest] : completions_) {
@@ -955,6 +956,15 @@ int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe
          m.hidden * m.moe->experts + experts / shard.ep;
 }
 
+// The largest weight tensor of a block one rank holds. Gated MLPs count one of their two input
+// projections (Hugging Face and torchtitan keep them apart).
+int64_t largest_layer_weight(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  const int64_t qkv = m.hidden * (m.heads + 2 * static_cast<int64_t>(m.kv_heads)) * m.head_dim / shard.tp;
+  if (!moe) return std::max(qkv, m.hidden * m.ffn_hidden / shard.tp);
+  const MoeSpec& e = *m.moe;
+  return std::max({qkv, m.hidden * e.ffn_hidden, m.hidden * e.shared_ffn_hidden * e.shared_experts / shard.tp});
+}
+
 // Recomputation checkpoints transformer layers only (Megatron-LM, torchtitan): the blocks around
 // them keep what their backward needs.
 LayerShard without_recompute(LayerShard shard) {
@@ -986,7 +996,8 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   // Under full recompute the block keeps only its input, held by its first reader.
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
-  return b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer);
+  return b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
+                 largest_layer_weight(m, shard, moe));
 }
 
 LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
@@ -1011,7 +1022,8 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
                     Bytes(rows * (2.0 * d.e + 1.0)), {last}));
   }
   const ParameterCount count = count_parameters(m);
-  return b.build(count.embedding / shard.tp, count.embedding);
+  const int64_t positions = m.position == Position::kLearned ? m.seq_len * m.hidden : 0;
+  return b.build(count.embedding / shard.tp, count.embedding, std::max(m.vocab * m.hidden / shard.tp, positions));
 }
 
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
@@ -1055,7 +1067,8 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
   const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
-  return b.build(count.output / shard.tp + norm_params, count.output + norm_params);
+  return b.build(count.output / shard.tp + norm_params, count.output + norm_params,
+                 std::max(count.output / shard.tp, norm_params));
 }
 
 std::string_view to_string(CommGroup group) {

@@ -104,6 +104,10 @@ class LayerGraph {
   int64_t parameters = 0;
   // Parameters of the block before sharding and of one token's path (for MoE: active experts).
   int64_t parameters_total = 0;
+  // Elements of the largest weight tensor this rank holds of the block (after TP/EP sharding):
+  // the embedding table, the fused QKV projection or one MLP or expert projection. A per-tensor
+  // optimizer loop sizes its temporaries by it.
+  int64_t largest_weight = 0;
 
  private:
   friend class LayerGraphBuilder;

@@ -56,15 +56,19 @@ OptimizerStep optimizer_step(const Training& t, double gradient_bytes, double we
     // working copy.
     const double moments = adam ? 2.0 : 1.0;
     const double master = t.precision == Precision::kFp32 ? 0.0 : 1.0;
-    return {gradient_bytes + 2.0 * 4.0 * (master + moments) + weight_bytes, 0.0};
+    return {gradient_bytes + 2.0 * 4.0 * (master + moments) + weight_bytes, 0.0, false};
   }
   // torch.optim's foreach passes over fp32 weights and states, g the gradient's bytes (Adam,
   // _multi_tensor_adam): decoupled weight decay p *= 1 - lr·wd (8), m.lerp_(grad) (8 + g),
   // v *= beta2 (8), v.addcmul_(grad, grad) (8 + 2g), t = sqrt(v) (8), t /= c (8), t += eps (8),
   // p.addcdiv_(m, t) (16), t a temporary as large as v. SGD with momentum: b *= momentum (8),
   // b += grad (8 + g), p -= lr·b (12).
-  if (adam) return {72.0 + 3.0 * gradient_bytes, 4.0};
-  return {28.0 + gradient_bytes, 0.0};
+  // A for-loop (torch.optim's single-tensor implementation, Composer's DecoupledAdamW) makes the
+  // same passes tensor by tensor: denom = (v.sqrt() / c).add_(eps) holds two temporaries of
+  // one tensor at once.
+  const bool for_loop = t.optimizer_kernels == OptimizerKernels::kForLoop;
+  if (adam) return {72.0 + 3.0 * gradient_bytes, for_loop ? 8.0 : 4.0, for_loop};
+  return {28.0 + gradient_bytes, 0.0, for_loop};
 }
 
 namespace {
@@ -80,6 +84,7 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
+  int64_t largest_weight = 0;     // elements of its largest weight tensor
 };
 
 // One block occurrence on a stage: which kind and which layer.
@@ -109,6 +114,7 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
   block.expert_parameters = expert_parameters;
+  block.largest_weight = block.graph->largest_weight;
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -536,8 +542,12 @@ void StageBuilder::step() {
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
                                       reductions);
   int64_t parameters = 0;
+  int64_t largest_weight = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    for (const BlockRef& block : chunk_blocks(chunk)) parameters += plans_of(block).parameters;
+    for (const BlockRef& block : chunk_blocks(chunk)) {
+      parameters += plans_of(block).parameters;
+      largest_weight = std::max(largest_weight, plans_of(block).largest_weight);
+    }
   }
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
   const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
@@ -549,7 +559,8 @@ void StageBuilder::step() {
                            .memory_bound(MemoryKernel::kOptimizer,
                                          Bytes(static_cast<double>(parameters) * (step_bytes.traffic / shard + zeroed)))
                            .time;
-  optimizer.transient_bytes = static_cast<int64_t>(static_cast<double>(parameters) / shard * step_bytes.transient);
+  const double temporary_elements = static_cast<double>(step_bytes.per_tensor ? largest_weight : parameters) / shard;
+  optimizer.transient_bytes = static_cast<int64_t>(temporary_elements * step_bytes.transient);
   optimizer.tag = ActivityTag::kOptimizer;
   optimizer.name = "step.optimizer";
   optimizer.deps = {norm};

@@ -87,11 +87,13 @@ struct LoweringOptions {
 // and experts, and how it is computed).
 LayerShard layer_shard(const Scenario& scenario);
 
-// Bytes the optimizer step moves and the temporaries it allocates, per parameter it updates;
+// Bytes the optimizer step moves per parameter it updates and the temporaries it allocates per
+// element of the states it works on at once: all of them, or (`per_tensor`) the largest tensor;
 // `gradient_bytes` and `weight_bytes` per gradient and 16-bit working weight.
 struct OptimizerStep {
   double traffic = 0.0;
   double transient = 0.0;
+  bool per_tensor = false;
 };
 OptimizerStep optimizer_step(const Training& training, double gradient_bytes, double weight_bytes);
 

@@ -137,9 +137,10 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   }
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
-  t.optimizer_kernels = map.choice("optimizer_kernels", {"fused", "unfused"}, "fused") == "unfused"
-                            ? OptimizerKernels::kUnfused
-                            : OptimizerKernels::kFused;
+  const std::string kernels = map.choice("optimizer_kernels", {"fused", "unfused", "for_loop"}, "fused");
+  t.optimizer_kernels = kernels == "unfused"    ? OptimizerKernels::kUnfused
+                        : kernels == "for_loop" ? OptimizerKernels::kForLoop
+                                                : OptimizerKernels::kFused;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
   t.overlap_param_gather = map.get<bool>("overlap_param_gather", true);
   t.grad_bucket_parameters = map.get<int64_t>("grad_bucket_parameters", t.grad_bucket_parameters);
@@ -436,7 +437,12 @@ std::string to_string(AttentionKernel kernel) {
 }
 
 std::string to_string(OptimizerKernels kernels) {
-  return kernels == OptimizerKernels::kUnfused ? "unfused" : "fused";
+  switch (kernels) {
+    case OptimizerKernels::kFused: return "fused";
+    case OptimizerKernels::kUnfused: return "unfused";
+    case OptimizerKernels::kForLoop: return "for_loop";
+  }
+  return "?";
 }
 
 std::string to_string(TpOverlapMethod method) {

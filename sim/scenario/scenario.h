@@ -22,10 +22,11 @@ enum class Precision { kFp32, kFp16, kBf16, kFp8 };
 enum class Fidelity { kSymmetric, kFull };
 enum class Optimizer { kAdam, kSgd };
 // How the optimizer step runs: one multi-tensor kernel that reads and writes each state once
-// (Apex / Transformer Engine FusedAdam, torch.optim with fused=True), or one pass over the
-// states per arithmetic op (torch.optim's foreach implementation, its default on GPUs, and
-// per-tensor loops such as Composer's DecoupledAdamW).
-enum class OptimizerKernels { kFused, kUnfused };
+// (Apex / Transformer Engine FusedAdam, torch.optim with fused=True); one pass over all the
+// states per arithmetic op (torch.optim's foreach implementation, its default on GPUs); or the
+// same passes tensor by tensor (torch.optim's for-loop implementation, Composer's
+// DecoupledAdamW), whose temporaries are one tensor's.
+enum class OptimizerKernels { kFused, kUnfused, kForLoop };
 
 // The four rank dimensions, innermost first in `rank_order`.
 enum class RankDim { kTensor, kContext, kData, kPipeline };

@@ -555,6 +555,19 @@ TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
   EXPECT_EQ(all_to_all, 2);  // dispatch and combine
 }
 
+TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
+  // GPT-like, tp 2: the MLP projection (1024 x 4096 / 2) outgrows the fused QKV (1024 x 3072 / 2);
+  // the embedding's vocab-parallel table (32000 x 1024 / 2) the learned positions (2048 x 1024).
+  const ModelSpec gpt = gpt_like();
+  EXPECT_EQ(build_transformer_layer(gpt, shard(2, false), false).largest_weight, 1024 * 4096 / 2);
+  EXPECT_EQ(build_embedding(gpt, shard(2, false)).largest_weight, 32000 * 1024 / 2);
+  // Mixtral: one expert's projection (4096 x 14336, EP only) outgrows the QKV (4096 x 6144).
+  const ModelSpec mixtral = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s = shard(2, false);
+  s.ep = 8;
+  EXPECT_EQ(build_transformer_layer(mixtral, s, true).largest_weight, 4096LL * 14336);
+}
+
 TEST(LayerGraph, BackwardExitsAndEntriesAreTheBlockBoundary) {
   const ModelSpec m = gpt_like();
   const LayerGraph g = build_transformer_layer(m, shard(1, false), false);

@@ -186,8 +186,13 @@ TEST(Scenario, OptimizerKernelsAreFusedUnlessSaid) {
   const Scenario unfused = load_scenario_text(text, "s.yaml");
   EXPECT_EQ(unfused.training.optimizer_kernels, OptimizerKernels::kUnfused);
   EXPECT_EQ(to_string(unfused.training.optimizer_kernels), "unfused");
+  const Scenario for_loop = load_scenario_text(
+      replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: for_loop"), "s.yaml");
+  EXPECT_EQ(for_loop.training.optimizer_kernels, OptimizerKernels::kForLoop);
+  EXPECT_EQ(to_string(for_loop.training.optimizer_kernels), "for_loop");
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: foreach")),
-            "s.yaml:14:22: training.optimizer_kernels = 'foreach' is unknown; expected one of: fused, unfused");
+            "s.yaml:14:22: training.optimizer_kernels = 'foreach' is unknown; expected one of: fused, unfused, "
+            "for_loop");
 }
 
 TEST(ScenarioErrors, FlashAttention2RunsHeadsUpTo256Wide) {

@@ -39,7 +39,7 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("nemo2407_Nemotron-22B_64gpu").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_8gpu").training.optimizer_kernels, OptimizerKernels::kUnfused);
   EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.optimizer_kernels,
-            OptimizerKernels::kUnfused);
+            OptimizerKernels::kForLoop);
   EXPECT_EQ(by_id("nemo2407_GPT3-175B_128gpu").training.optimizer_kernels, OptimizerKernels::kFused);
   EXPECT_FALSE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_256gpu").parallelism.tp_comm_overlap);
   EXPECT_TRUE(by_id("nemo2407_GPT3-20B_64gpu").training.gradients_in_bf16);
