@@ -545,8 +545,9 @@ void StageBuilder::step() {
   int64_t largest_weight = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) {
-      parameters += plans_of(block).parameters;
-      largest_weight = std::max(largest_weight, plans_of(block).largest_weight);
+      const BlockPlans& plans = plans_of(block);
+      parameters += plans.parameters;
+      largest_weight = std::max(largest_weight, plans.largest_weight);
     }
   }
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;

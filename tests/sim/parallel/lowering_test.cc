@@ -241,8 +241,9 @@ TEST(Lowering, UnfusedOptimizersPassOverTheStatesOncePerOp) {
 }
 
 TEST(Lowering, ForLoopOptimizersHoldOneTensorsTemporaries) {
-  // A for-loop makes the foreach passes tensor by tensor: the same bytes, and two 4-byte temporaries of the
-  // largest tensor (GPT 1.7B: the 51200 x 2304 embedding) instead of one of every parameter.
+  // A for-loop makes the foreach passes tensor by tensor: the same bytes, and two 4-byte
+  // temporaries of the largest tensor (GPT 1.7B: the 51200 x 2304 embedding) instead of one of
+  // every parameter.
   Training adam;
   adam.optimizer_kernels = OptimizerKernels::kForLoop;
   EXPECT_DOUBLE_EQ(optimizer_step(adam, 4.0, 2.0).traffic, 84.0);
