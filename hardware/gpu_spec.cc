@@ -78,6 +78,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   attention.finish();
   k.sustained_compute_fraction =
       map.has("sustained_compute_fraction") ? fraction(map, "sustained_compute_fraction", gpu, "kernels.") : 1.0;
+  k.sustained_fp8_compute_fraction = map.has("sustained_fp8_compute_fraction")
+                                         ? fraction(map, "sustained_fp8_compute_fraction", gpu, "kernels.")
+                                         : k.sustained_compute_fraction;
   k.communication_interference =
       internal::read_sourced<double>(map, "communication_interference", gpu.field_sources, "kernels.").value_or(0.0);
   if (k.communication_interference < 0.0 || k.communication_interference > 1.0) {

@@ -36,7 +36,7 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) 
     ratio = compute_bound ? *from.peak(dtype) / peak_for(dtype) : from.memory_bandwidth / gpu_.memory_bandwidth;
   }
   // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
-  if (compute_bound) ratio /= gpu_.kernels.sustained_compute_fraction;
+  if (compute_bound) ratio /= gpu_.kernels.sustained_fraction(dtype);
   return measured * ratio;
 }
 
@@ -72,7 +72,7 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
   const double in = bytes_per_element(s.dtype);
   const Seconds memory =
       memory_roofline(Bytes(s.count * (in * (s.m * s.k + s.k * s.n) + epilogue_bytes(s) * s.m * s.n)));
-  if (compute > memory) return {compute / gpu_.kernels.sustained_compute_fraction, true};
+  if (compute > memory) return {compute / gpu_.kernels.sustained_fraction(s.dtype), true};
   return {memory, false};
 }
 
@@ -122,7 +122,7 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
       return {transferred(*measured, compute_bound, s.dtype), true};
     }
   }
-  const Seconds sustained = compute_bound ? compute / k.sustained_compute_fraction : memory;
+  const Seconds sustained = compute_bound ? compute / k.sustained_fraction(s.dtype) : memory;
   return {sustained + k.overhead, false};
 }
 

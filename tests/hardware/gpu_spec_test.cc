@@ -101,6 +101,19 @@ TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) 
             "(peak_dense.fp8), which this gpu has not");
 }
 
+TEST(GpuSpec, Fp8SustainedFractionDefaultsToTheOtherDtypes) {
+  const std::string fp8_gemm = ", fp8_max_efficiency: 0.7";
+  const GpuSpec plain = read_small_gpu(", fp8: 600 TFLOP/s", fp8_gemm, "  sustained_compute_fraction: 0.85\n");
+  EXPECT_EQ(plain.kernels.sustained_fraction(DType::kFp8), 0.85);
+  EXPECT_EQ(plain.kernels.sustained_fraction(DType::kBf16), 0.85);
+  const GpuSpec fp8 = read_small_gpu(", fp8: 600 TFLOP/s", fp8_gemm,
+                                     "  sustained_compute_fraction: 0.85\n  sustained_fp8_compute_fraction: 0.81\n");
+  EXPECT_EQ(fp8.kernels.sustained_fraction(DType::kFp8), 0.81);
+  EXPECT_EQ(fp8.kernels.sustained_fraction(DType::kBf16), 0.85);
+  EXPECT_EQ(small_gpu_error("", "", "  sustained_fp8_compute_fraction: 0\n"),
+            "gpu.yaml:11:35: gpu.kernels.sustained_fp8_compute_fraction = 0 must be a fraction in (0, 1]");
+}
+
 TEST(GpuSpec, PersistentGemmsNeedTheSmsCommunicationHolds) {
   const GpuSpec plain = read_small_gpu("", "");
   EXPECT_FALSE(plain.kernels.gemm_persistent);
