@@ -69,7 +69,7 @@ class LayerGraphBuilder {
     input_bytes_ = input_bytes;
   }
 
-  LayerGraph build(int64_t parameters, int64_t parameters_total, int64_t largest_weight);
+  LayerGraph build(int64_t parameters, int64_t parameters_total, std::vector<int64_t> weight_tensors);
 
  private:
   OpId add_vertex(LayerGraph& g, Op op, const std::vector<OpId>& after) {
@@ -86,11 +86,11 @@ class LayerGraphBuilder {
   Bytes input_bytes_;
 };
 
-LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total, int64_t largest_weight) {
+LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total, std::vector<int64_t> weight_tensors) {
   LayerGraph g;
   g.parameters = parameters;
   g.parameters_total = parameters_total;
-  g.largest_weight = largest_weight;
+  g.weight_tensors = std::move(weight_tensors);
   const size_t n = forwards_.size();
   // complete_beside: the readers of the readers of `first` also wait for `rest`.
   for (const auto& [first, rest] : completions_) {
@@ -356,6 +356,10 @@ Bytes LayerGraph::saved_activations() const {
   Bytes total;
   for (const OpId id : ops(Phase::kForward)) total += graph_[id].saved;
   return total;
+}
+
+int64_t LayerGraph::largest_weight() const {
+  return weight_tensors.empty() ? 0 : *std::max_element(weight_tensors.begin(), weight_tensors.end());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -956,13 +960,46 @@ int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe
          m.hidden * m.moe->experts + experts / shard.ep;
 }
 
-// The largest weight tensor of a block one rank holds. Gated MLPs count one of their two input
-// projections (Hugging Face and torchtitan keep them apart).
-int64_t largest_layer_weight(const ModelSpec& m, const LayerShard& shard, bool moe) {
-  const int64_t qkv = m.hidden * (m.heads + 2 * static_cast<int64_t>(m.kv_heads)) * m.head_dim / shard.tp;
-  if (!moe) return std::max(qkv, m.hidden * m.ffn_hidden / shard.tp);
+// A norm's weight, and its bias for LayerNorm: PyTorch keeps them apart.
+void add_norm_tensors(std::vector<int64_t>& tensors, const ModelSpec& m) {
+  tensors.push_back(m.hidden);
+  if (m.norm == Norm::kLayerNorm) tensors.push_back(m.hidden);
+}
+
+// An MLP of inner size f sharded `shards` ways: gated MLPs keep their two input projections
+// apart (Hugging Face, torchtitan), each with its bias.
+void add_mlp_tensors(std::vector<int64_t>& tensors, const ModelSpec& m, int64_t f, int64_t shards) {
+  for (int input = 0; input < (m.gated_mlp() ? 2 : 1); ++input) {
+    tensors.push_back(m.hidden * f / shards);
+    if (m.linear_bias) tensors.push_back(f / shards);
+  }
+  tensors.push_back(f * m.hidden / shards);
+  if (m.linear_bias) tensors.push_back(m.hidden / shards);
+}
+
+// The weight tensors of a block one rank holds, as sharded_parameters counts them: everything but
+// the norms and the router over TP, routed experts over EP.
+std::vector<int64_t> layer_weight_tensors(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  std::vector<int64_t> tensors;
+  const int64_t tp = shard.tp;
+  const int64_t qkv_width = (m.heads + 2 * static_cast<int64_t>(m.kv_heads)) * m.head_dim;
+  const int64_t q_width = m.heads * m.head_dim;
+  add_norm_tensors(tensors, m);
+  tensors.push_back(m.hidden * qkv_width / tp);  // fused QKV projection
+  if (m.linear_bias || m.qkv_bias) tensors.push_back(qkv_width / tp);
+  if (m.qk_norm) tensors.insert(tensors.end(), 2, m.head_dim / tp);
+  tensors.push_back(q_width * m.hidden / tp);
+  if (m.linear_bias) tensors.push_back(m.hidden / tp);
+  add_norm_tensors(tensors, m);
+  if (!moe) {
+    add_mlp_tensors(tensors, m, m.ffn_hidden, tp);
+    return tensors;
+  }
   const MoeSpec& e = *m.moe;
-  return std::max({qkv, m.hidden * e.ffn_hidden, m.hidden * e.shared_ffn_hidden * e.shared_experts / shard.tp});
+  tensors.push_back(m.hidden * e.experts);  // router
+  for (int i = 0; i < e.shared_experts; ++i) add_mlp_tensors(tensors, m, e.shared_ffn_hidden, tp);
+  for (int i = 0; i < e.experts / shard.ep; ++i) add_mlp_tensors(tensors, m, e.ffn_hidden, 1);
+  return tensors;
 }
 
 // Recomputation checkpoints transformer layers only (Megatron-LM, torchtitan): the blocks around
@@ -997,7 +1034,7 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
   return b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
-                 largest_layer_weight(m, shard, moe));
+                 layer_weight_tensors(m, shard, moe));
 }
 
 LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
@@ -1022,8 +1059,9 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
                     Bytes(rows * (2.0 * d.e + 1.0)), {last}));
   }
   const ParameterCount count = count_parameters(m);
-  const int64_t positions = m.position == Position::kLearned ? m.seq_len * m.hidden : 0;
-  return b.build(count.embedding / shard.tp, count.embedding, std::max(m.vocab * m.hidden / shard.tp, positions));
+  std::vector<int64_t> tensors = {m.vocab * m.hidden / shard.tp};
+  if (m.position == Position::kLearned) tensors.push_back(m.seq_len * m.hidden / shard.tp);
+  return b.build(count.embedding / shard.tp, count.embedding, std::move(tensors));
 }
 
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
@@ -1067,8 +1105,10 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
   const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
-  return b.build(count.output / shard.tp + norm_params, count.output + norm_params,
-                 std::max(count.output / shard.tp, norm_params));
+  std::vector<int64_t> tensors;
+  add_norm_tensors(tensors, m);
+  if (count.output > 0) tensors.push_back(count.output / shard.tp);
+  return b.build(count.output / shard.tp + norm_params, count.output + norm_params, std::move(tensors));
 }
 
 std::string_view to_string(CommGroup group) {

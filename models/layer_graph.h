@@ -104,10 +104,12 @@ class LayerGraph {
   int64_t parameters = 0;
   // Parameters of the block before sharding and of one token's path (for MoE: active experts).
   int64_t parameters_total = 0;
-  // Elements of the largest weight tensor this rank holds of the block (after TP/EP sharding):
-  // the embedding table, the fused QKV projection or one MLP or expert projection. A per-tensor
-  // optimizer loop sizes its temporaries by it.
-  int64_t largest_weight = 0;
+  // Elements of each weight tensor this rank holds of the block (after TP/EP sharding), one per
+  // module parameter: norm weights and biases, the fused QKV projection, each MLP or expert
+  // projection and its bias, the embedding table. A per-tensor optimizer loop sizes its
+  // temporaries by the largest; a per-tensor parameter gather moves them one at a time.
+  std::vector<int64_t> weight_tensors;
+  int64_t largest_weight() const;
 
  private:
   friend class LayerGraphBuilder;

@@ -84,7 +84,6 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
-  int64_t largest_weight = 0;     // elements of its largest weight tensor
 };
 
 // One block occurrence on a stage: which kind and which layer.
@@ -114,7 +113,6 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
   block.expert_parameters = expert_parameters;
-  block.largest_weight = block.graph->largest_weight;
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -547,7 +545,7 @@ void StageBuilder::step() {
     for (const BlockRef& block : chunk_blocks(chunk)) {
       const BlockPlans& plans = plans_of(block);
       parameters += plans.parameters;
-      largest_weight = std::max(largest_weight, plans.largest_weight);
+      largest_weight = std::max(largest_weight, plans.graph->largest_weight());
     }
   }
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;

@@ -559,13 +559,41 @@ TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
   // GPT-like, tp 2: the MLP projection (1024 x 4096 / 2) outgrows the fused QKV (1024 x 3072 / 2);
   // the embedding's vocab-parallel table (32000 x 1024 / 2) the learned positions (2048 x 1024).
   const ModelSpec gpt = gpt_like();
-  EXPECT_EQ(build_transformer_layer(gpt, shard(2, false), false).largest_weight, 1024 * 4096 / 2);
-  EXPECT_EQ(build_embedding(gpt, shard(2, false)).largest_weight, 32000 * 1024 / 2);
+  EXPECT_EQ(build_transformer_layer(gpt, shard(2, false), false).largest_weight(), 1024 * 4096 / 2);
+  EXPECT_EQ(build_embedding(gpt, shard(2, false)).largest_weight(), 32000 * 1024 / 2);
   // Mixtral: one expert's projection (4096 x 14336, EP only) outgrows the QKV (4096 x 6144).
   const ModelSpec mixtral = resolve_model("mixtral-8x7b", default_model_catalog(), {});
   LayerShard s = shard(2, false);
   s.ep = 8;
-  EXPECT_EQ(build_transformer_layer(mixtral, s, true).largest_weight, 4096LL * 14336);
+  EXPECT_EQ(build_transformer_layer(mixtral, s, true).largest_weight(), 4096LL * 14336);
+}
+
+TEST(LayerGraph, WeightTensorsAreTheParametersOneByOne) {
+  // GPT-3 (biases, LayerNorm) at tp 8: LayerNorm weight and bias, fused QKV and its bias,
+  // projection and its bias, LayerNorm, fc1 and its bias, fc2 and its bias.
+  const ModelSpec gpt3 = resolve_model("gpt3-175b", default_model_catalog(), {});
+  const int64_t h = 12288;
+  const LayerGraph layer = build_transformer_layer(gpt3, shard(8, false), false);
+  EXPECT_EQ(layer.weight_tensors, (std::vector<int64_t>{h, h, h * 3 * h / 8, 3 * h / 8, h * h / 8, h / 8, h, h,
+                                                        h * 4 * h / 8, 4 * h / 8, 4 * h * h / 8, h / 8}));
+  // Every block's tensors add up to the parameters it holds (up to one element of rounding a
+  // tensor), dense or MoE, with per-head norms, QKV biases and shared experts.
+  for (const char* name : {"gpt3-175b", "llama3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "mpt-7b"}) {
+    const ModelSpec m = resolve_model(name, default_model_catalog(), {});
+    for (const int tp : {1, 2, 8}) {
+      LayerShard s = shard(tp, false);
+      s.ep = m.moe ? 8 : 1;
+      std::vector<LayerGraph> blocks = {build_embedding(m, s), build_output_head(m, s)};
+      blocks.push_back(build_transformer_layer(m, s, m.moe.has_value()));
+      for (const LayerGraph& g : blocks) {
+        int64_t sum = 0;
+        for (const int64_t t : g.weight_tensors) sum += t;
+        EXPECT_NEAR(static_cast<double>(sum), static_cast<double>(g.parameters),
+                    static_cast<double>(g.weight_tensors.size()))
+            << name << " tp " << tp;
+      }
+    }
+  }
 }
 
 TEST(LayerGraph, BackwardExitsAndEntriesAreTheBlockBoundary) {
