@@ -255,8 +255,24 @@ class StageBuilder {
   // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
-  Bytes gathered_weights(const BlockRef& b) const {
-    return Bytes(static_cast<double>(plans_of(b).parameters) * parameter_bytes(c_.scenario.training).weight);
+  // What gathering a block's weights moves, one all-gather each: all its weights at once, or
+  // (fsdp_gather: tensor) each weight tensor not below the persistence threshold.
+  std::vector<Bytes> gathered_tensors(const BlockRef& b) const {
+    const Parallelism& p = c_.scenario.parallelism;
+    const double bytes = parameter_bytes(c_.scenario.training).weight;
+    const BlockPlans& plans = plans_of(b);
+    if (p.fsdp_gather == FsdpGather::kBlock) return {Bytes(static_cast<double>(plans.parameters) * bytes)};
+    std::vector<Bytes> gathered;
+    for (const int64_t elements : plans.graph->weight_tensors) {
+      if (elements >= p.fsdp_persistence_threshold) gathered.push_back(Bytes(static_cast<double>(elements) * bytes));
+    }
+    return gathered;
+  }
+  // The bytes those gathers allocate, freed as the pass over the block ends.
+  int64_t gathered_bytes(const BlockRef& b) const {
+    int64_t total = 0;
+    for (const Bytes size : gathered_tensors(b)) total += static_cast<int64_t>(size / Bytes(1));
+    return total;
   }
   TaskId gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass);
   // One pass's FSDP gathers and block exits, in the pass's block order.
@@ -346,23 +362,28 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
 }
 
 TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass) {
-  LoneTask spec;
-  const Bytes size = gathered_weights(b);
-  spec.duration =
-      c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
   const std::string name = fmt::format("fsdp.{}_weight_gather", pass);
-  spec.name = name;
-  spec.deps = {prefetch_after};
-  spec.group = GroupKind::kDataShard;
-  spec.collective = Collective::kAllGather;
-  spec.size = size;
-  spec.synchronized = true;
-  spec.sequence = next_sequence(GroupKind::kDataShard);
-  // The gathered weights stay until the pass over the block ends (freed by its last task).
-  spec.alloc_bytes = static_cast<int64_t>(size / Bytes(1));
-  spec.block = b.block;
-  spec.microbatch = microbatch;
-  return add(spec);
+  // Per tensor, each all-gather waits for the one before (DeepSpeed synchronized the GPU before
+  // each), so the block waits for the last.
+  TaskId last = prefetch_after;
+  for (const Bytes size : gathered_tensors(b)) {
+    LoneTask spec;
+    spec.duration =
+        c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
+    spec.name = name;
+    spec.deps = {last};
+    spec.group = GroupKind::kDataShard;
+    spec.collective = Collective::kAllGather;
+    spec.size = size;
+    spec.synchronized = true;
+    spec.sequence = next_sequence(GroupKind::kDataShard);
+    // The gathered weights stay until the pass over the block ends (freed by its last task).
+    spec.alloc_bytes = static_cast<int64_t>(size / Bytes(1));
+    spec.block = b.block;
+    spec.microbatch = microbatch;
+    last = add(spec);
+  }
+  return last;
 }
 
 TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i,
@@ -394,7 +415,7 @@ void StageBuilder::forward(int microbatch, int chunk) {
     int64_t free_at_exit = 0;
     if (fsdp()) {
       entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "forward"));
-      free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
+      free_at_exit = gathered_bytes(block);
     } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
       entry.push_back(it->second);
     }
@@ -429,7 +450,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     if (fsdp()) {
       entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "backward"));
       // Under zero-bubble the weights stay gathered until the W pass.
-      if (!input_only) free_at_exit = static_cast<int64_t>(gathered_weights(block) / Bytes(1));
+      if (!input_only) free_at_exit = gathered_bytes(block);
     }
     std::vector<TaskId>* ops = nullptr;
     if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
@@ -461,7 +482,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
   for (const BlockRef& block : blocks) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
-    const int64_t free_at_exit = fsdp() ? static_cast<int64_t>(gathered_weights(block) / Bytes(1)) : 0;
+    const int64_t free_at_exit = fsdp() ? gathered_bytes(block) : 0;
     const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
                                           nullptr, free_at_exit);
     backward_ops_.erase(key);

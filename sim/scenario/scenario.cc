@@ -85,6 +85,23 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                                             "micro-batch); here zero = {}, pp = {}", p.fsdp_prefetch, p.zero, p.pp));
     }
   }
+  const std::string gather = map.choice("fsdp_gather", {"block", "tensor"}, "block");
+  p.fsdp_gather = gather == "tensor" ? FsdpGather::kTensor : FsdpGather::kBlock;
+  if (map.has("fsdp_gather") && (p.zero != 3 || p.pp > 1)) {
+    map.fail("fsdp_gather", fmt::format("= {} needs zero: 3 without pipelining (weights gathered per block and "
+                                        "micro-batch); here zero = {}, pp = {}", gather, p.zero, p.pp));
+  }
+  p.fsdp_persistence_threshold = map.get<int64_t>("fsdp_persistence_threshold", 100000);
+  if (map.has("fsdp_persistence_threshold")) {
+    if (p.fsdp_gather != FsdpGather::kTensor) {
+      map.fail("fsdp_persistence_threshold", "applies to fsdp_gather: tensor only");
+    }
+    if (p.fsdp_persistence_threshold < 0) {
+      map.fail("fsdp_persistence_threshold",
+               fmt::format("= {} is negative; expected the elements below which a tensor is not gathered",
+                           p.fsdp_persistence_threshold));
+    }
+  }
   if (map.has("layers_per_stage")) {
     const YAML::Node list = map.node("layers_per_stage");
     if (!list.IsSequence()) map.fail("layers_per_stage", "must be a list of layer counts, one per pipeline stage");
@@ -444,6 +461,8 @@ std::string to_string(OptimizerKernels kernels) {
   }
   return "?";
 }
+
+std::string to_string(FsdpGather gather) { return gather == FsdpGather::kTensor ? "tensor" : "block"; }
 
 std::string to_string(TpOverlapMethod method) {
   switch (method) {

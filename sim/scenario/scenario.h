@@ -21,6 +21,10 @@ enum class Schedule { kGpipe, kOneFOneB, kInterleavedOneFOneB, kZeroBubble };
 enum class Precision { kFp32, kFp16, kBf16, kFp8 };
 enum class Fidelity { kSymmetric, kFull };
 enum class Optimizer { kAdam, kSgd };
+// How ZeRO-3 gathers a block's weights: one all-gather of them all (PyTorch FSDP, DeepSpeed's
+// coalesced fetch), or one all-gather per weight tensor, one after another (DeepSpeed ZeRO-3
+// before mid-2021).
+enum class FsdpGather { kBlock, kTensor };
 // How the optimizer step runs: one multi-tensor kernel that reads and writes each state once
 // (Apex / Transformer Engine FusedAdam, torch.optim with fused=True); one pass over all the
 // states per arithmetic op (torch.optim's foreach implementation, its default on GPUs); or the
@@ -47,6 +51,10 @@ struct Parallelism {
   TpOverlapMethod tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
   int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   int fsdp_prefetch = 1;  // ZeRO-3: blocks whose weights are gathered ahead of the one computing
+  FsdpGather fsdp_gather = FsdpGather::kBlock;
+  // fsdp_gather: tensor: tensors of fewer elements stay whole on every rank and are not gathered
+  // (DeepSpeed's stage3_param_persistence_threshold).
+  int64_t fsdp_persistence_threshold = 100000;
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
   std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
@@ -129,6 +137,7 @@ std::string to_string(AttentionKernel kernel);
 std::string to_string(ContextComm comm);
 std::string to_string(TpOverlapMethod method);
 std::string to_string(OptimizerKernels kernels);
+std::string to_string(FsdpGather gather);
 std::string to_string(Fusion fusion);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.

@@ -137,7 +137,13 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
     parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
   }
   if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
-  if (p.zero == 3 && p.pp == 1) parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
+  if (p.zero == 3 && p.pp == 1) {
+    parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
+    if (p.fsdp_gather == FsdpGather::kTensor) {
+      parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
+      parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
+    }
+  }
   return {{"parallelism", parallelism.dump(-1)},
           {"training.micro_batch", fmt::format("{}", l.micro_batch)},
           {"training.recompute", to_string(l.recompute)}};

@@ -192,6 +192,47 @@ training: {{global_batch: 8, micro_batch: 1, seq_len: 2048}}
   }
 }
 
+TEST(Lowering, PerTensorFsdpGathersRunOneAfterAnother) {
+  // GPT 1.7B (hidden 2304, biases, LayerNorm) over 8 GPUs, gathering per tensor: each layer's
+  // QKV, projection, fc1 and fc2 weights, the tensors of at least 10^5 elements, by their own
+  // all-gathers, each starting once the one before has ended; biases and norms are not gathered.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}
+training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
+)";
+  const Prediction p = simulate(scenario_of(text));
+  const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+  std::vector<std::pair<double, double>> gathers;
+  double gathered_s = 0.0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.rank[i] != 0 || t.names[t.name[i]] != "fsdp.forward_weight_gather") continue;
+    gathers.emplace_back(t.start_s[i], t.end_s[i]);
+    gathered_s += t.end_s[i] - t.start_s[i];
+  }
+  std::sort(gathers.begin(), gathers.end());
+  const int layers = 24;
+  // The layers' four weights, the embedding table and the learned positions (the head's
+  // projection is the tied embedding).
+  ASSERT_EQ(gathers.size(), static_cast<size_t>(4 * layers + 2));
+  for (size_t i = 1; i < gathers.size(); ++i) EXPECT_GE(gathers[i].first, gathers[i - 1].second) << i;
+  // Against one gather per block: the same bytes less the biases and norms, in 4 times as many
+  // collectives, each paying the ring's latency.
+  const Prediction whole = simulate(scenario_of(
+      std::string(text).replace(text.find(", fsdp_gather: tensor"), std::string(", fsdp_gather: tensor").size(), "")));
+  const Timeline w = make_timeline(*whole.lowering, whole.run, /*kernels=*/false);
+  double whole_s = 0.0;
+  size_t whole_count = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w.rank[i] != 0 || w.names[w.name[i]] != "fsdp.forward_weight_gather") continue;
+    whole_s += w.end_s[i] - w.start_s[i];
+    ++whole_count;
+  }
+  EXPECT_EQ(whole_count, static_cast<size_t>(layers + 2));
+  EXPECT_GT(gathered_s, whole_s);
+  EXPECT_GT(p.result.iteration_time, whole.result.iteration_time);
+}
+
 // The result of the scenario `text` with `insertion` put before the first `anchor` in it.
 Result simulate_with(std::string text, const std::string& anchor, const std::string& insertion) {
   text.insert(text.find(anchor), insertion);

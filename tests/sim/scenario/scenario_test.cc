@@ -127,6 +127,26 @@ TEST(ScenarioErrors, InconsistentFields) {
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_prefetch: -1")),
             "s.yaml:13:18: parallelism.fsdp_prefetch = -1 is negative; expected the number of blocks gathered ahead "
             "(0: each block's weights gathered when it starts)");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  fsdp_gather: tensor")),
+            "s.yaml:12:16: parallelism.fsdp_gather = tensor needs zero: 3 without pipelining (weights gathered per "
+            "block and micro-batch); here zero = 0, pp = 16");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: layer")),
+            "s.yaml:13:16: parallelism.fsdp_gather = 'layer' is unknown; expected one of: block, tensor");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_persistence_threshold: 10")),
+            "s.yaml:13:31: parallelism.fsdp_persistence_threshold applies to fsdp_gather: tensor only");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16",
+                             "  pp: 1\n  zero: 3\n  fsdp_gather: tensor\n  fsdp_persistence_threshold: -1")),
+            "s.yaml:14:31: parallelism.fsdp_persistence_threshold = -1 is negative; expected the elements below which "
+            "a tensor is not gathered");
+}
+
+TEST(Scenario, FsdpGathersWholeBlocksUnlessSaid) {
+  EXPECT_EQ(load_scenario_text(kBase, "s.yaml").parallelism.fsdp_gather, FsdpGather::kBlock);
+  const Scenario s = load_scenario_text(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: tensor"),
+                                        "s.yaml");
+  EXPECT_EQ(s.parallelism.fsdp_gather, FsdpGather::kTensor);
+  EXPECT_EQ(s.parallelism.fsdp_persistence_threshold, 100000);  // DeepSpeed's default
+  EXPECT_EQ(to_string(s.parallelism.fsdp_gather), "tensor");
 }
 
 TEST(ScenarioErrors, UnknownCatalogNameListsTheCatalog) {

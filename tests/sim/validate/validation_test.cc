@@ -52,6 +52,8 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("mlm_readme_h100_7.1B").training.attention, AttentionKernel::kFlash);
   EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_prefetch, 0);
   EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_prefetch, 1);
+  EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_gather, FsdpGather::kTensor);
+  EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_gather, FsdpGather::kBlock);
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp4_8gpu").parallelism.cp_comm, ContextComm::kAllGather);
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp1_8gpu").parallelism.cp_comm, ContextComm::kRing);
   EXPECT_TRUE(by_id("torchtitan_2412_T6_Llama-3.1-405B_4d_cp8_512gpu").training.repeat_kv);
