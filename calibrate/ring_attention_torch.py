@@ -18,7 +18,6 @@ Needs only torch. Uses the FlashAttention-2 kernel behind SDPA's flash backend
 """
 import argparse
 import json
-import statistics
 import sys
 
 try:
@@ -86,21 +85,6 @@ def ring_backward(grad_out, q, k, v, out, lse, saved):
     return grad_q.to(q.dtype), grad_kv.to(q.dtype)
 
 
-def median_ms(step, warmup=2, iterations=5):
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iterations):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output", required=True)
@@ -112,6 +96,8 @@ def main():
     if torch is None or not torch.cuda.is_available():
         print("ring_attention_torch.py: no CUDA GPU", file=sys.stderr)
         return 2
+    from layer_torch import median_ms  # needs torch, which the step schedule's test has not
+
     torch.manual_seed(0)
     shape = (1, args.heads, args.tokens, args.head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -129,9 +115,9 @@ def main():
                 def forward():
                     state["out"], state["lse"], state["saved"] = ring_forward(q, k, v, cp, rank, merge)
 
-                forward_ms = median_ms(forward)
+                forward_ms = median_ms(forward, 2, 5)[0]
                 backward_ms = median_ms(lambda: ring_backward(grad_out, q, k, v, state["out"], state["lse"],
-                                                              state["saved"]))
+                                                              state["saved"]), 2, 5)[0]
                 causal_flop = 4.0 * args.heads * args.tokens * args.tokens * args.head_dim * 0.5
                 flop = causal_flop * cp  # the diagonal plus cp-1 half-masked-sized blocks
                 rows.append({"cp": cp, "merge": merge, "tokens": args.tokens, "heads": args.heads,
