@@ -84,6 +84,10 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
+  // ZeRO-3: what each all-gather of its weights moves (all of them at once, or with fsdp_gather:
+  // tensor each weight tensor not below the persistence threshold), and the bytes they allocate.
+  std::vector<Bytes> gathered_tensors;
+  int64_t gathered_bytes = 0;
 };
 
 // One block occurrence on a stage: which kind and which layer.
@@ -113,6 +117,18 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
   block.expert_parameters = expert_parameters;
+  const Parallelism& p = c.scenario.parallelism;
+  const double weight_bytes = parameter_bytes(c.scenario.training).weight;
+  if (p.fsdp_gather == FsdpGather::kBlock) {
+    block.gathered_tensors = {Bytes(static_cast<double>(block.parameters) * weight_bytes)};
+  } else {
+    for (const int64_t elements : block.graph->weight_tensors) {
+      if (elements >= p.fsdp_persistence_threshold) {
+        block.gathered_tensors.push_back(Bytes(static_cast<double>(elements) * weight_bytes));
+      }
+    }
+  }
+  for (const Bytes size : block.gathered_tensors) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -255,25 +271,6 @@ class StageBuilder {
   // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
-  // What gathering a block's weights moves, one all-gather each: all its weights at once, or
-  // (fsdp_gather: tensor) each weight tensor not below the persistence threshold.
-  std::vector<Bytes> gathered_tensors(const BlockRef& b) const {
-    const Parallelism& p = c_.scenario.parallelism;
-    const double bytes = parameter_bytes(c_.scenario.training).weight;
-    const BlockPlans& plans = plans_of(b);
-    if (p.fsdp_gather == FsdpGather::kBlock) return {Bytes(static_cast<double>(plans.parameters) * bytes)};
-    std::vector<Bytes> gathered;
-    for (const int64_t elements : plans.graph->weight_tensors) {
-      if (elements >= p.fsdp_persistence_threshold) gathered.push_back(Bytes(static_cast<double>(elements) * bytes));
-    }
-    return gathered;
-  }
-  // The bytes those gathers allocate, freed as the pass over the block ends.
-  int64_t gathered_bytes(const BlockRef& b) const {
-    int64_t total = 0;
-    for (const Bytes size : gathered_tensors(b)) total += static_cast<int64_t>(size / Bytes(1));
-    return total;
-  }
   TaskId gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass);
   // One pass's FSDP gathers and block exits, in the pass's block order.
   struct FsdpPass {
@@ -366,7 +363,7 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
   // Per tensor, each all-gather waits for the one before (DeepSpeed synchronized the GPU before
   // each), so the block waits for the last.
   TaskId last = prefetch_after;
-  for (const Bytes size : gathered_tensors(b)) {
+  for (const Bytes size : plans_of(b).gathered_tensors) {
     LoneTask spec;
     spec.duration =
         c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
@@ -415,7 +412,7 @@ void StageBuilder::forward(int microbatch, int chunk) {
     int64_t free_at_exit = 0;
     if (fsdp()) {
       entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "forward"));
-      free_at_exit = gathered_bytes(block);
+      free_at_exit = plans.gathered_bytes;
     } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
       entry.push_back(it->second);
     }
@@ -450,7 +447,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     if (fsdp()) {
       entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "backward"));
       // Under zero-bubble the weights stay gathered until the W pass.
-      if (!input_only) free_at_exit = gathered_bytes(block);
+      if (!input_only) free_at_exit = plans.gathered_bytes;
     }
     std::vector<TaskId>* ops = nullptr;
     if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
@@ -482,7 +479,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
   for (const BlockRef& block : blocks) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
-    const int64_t free_at_exit = fsdp() ? gathered_bytes(block) : 0;
+    const int64_t free_at_exit = fsdp() ? plans.gathered_bytes : 0;
     const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
                                           nullptr, free_at_exit);
     backward_ops_.erase(key);
