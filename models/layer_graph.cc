@@ -997,7 +997,8 @@ std::vector<int64_t> layer_weight_tensors(const ModelSpec& m, const LayerShard& 
   }
   const MoeSpec& e = *m.moe;
   tensors.push_back(m.hidden * e.experts);  // router
-  for (int i = 0; i < e.shared_experts; ++i) add_mlp_tensors(tensors, m, e.shared_ffn_hidden, tp);
+  // Shared experts run as one MLP of their summed width (as the graph builds them).
+  if (e.shared_experts > 0) add_mlp_tensors(tensors, m, e.shared_ffn_hidden * e.shared_experts, tp);
   for (int i = 0; i < e.experts / shard.ep; ++i) add_mlp_tensors(tensors, m, e.ffn_hidden, 1);
   return tensors;
 }

@@ -576,8 +576,24 @@ TEST(LayerGraph, WeightTensorsAreTheParametersOneByOne) {
   const LayerGraph layer = build_transformer_layer(gpt3, shard(8, false), false);
   EXPECT_EQ(layer.weight_tensors, (std::vector<int64_t>{h, h, h * 3 * h / 8, 3 * h / 8, h * h / 8, h / 8, h, h,
                                                         h * 4 * h / 8, 4 * h / 8, 4 * h * h / 8, h / 8}));
+  // A Qwen2-like MoE layer at tp 2, ep 4: RMSNorm, QKV with its bias, projection, RMSNorm,
+  // router, two shared experts run as one gated MLP of twice their width, two local experts.
+  ModelSpec moe = gpt_like();
+  moe.norm = Norm::kRmsNorm;
+  moe.activation = Activation::kSwiglu;
+  moe.qkv_bias = true;
+  moe.moe = MoeSpec{.experts = 8, .top_k = 2, .ffn_hidden = 512, .shared_experts = 2, .shared_ffn_hidden = 256};
+  LayerShard moe_shard = shard(2, false);
+  moe_shard.ep = 4;
+  const LayerGraph moe_layer = build_transformer_layer(moe, moe_shard, true);
+  const int64_t d = 1024, qkv = 3 * 1024;
+  EXPECT_EQ(moe_layer.weight_tensors,
+            (std::vector<int64_t>{d, d * qkv / 2, qkv / 2, d * d / 2, d, d * 8,  // norms, attention, router
+                                  d * 512 / 2, d * 512 / 2, 512 * d / 2,       // shared experts, 2 x 256 wide
+                                  d * 512, d * 512, 512 * d, d * 512, d * 512, 512 * d}));  // two experts
+  EXPECT_EQ(moe_layer.largest_weight(), d * qkv / 2);
   // Every block's tensors add up to the parameters it holds (up to one element of rounding a
-  // tensor), dense or MoE, with per-head norms, QKV biases and shared experts.
+  // tensor), dense or MoE.
   for (const char* name : {"gpt3-175b", "llama3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "mpt-7b"}) {
     const ModelSpec m = resolve_model(name, default_model_catalog(), {});
     for (const int tp : {1, 2, 8}) {
