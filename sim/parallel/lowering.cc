@@ -84,9 +84,9 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
-  // ZeRO-3: what each all-gather of its weights moves (all of them at once, or with fsdp_gather:
-  // tensor each weight tensor not below the persistence threshold), and the bytes they allocate.
-  std::vector<Bytes> gathered_tensors;
+  // ZeRO-3: the bytes each all-gather of its weights moves (all of them at once, or with
+  // fsdp_gather: tensor each weight tensor above the persistence threshold), and their sum.
+  std::vector<Bytes> gather_sizes;
   int64_t gathered_bytes = 0;
 };
 
@@ -120,15 +120,15 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   const Parallelism& p = c.scenario.parallelism;
   const double weight_bytes = parameter_bytes(c.scenario.training).weight;
   if (p.fsdp_gather == FsdpGather::kBlock) {
-    block.gathered_tensors = {Bytes(static_cast<double>(block.parameters) * weight_bytes)};
+    block.gather_sizes = {Bytes(static_cast<double>(block.parameters) * weight_bytes)};
   } else {
     for (const int64_t elements : block.graph->weight_tensors) {
-      if (elements >= p.fsdp_persistence_threshold) {
-        block.gathered_tensors.push_back(Bytes(static_cast<double>(elements) * weight_bytes));
+      if (elements > p.fsdp_persistence_threshold) {
+        block.gather_sizes.push_back(Bytes(static_cast<double>(elements) * weight_bytes));
       }
     }
   }
-  for (const Bytes size : block.gathered_tensors) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
+  for (const Bytes size : block.gather_sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -363,7 +363,7 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
   // Per tensor, each all-gather waits for the one before (DeepSpeed synchronized the GPU before
   // each), so the block waits for the last.
   TaskId last = prefetch_after;
-  for (const Bytes size : plans_of(b).gathered_tensors) {
+  for (const Bytes size : plans_of(b).gather_sizes) {
     LoneTask spec;
     spec.duration =
         c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));

@@ -94,11 +94,12 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
   p.fsdp_persistence_threshold = map.get<int64_t>("fsdp_persistence_threshold", 100000);
   if (map.has("fsdp_persistence_threshold")) {
     if (p.fsdp_gather != FsdpGather::kTensor) {
-      map.fail("fsdp_persistence_threshold", "applies to fsdp_gather: tensor only");
+      map.fail("fsdp_persistence_threshold", fmt::format("= {} applies to fsdp_gather: tensor only; here fsdp_gather = {}",
+                                                         p.fsdp_persistence_threshold, to_string(p.fsdp_gather)));
     }
     if (p.fsdp_persistence_threshold < 0) {
       map.fail("fsdp_persistence_threshold",
-               fmt::format("= {} is negative; expected the elements below which a tensor is not gathered",
+               fmt::format("= {} is negative; expected the elements up to which a tensor is not gathered",
                            p.fsdp_persistence_threshold));
     }
   }

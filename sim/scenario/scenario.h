@@ -52,8 +52,8 @@ struct Parallelism {
   int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   int fsdp_prefetch = 1;  // ZeRO-3: blocks whose weights are gathered ahead of the one computing
   FsdpGather fsdp_gather = FsdpGather::kBlock;
-  // fsdp_gather: tensor: tensors of fewer elements stay whole on every rank and are not gathered
-  // (DeepSpeed's stage3_param_persistence_threshold).
+  // fsdp_gather: tensor: tensors of at most this many elements stay whole on every rank and are
+  // not gathered (DeepSpeed's stage3_param_persistence_threshold).
   int64_t fsdp_persistence_threshold = 100000;
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order

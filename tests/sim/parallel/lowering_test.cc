@@ -194,7 +194,7 @@ training: {{global_batch: 8, micro_batch: 1, seq_len: 2048}}
 
 TEST(Lowering, PerTensorFsdpGathersRunOneAfterAnother) {
   // GPT 1.7B (hidden 2304, biases, LayerNorm) over 8 GPUs, gathering per tensor: each layer's
-  // QKV, projection, fc1 and fc2 weights, the tensors of at least 10^5 elements, by their own
+  // QKV, projection, fc1 and fc2 weights, the tensors of over 10^5 elements, by their own
   // all-gathers, each starting once the one before has ended; biases and norms are not gathered.
   const std::string text = R"(model: gpt-1.7b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}

@@ -133,10 +133,11 @@ TEST(ScenarioErrors, InconsistentFields) {
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: layer")),
             "s.yaml:13:16: parallelism.fsdp_gather = 'layer' is unknown; expected one of: block, tensor");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_persistence_threshold: 10")),
-            "s.yaml:13:31: parallelism.fsdp_persistence_threshold applies to fsdp_gather: tensor only");
+            "s.yaml:13:31: parallelism.fsdp_persistence_threshold = 10 applies to fsdp_gather: tensor only; here "
+            "fsdp_gather = block");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16",
                              "  pp: 1\n  zero: 3\n  fsdp_gather: tensor\n  fsdp_persistence_threshold: -1")),
-            "s.yaml:14:31: parallelism.fsdp_persistence_threshold = -1 is negative; expected the elements below which "
+            "s.yaml:14:31: parallelism.fsdp_persistence_threshold = -1 is negative; expected the elements up to which "
             "a tensor is not gathered");
 }
 
