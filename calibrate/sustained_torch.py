@@ -52,6 +52,7 @@ class Sampler:
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=10)
+        self.thread.join(timeout=10)
 
 
 class Model(torch.nn.Module):
@@ -85,27 +86,31 @@ def run_training(args, origin, seconds, capacity_margin=None):
         torch.cuda.set_per_process_memory_fraction(min(1.0, capacity_margin * args.peak_allocated / capacity))
     iterations, memory = [], {}
     torch.cuda.reset_peak_memory_stats()
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        begin = time.monotonic()
-        marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-        marks[0].record()
-        model(tokens, labels).backward()
-        marks[1].record()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        marks[2].record()
-        torch.cuda.synchronize()
-        iterations.append({"t_s": begin - origin, "seconds": time.monotonic() - begin,
-                           "forward_backward_s": marks[0].elapsed_time(marks[1]) / 1e3,
-                           "optimizer_s": marks[1].elapsed_time(marks[2]) / 1e3})
-        if len(iterations) == 3:
-            memory["after_3_iterations"] = allocator_state()
-    memory["end"] = allocator_state()
-    args.peak_allocated = memory["end"]["max_allocated_bytes"]
-    del model, optimizer
-    torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction(1.0)
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            begin = time.monotonic()
+            marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            marks[0].record()
+            model(tokens, labels).backward()
+            marks[1].record()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            marks[2].record()
+            torch.cuda.synchronize()
+            iterations.append({"t_s": begin - origin, "seconds": time.monotonic() - begin,
+                               "forward_backward_s": marks[0].elapsed_time(marks[1]) / 1e3,
+                               "optimizer_s": marks[1].elapsed_time(marks[2]) / 1e3})
+            if len(iterations) == 3:
+                memory["after_3_iterations"] = allocator_state()
+        memory["end"] = allocator_state()
+    finally:
+        # An out-of-memory error under a cap must not leave the cap, the model or its cache behind.
+        del model, optimizer
+        torch.cuda.empty_cache()
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    if capacity_margin is None:
+        args.peak_allocated = memory["end"]["max_allocated_bytes"]
     return {"layers": args.layers, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
             "vocab": 128256, "seq": args.seq, "micro_batch": 1, "parameters": parameters,
             "dtype": "bf16 parameters, fused AdamW", "capacity_margin": capacity_margin,
@@ -182,7 +187,7 @@ def main():
     origin = time.monotonic()
     sampler = Sampler(origin)
     result = {"meta": {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                       "method": __doc__.strip().split("\n\n")[1].replace("\n", " ")}}
+                       "method": __doc__.strip().split("\n\n")[1].replace("\n", " "), "arguments": dict(vars(args))}}
     phases = [("training", lambda: run_training(args, origin, args.train_s))]
     if args.idle_s > 0:
         phases.append(("idle", lambda: time.sleep(args.idle_s)))
@@ -204,7 +209,11 @@ def main():
             print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         torch.cuda.empty_cache()
         end = time.monotonic() - origin
-        clocks = [s for s in sampler.samples if begin <= s["t_s"] <= end]
+        # Clocks from the first timed iteration or window on, not from the model's construction.
+        outcome = result[name]
+        rows = outcome if isinstance(outcome, list) else (outcome or {}).get("iterations")
+        first = rows[0]["t_s"] if rows else begin
+        clocks = [s for s in sampler.samples if first <= s["t_s"] <= end]
         result.setdefault("phases", []).append({"name": name, "start_s": begin, "end_s": end})
         shown = {"sm_clock_mhz": summary(clocks, "sm_clock_mhz"), "power_w": summary(clocks, "power_w")}
         if name.startswith("training") and "iterations" in result[name]:
