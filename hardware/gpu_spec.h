@@ -50,8 +50,8 @@ struct KernelEfficiency {
   // efficiencies above (and measured profiles) come from: at its power limit a GPU runs below
   // its boost clock.
   double sustained_compute_fraction = 1.0;
-  // The same for fp8 GEMMs, which hold the power limit at a lower clock (equal to the above
-  // where the catalog does not say).
+  // The same for fp8 compute-bound kernels: fp8 GEMMs hold the power limit at a lower clock
+  // (equal to the above where the catalog does not say).
   double sustained_fp8_compute_fraction = 1.0;
   double sustained_fraction(DType dtype) const {
     return dtype == DType::kFp8 ? sustained_fp8_compute_fraction : sustained_compute_fraction;

@@ -32,8 +32,9 @@
 //
 // A profile measured on another GPU of the same family stands in for this one scaled by the
 // peak ratios: compute-bound kernels by the dtype's dense peak, memory-bound ones by HBM
-// bandwidth. Compute-bound kernels keep the GPU's `sustained_compute_fraction` of their short-
-// burst speed: under hours of dense math a GPU runs at its power limit, below its boost clock.
+// bandwidth. Compute-bound kernels keep the GPU's sustained fraction of their short-burst speed
+// (`sustained_compute_fraction`, `sustained_fp8_compute_fraction` for fp8): under hours of dense
+// math a GPU runs at its power limit, below its boost clock.
 #ifndef PACELINE_HARDWARE_OP_TIMER_H_
 #define PACELINE_HARDWARE_OP_TIMER_H_
 
