@@ -84,7 +84,7 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
-  // ZeRO-3: the bytes each all-gather of its weights moves (all of them at once, or with
+  // The bytes each all-gather of its weights moves (all of them at once, or with ZeRO-3's
   // fsdp_gather: tensor each weight tensor above the persistence threshold), and their sum.
   std::vector<Bytes> gather_sizes;
   int64_t gathered_bytes = 0;
@@ -593,7 +593,6 @@ void StageBuilder::step() {
 StageProgram StageBuilder::build() {
   const Scenario& s = c_.scenario;
   const Parallelism& p = s.parallelism;
-  const ParameterBytes bytes = parameter_bytes(s.training);
   // ZeRO-1/2 with overlapped gathers: the previous step's updated weights are gathered per
   // block while this step's forward passes start (the steady state of Megatron-LM's
   // --overlap-param-gather); each block's first forward waits for its gather.
@@ -601,7 +600,8 @@ StageProgram StageBuilder::build() {
   if (p.zero >= 1 && !fsdp() && (s.training.overlap_param_gather || p.zero >= 3)) {
     for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
       for (const BlockRef& block : chunk_blocks(chunk)) {
-        const Bytes size(static_cast<double>(plans_of(block).parameters) * bytes.weight);
+        // fsdp_gather: tensor needs ZeRO-3 without pipelining, so each block here is one gather.
+        const Bytes size = plans_of(block).gather_sizes.front();
         start_gathers_[block.block] = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
                                                       "dp.weight_all_gather", {});
         if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(size / Bytes(1)));
