@@ -91,6 +91,12 @@ def median_ms(step, warmup, iterations):
     return statistics.median(times), (max(times) - min(times)) / statistics.median(times)
 
 
+def run_meta(doc, **extra):
+    """What ran the measurement, and how (the second paragraph of the script's docstring)."""
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            **extra, "method": doc.strip().split("\n\n")[1].replace("\n", " ")}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output", required=True)
@@ -132,9 +138,7 @@ def main():
         except Exception as e:  # one failing block must not lose the others
             rows.append({"name": name, "micro_batch": batch, "seq": seq, "error": f"{type(e).__name__}: {e}"})
             print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(), "timer": "CUDA events, median of 10 after 3 warm-up",
-            "method": __doc__.strip().split("\n\n")[1].replace("\n", " ")}
+    meta = run_meta(__doc__, cudnn=torch.backends.cudnn.version(), timer="CUDA events, median of 10 after 3 warm-up")
     with open(args.output, "w") as out:
         json.dump({"meta": meta, "blocks": rows}, out, indent=1)
     return 0

@@ -96,7 +96,7 @@ def main():
     if torch is None or not torch.cuda.is_available():
         print("ring_attention_torch.py: no CUDA GPU", file=sys.stderr)
         return 2
-    from layer_torch import median_ms  # needs torch, which the step schedule's test has not
+    from layer_torch import median_ms, run_meta  # needs torch, which the step schedule's test has not
 
     torch.manual_seed(0)
     shape = (1, args.heads, args.tokens, args.head_dim)
@@ -131,9 +131,7 @@ def main():
             except Exception as e:  # one failing size must not lose the others
                 rows.append({"cp": cp, "merge": merge, "error": f"{type(e).__name__}: {e}"})
                 print(f"cp {cp}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "timer": "CUDA events, median of 5 after 2 warm-up",
-            "method": __doc__.strip().split("\n\n")[1].replace("\n", " ")}
+    meta = run_meta(__doc__, timer="CUDA events, median of 5 after 2 warm-up")
     with open(args.output, "w") as out:
         json.dump({"meta": meta, "ring": rows}, out, indent=1)
     return 0

@@ -24,7 +24,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from layer_torch import Block
+from layer_torch import Block, run_meta
 
 SMI_FIELDS = "clocks.sm,power.draw,temperature.gpu"
 
@@ -186,8 +186,7 @@ def main():
         return 2
     origin = time.monotonic()
     sampler = Sampler(origin)
-    result = {"meta": {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                       "method": __doc__.strip().split("\n\n")[1].replace("\n", " "), "arguments": dict(vars(args))}}
+    result = {"meta": {**run_meta(__doc__), "arguments": dict(vars(args))}}
     phases = [("training", lambda: run_training(args, origin, args.train_s))]
     if args.idle_s > 0:
         phases.append(("idle", lambda: time.sleep(args.idle_s)))
