@@ -88,6 +88,10 @@ struct BlockPlans {
   // fsdp_gather: tensor each weight tensor above the persistence threshold), and their sum.
   std::vector<Bytes> gather_sizes;
   int64_t gathered_bytes = 0;
+  // With fsdp_gather: tensor and full recompute, the gathered tensors released after the
+  // recomputed forward and gathered again for backward: those whose next use lies at least
+  // fsdp_reuse_distance elements of other weights away.
+  std::vector<Bytes> regather_sizes;
 };
 
 // One block occurrence on a stage: which kind and which layer.
@@ -129,6 +133,20 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
     }
   }
   for (const Bytes size : block.gather_sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
+  if (p.fsdp_gather == FsdpGather::kTensor && c.scenario.training.recompute == Recompute::kFull &&
+      block.graph->flop(Phase::kRecompute) > Flop(0)) {
+    // DeepSpeed traces the modules in use order: after tensor i's use in the recomputed forward
+    // come the later tensors' forward uses, then their backward uses, then tensor i's own.
+    const std::vector<int64_t>& tensors = block.graph->weight_tensors;
+    int64_t used_after = 0;
+    for (size_t i = tensors.size(); i-- > 0;) {
+      if (tensors[i] > p.fsdp_persistence_threshold && 2 * used_after >= p.fsdp_reuse_distance) {
+        block.regather_sizes.push_back(Bytes(static_cast<double>(tensors[i]) * weight_bytes));
+      }
+      used_after += tensors[i];
+    }
+    std::reverse(block.regather_sizes.begin(), block.regather_sizes.end());
+  }
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -271,7 +289,11 @@ class StageBuilder {
   // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
-  TaskId gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass);
+  // All-gathers of `sizes` for a pass over block `b`, each waiting for the one before (DeepSpeed
+  // synchronized the GPU before each), after `after`; the last. `held`: the gathered weights
+  // stay until the pass over the block ends, else they take the place of ones already freed.
+  TaskId gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
+                        const std::vector<Bytes>& sizes, bool held);
   // One pass's FSDP gathers and block exits, in the pass's block order.
   struct FsdpPass {
     explicit FsdpPass(size_t blocks) : gathers(blocks, kNoId), exits(blocks, kNoId) {}
@@ -358,12 +380,10 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
   return instance;
 }
 
-TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId prefetch_after, const char* pass) {
-  const std::string name = fmt::format("fsdp.{}_weight_gather", pass);
-  // Per tensor, each all-gather waits for the one before (DeepSpeed synchronized the GPU before
-  // each), so the block waits for the last.
-  TaskId last = prefetch_after;
-  for (const Bytes size : plans_of(b).gather_sizes) {
+TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
+                                    const std::vector<Bytes>& sizes, bool held) {
+  TaskId last = after;
+  for (const Bytes size : sizes) {
     LoneTask spec;
     spec.duration =
         c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
@@ -374,8 +394,8 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId pr
     spec.size = size;
     spec.synchronized = true;
     spec.sequence = next_sequence(GroupKind::kDataShard);
-    // The gathered weights stay until the pass over the block ends (freed by its last task).
-    spec.alloc_bytes = static_cast<int64_t>(size / Bytes(1));
+    // Freed by the last task of the pass over the block.
+    spec.alloc_bytes = held ? static_cast<int64_t>(size / Bytes(1)) : 0;
     spec.block = b.block;
     spec.microbatch = microbatch;
     last = add(spec);
@@ -389,7 +409,8 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
   for (size_t j = i; j <= std::min(i + ahead, blocks.size() - 1); ++j) {
     if (fsdp_pass.gathers[j] != kNoId) continue;
     const TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
-    fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, pass);
+    fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, fmt::format("fsdp.{}_weight_gather", pass),
+                                          plans_of(blocks[j]).gather_sizes, true);
   }
   return fsdp_pass.gathers[i];
 }
@@ -445,7 +466,16 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     std::vector<TaskId> entry = gradient;
     int64_t free_at_exit = 0;
     if (fsdp()) {
-      entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "backward"));
+      TaskId gathered = prefetched_gather(fsdp_pass, blocks, i, microbatch, "backward");
+      // DeepSpeed gathers them again between the recomputed forward and the backward; they are
+      // timed after the block's gathers, ahead of its pass: with its synchronized gathers
+      // (fsdp_prefetch: 0) the pass waits for them either way. They hold no more memory than
+      // the copies released before them.
+      if (!plans.regather_sizes.empty()) {
+        gathered = gather_weights(block, microbatch, gathered, "fsdp.backward_weight_regather", plans.regather_sizes,
+                                  false);
+      }
+      entry.push_back(gathered);
       // Under zero-bubble the weights stay gathered until the W pass.
       if (!input_only) free_at_exit = plans.gathered_bytes;
     }

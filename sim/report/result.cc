@@ -262,7 +262,10 @@ Json to_json(const Scenario& s) {
   parallelism.set("cp_comm", to_string(p.cp_comm));
   parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard).set("fsdp_prefetch", p.fsdp_prefetch);
   parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
-  if (p.fsdp_gather == FsdpGather::kTensor) parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
+  if (p.fsdp_gather == FsdpGather::kTensor) {
+    parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
+    parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
+  }
   Json stages = Json::array();
   for (const int layers : p.layers_per_stage) stages.push(layers);
   parallelism.set("layers_per_stage", std::move(stages));

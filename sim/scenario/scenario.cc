@@ -103,6 +103,19 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                            p.fsdp_persistence_threshold));
     }
   }
+  p.fsdp_reuse_distance = map.get<int64_t>("fsdp_reuse_distance", 1000000000);
+  if (map.has("fsdp_reuse_distance")) {
+    if (p.fsdp_gather != FsdpGather::kTensor) {
+      map.fail("fsdp_reuse_distance", fmt::format("= {} applies to fsdp_gather: tensor only; here fsdp_gather = {}",
+                                                  p.fsdp_reuse_distance, to_string(p.fsdp_gather)));
+    }
+    if (p.fsdp_reuse_distance < 0) {
+      map.fail("fsdp_reuse_distance",
+               fmt::format("= {} is negative; expected the elements of other weights used in between below which a "
+                           "gathered tensor is kept for its next use",
+                           p.fsdp_reuse_distance));
+    }
+  }
   if (map.has("layers_per_stage")) {
     const YAML::Node list = map.node("layers_per_stage");
     if (!list.IsSequence()) map.fail("layers_per_stage", "must be a list of layer counts, one per pipeline stage");

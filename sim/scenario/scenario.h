@@ -55,6 +55,10 @@ struct Parallelism {
   // fsdp_gather: tensor: tensors of at most this many elements stay whole on every rank and are
   // not gathered (DeepSpeed's stage3_param_persistence_threshold).
   int64_t fsdp_persistence_threshold = 100000;
+  // fsdp_gather: tensor with full recompute: a tensor used again within this many elements of
+  // other weights is kept gathered from the recomputed forward to its backward; one used
+  // further apart is released and gathered again (DeepSpeed's stage3_max_reuse_distance).
+  int64_t fsdp_reuse_distance = 1000000000;
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
   std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};

@@ -142,6 +142,7 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
     if (p.fsdp_gather == FsdpGather::kTensor) {
       parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
       parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
+      parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
     }
   }
   return {{"parallelism", parallelism.dump(-1)},

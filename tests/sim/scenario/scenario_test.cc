@@ -139,6 +139,12 @@ TEST(ScenarioErrors, InconsistentFields) {
                              "  pp: 1\n  zero: 3\n  fsdp_gather: tensor\n  fsdp_persistence_threshold: -1")),
             "s.yaml:14:31: parallelism.fsdp_persistence_threshold = -1 is negative; expected the elements up to which "
             "a tensor is not gathered");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_reuse_distance: 0")),
+            "s.yaml:13:24: parallelism.fsdp_reuse_distance = 0 applies to fsdp_gather: tensor only; here "
+            "fsdp_gather = block");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: tensor\n  fsdp_reuse_distance: -5")),
+            "s.yaml:14:24: parallelism.fsdp_reuse_distance = -5 is negative; expected the elements of other weights "
+            "used in between below which a gathered tensor is kept for its next use");
 }
 
 TEST(Scenario, FsdpGathersWholeBlocksUnlessSaid) {
@@ -147,6 +153,7 @@ TEST(Scenario, FsdpGathersWholeBlocksUnlessSaid) {
                                         "s.yaml");
   EXPECT_EQ(s.parallelism.fsdp_gather, FsdpGather::kTensor);
   EXPECT_EQ(s.parallelism.fsdp_persistence_threshold, 100000);  // DeepSpeed's default
+  EXPECT_EQ(s.parallelism.fsdp_reuse_distance, 1000000000);      // DeepSpeed's default
   EXPECT_EQ(to_string(s.parallelism.fsdp_gather), "tensor");
 }
 
