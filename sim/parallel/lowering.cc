@@ -294,6 +294,11 @@ class StageBuilder {
   // stay until the pass over the block ends, else they take the place of ones already freed.
   TaskId gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
                         const std::vector<Bytes>& sizes, bool held);
+  // fsdp_gather: tensor gathers as DeepSpeed did in 2021: torch.distributed.all_gather into a
+  // list of one view per rank of a zero-filled buffer, which PyTorch's NCCL process group then
+  // ran as a gather into a new flat buffer followed by one copy per list entry on its stream.
+  // The copies after `gather` of `size` bytes, as task `name`; returns it.
+  TaskId copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, const std::string& name);
   // One pass's FSDP gathers and block exits, in the pass's block order.
   struct FsdpPass {
     explicit FsdpPass(size_t blocks) : gathers(blocks, kNoId), exits(blocks, kNoId) {}
@@ -399,8 +404,27 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.block = b.block;
     spec.microbatch = microbatch;
     last = add(spec);
+    if (c_.scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
+      last = copy_out_gather(b, microbatch, last, size, name + ".copies");
+    }
   }
   return last;
+}
+
+TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size,
+                                     const std::string& name) {
+  const int ranks = static_cast<int>(c_.layout.placement(GroupKind::kDataShard, stage_).size());
+  LoneTask copies;
+  // A zero-filled buffer, then one copy per rank out of the flat buffer NCCL gathered into: the
+  // fill writes the bytes once, the copies read and write them. Each kernel pays the GPU's
+  // launch overhead; the host dispatching the copies one by one is slower still, and not counted.
+  copies.duration = c_.pricer.timer().memory_bound(MemoryKernel::kElementwise, size * 3.0, ranks + 1).time;
+  copies.name = name;
+  copies.deps = {gather};
+  copies.transient_bytes = static_cast<int64_t>(size / Bytes(1));  // the flat buffer
+  copies.block = b.block;
+  copies.microbatch = microbatch;
+  return add(copies);
 }
 
 TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i,

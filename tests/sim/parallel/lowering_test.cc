@@ -216,6 +216,21 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   // projection is the tied embedding).
   ASSERT_EQ(gathers.size(), static_cast<size_t>(4 * layers + 2));
   for (size_t i = 1; i < gathers.size(); ++i) EXPECT_GE(gathers[i].first, gathers[i - 1].second) << i;
+  // Each gather's result is copied out one rank's share at a time before the next gather: a
+  // fill and 8 copies, each at least the H100's 2 us kernel overhead.
+  std::vector<std::pair<double, double>> copies;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.rank[i] == 0 && t.names[t.name[i]] == "fsdp.forward_weight_gather.copies") copies.emplace_back(t.start_s[i], t.end_s[i]);
+  }
+  std::sort(copies.begin(), copies.end());
+  ASSERT_EQ(copies.size(), gathers.size());
+  for (size_t i = 0; i < copies.size(); ++i) {
+    EXPECT_GE(copies[i].first, gathers[i].second) << i;
+    if (i + 1 < gathers.size()) {
+      EXPECT_GE(gathers[i + 1].first, copies[i].second) << i;
+    }
+    EXPECT_GE(copies[i].second - copies[i].first, 9 * 2e-6) << i;
+  }
   // Against one gather per block: the same bytes less the biases and norms, in 4 times as many
   // collectives, each paying the ring's latency.
   const Prediction whole = simulate(scenario_of(
