@@ -95,20 +95,6 @@ Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& 
   return b;
 }
 
-Json seconds_map(const Breakdown& b) {
-  Json json = Json::object();
-  json.set("compute", b.compute / Seconds(1));
-  json.set("recompute", b.recompute / Seconds(1));
-  json.set("optimizer", b.optimizer / Seconds(1));
-  json.set("overlap_slowdown", b.overlap_slowdown / Seconds(1));
-  json.set("exposed_communication", b.exposed_communication / Seconds(1));
-  for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
-                                ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
-    json.set(fmt::format("exposed_{}", to_string(tag)), b.exposed_by_tag[static_cast<int>(tag)] / Seconds(1));
-  }
-  json.set("pipeline_bubble", b.pipeline_bubble / Seconds(1));
-  return json;
-}
 
 KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
   KernelSources sources;
@@ -140,6 +126,21 @@ KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
 }
 
 }  // namespace
+
+Json to_json(const Breakdown& b) {
+  Json json = Json::object();
+  json.set("compute", b.compute / Seconds(1));
+  json.set("recompute", b.recompute / Seconds(1));
+  json.set("optimizer", b.optimizer / Seconds(1));
+  json.set("overlap_slowdown", b.overlap_slowdown / Seconds(1));
+  json.set("exposed_communication", b.exposed_communication / Seconds(1));
+  for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
+                                ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
+    json.set(fmt::format("exposed_{}", to_string(tag)), b.exposed_by_tag[static_cast<int>(tag)] / Seconds(1));
+  }
+  json.set("pipeline_bubble", b.pipeline_bubble / Seconds(1));
+  return json;
+}
 
 Flop model_flop_per_iteration(const Scenario& s) {
   const ModelSpec& m = s.model;
@@ -318,7 +319,7 @@ Json to_json(const Result& r, bool include_wall_time) {
   }
   memory.set("stages", std::move(stages));
   json.set("memory", std::move(memory));
-  json.set("breakdown_s", seconds_map(r.breakdown));
+  json.set("breakdown_s", to_json(r.breakdown));
   json.set("critical_stage", r.critical_stage);
   Json kernels = Json::object();
   kernels.set("profile", r.kernels.profile.empty() ? Json() : Json(r.kernels.profile));

@@ -86,6 +86,8 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
 
 // The result contract as JSON. `include_wall_time`: false for golden comparisons.
 Json to_json(const Result& result, bool include_wall_time = true);
+// Where the critical stage's time goes, in seconds (the result's `breakdown_s`).
+Json to_json(const Breakdown& breakdown);
 // The resolved scenario, every default filled in.
 Json to_json(const Scenario& scenario);
 // A readable summary for the terminal.

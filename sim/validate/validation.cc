@@ -95,6 +95,23 @@ std::string out_of_memory_line(const ValidationReport& report) {
       report.out_of_memory, one ? "run is" : "runs are", one ? "it" : "them");
 }
 
+// The compute, exposed-communication and bubble cells of a case's row: shares of the step.
+std::string time_shares(const Breakdown& b) {
+  const double total = b.total() / Seconds(1);
+  const auto share = [&](Seconds part) { return fmt::format("{:.0f}%", 100.0 * (part / Seconds(1)) / total); };
+  ActivityTag largest = ActivityTag::kDataComm;
+  for (int tag = 0; tag < kNumActivityTags; ++tag) {
+    if (b.exposed_by_tag[tag] > b.exposed_by_tag[static_cast<int>(largest)]) largest = static_cast<ActivityTag>(tag);
+  }
+  std::string communication = share(b.exposed_communication);
+  if (b.exposed_communication / Seconds(1) >= 0.005 * total) {
+    const std::string_view kind = to_string(largest);  // "dp_communication" and the like
+    communication += fmt::format(" {}", kind.substr(0, kind.find('_')));
+  }
+  return fmt::format("{} | {} | {}", share(b.compute + b.recompute + b.optimizer + b.overlap_slowdown), communication,
+                     share(b.pipeline_bubble));
+}
+
 }  // namespace
 
 std::vector<ValidationCase> load_validation_file(const std::string& path) {
@@ -169,6 +186,7 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
       outcome.error = (predicted - c.measured_iteration_time_s) / c.measured_iteration_time_s;
       outcome.peak_memory_bytes = prediction.result.peak_memory_bytes;
       outcome.fits = prediction.result.fits;
+      outcome.breakdown = prediction.result.breakdown;
       if (c.measured_peak_memory_bytes) {
         outcome.memory_error = (static_cast<double>(prediction.result.peak_memory_bytes) - *c.measured_peak_memory_bytes) /
                                *c.measured_peak_memory_bytes;
@@ -231,6 +249,7 @@ Json to_json(const ValidationReport& report) {
     json.set("measured_peak_memory_bytes",
              c.measured_peak_memory_bytes ? Json(*c.measured_peak_memory_bytes) : Json());
     if (outcome.predicted_s) json.set("fits", outcome.fits);
+    if (outcome.breakdown) json.set("breakdown_s", to_json(*outcome.breakdown));
     if (!c.overlay.empty()) {
       Json overlay = Json::object();
       for (const Override& setting : c.overlay) overlay.set(setting.path, setting.value);
@@ -348,18 +367,22 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
   };
   table("source", "source", report.by_source);
   table("GPU", "GPU", report.by_gpu);
-  out += "## Cases\n\n| case | measured s | predicted s | error | peak memory GiB | measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
+  out += "## Cases\n\nThe predicted step's time: on compute (with recomputation, the optimizer and compute slowed by "
+         "communication beside it), in exposed communication (its largest kind named) and in pipeline bubbles.\n\n"
+         "| case | measured s | predicted s | error | compute | exposed communication | bubble | peak memory GiB | "
+         "measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;
     const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
     if (!o.error) {
-      out += fmt::format("| {} | {:.4f} | unsupported: {} | | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
+      out += fmt::format("| {} | {:.4f} | unsupported: {} | | | | | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
       continue;
     }
     std::string name = c.id;
     for (const Override& setting : c.overlay) name += fmt::format(" `{}: {}`", setting.path, setting.value);
-    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} | {} |\n", name, c.measured_iteration_time_s,
-                       *o.predicted_s, 100.0 * *o.error, gib(static_cast<double>(*o.peak_memory_bytes)),
+    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} | {} | {} |\n", name, c.measured_iteration_time_s,
+                       *o.predicted_s, 100.0 * *o.error, time_shares(*o.breakdown),
+                       gib(static_cast<double>(*o.peak_memory_bytes)),
                        c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "", o.fits ? "yes" : "**no**");
   }
   return out;

@@ -12,6 +12,7 @@
 
 #include "base/input_error.h"
 #include "base/json.h"
+#include "sim/report/result.h"
 #include "sim/scenario/scenario.h"
 #include "sim/search/scenario_source.h"
 
@@ -57,6 +58,7 @@ struct CaseOutcome {
   std::optional<double> error;         // (predicted − measured) / measured
   std::optional<int64_t> peak_memory_bytes;
   std::optional<double> memory_error;  // against the measured peak, where published
+  std::optional<Breakdown> breakdown;   // where the predicted step's time goes
   // False when the predicted peak exceeds the GPU's memory: the run was measured, so it fit,
   // and the memory model or a memory saving the case does not state (recomputation, sharding)
   // is off.

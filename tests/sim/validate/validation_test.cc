@@ -101,6 +101,39 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_NE(to_markdown(report, "plot.svg").find("| **no** |"), std::string::npos);
 }
 
+TEST(Validation, EachCaseSaysWhereItsPredictedTimeGoes) {
+  // One GPU: all compute. Eight GPUs gathering each weight tensor as it is needed (ZeRO-3, no
+  // prefetch): communication in the open, on the data-parallel groups.
+  const std::string eight =
+      "- id: sharded\n  source: test\n  scenario:\n    model: gpt-1.7b\n    cluster: {gpu: h100-sxm5-80gb, nodes: 1, "
+      "gpus_per_node: 8}\n    parallelism: {dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}\n    training: "
+      "{global_batch: 8, seq_len: 1024}\n  measured: {iteration_time_s: 1.0}\n";
+  const std::string path =
+      write_file("shares.yaml", one_gpu_case("alone", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}") +
+                                    eight);
+  const std::vector<ValidationCase> cases = load_validation_file(path);
+  const ValidationReport report = validate(cases, 1);
+  const Json json = to_json(report);
+  for (const Json& c : json.at("cases").elements()) {
+    // The parts add up to the predicted step.
+    const Json& b = c.at("breakdown_s");
+    double sum = 0.0;
+    for (const char* part : {"compute", "recompute", "optimizer", "overlap_slowdown", "exposed_communication",
+                             "pipeline_bubble"}) {
+      sum += b.at(part).number();
+    }
+    EXPECT_NEAR(sum, c.at("predicted_s").number(), 1e-9 * sum) << c.dump(-1);
+  }
+  const Json& alone = json.at("cases").elements()[0].at("breakdown_s");
+  EXPECT_EQ(alone.at("exposed_communication").number(), 0.0);
+  const Json& sharded = json.at("cases").elements()[1].at("breakdown_s");
+  EXPECT_GT(sharded.at("exposed_dp_communication").number(), 0.0);
+  EXPECT_EQ(sharded.at("exposed_dp_communication").number(), sharded.at("exposed_communication").number());
+  const std::string markdown = to_markdown(report, "plot.svg");
+  EXPECT_NE(markdown.find("| 100% | 0% | 0% |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("% dp | 0% |"), std::string::npos) << markdown;
+}
+
 TEST(Validation, LongSourcesKeepTheEndThatTellsThemApart) {
   std::string text = one_gpu_case("a", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}") +
                      one_gpu_case("b", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}");
