@@ -91,31 +91,22 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
     map.fail("fsdp_gather", fmt::format("= {} needs zero: 3 without pipelining (weights gathered per block and "
                                         "micro-batch); here zero = {}, pp = {}", gather, p.zero, p.pp));
   }
-  p.fsdp_persistence_threshold = map.get<int64_t>("fsdp_persistence_threshold", 100000);
-  if (map.has("fsdp_persistence_threshold")) {
+  // DeepSpeed's per-tensor gather settings: element counts, for fsdp_gather: tensor only.
+  const auto tensor_gather_elements = [&](const char* field, int64_t fallback, std::string_view expected) {
+    const int64_t value = map.get<int64_t>(field, fallback);
+    if (!map.has(field)) return value;
     if (p.fsdp_gather != FsdpGather::kTensor) {
-      map.fail("fsdp_persistence_threshold", fmt::format("= {} applies to fsdp_gather: tensor only; here fsdp_gather = {}",
-                                                         p.fsdp_persistence_threshold, to_string(p.fsdp_gather)));
+      map.fail(field, fmt::format("= {} applies to fsdp_gather: tensor only; here fsdp_gather = {}", value,
+                                  to_string(p.fsdp_gather)));
     }
-    if (p.fsdp_persistence_threshold < 0) {
-      map.fail("fsdp_persistence_threshold",
-               fmt::format("= {} is negative; expected the elements up to which a tensor is not gathered",
-                           p.fsdp_persistence_threshold));
-    }
-  }
-  p.fsdp_reuse_distance = map.get<int64_t>("fsdp_reuse_distance", 1000000000);
-  if (map.has("fsdp_reuse_distance")) {
-    if (p.fsdp_gather != FsdpGather::kTensor) {
-      map.fail("fsdp_reuse_distance", fmt::format("= {} applies to fsdp_gather: tensor only; here fsdp_gather = {}",
-                                                  p.fsdp_reuse_distance, to_string(p.fsdp_gather)));
-    }
-    if (p.fsdp_reuse_distance < 0) {
-      map.fail("fsdp_reuse_distance",
-               fmt::format("= {} is negative; expected the elements of other weights used in between below which a "
-                           "gathered tensor is kept for its next use",
-                           p.fsdp_reuse_distance));
-    }
-  }
+    if (value < 0) map.fail(field, fmt::format("= {} is negative; expected {}", value, expected));
+    return value;
+  };
+  p.fsdp_persistence_threshold = tensor_gather_elements("fsdp_persistence_threshold", 100000,
+                                                        "the elements up to which a tensor is not gathered");
+  p.fsdp_reuse_distance = tensor_gather_elements(
+      "fsdp_reuse_distance", 1000000000,
+      "the elements of other weights used in between below which a gathered tensor is kept for its next use");
   if (map.has("layers_per_stage")) {
     const YAML::Node list = map.node("layers_per_stage");
     if (!list.IsSequence()) map.fail("layers_per_stage", "must be a list of layer counts, one per pipeline stage");
