@@ -289,9 +289,9 @@ class StageBuilder {
   // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
-  // All-gathers of `sizes` for a pass over block `b`, each waiting for the one before (DeepSpeed
-  // synchronized the GPU before each), after `after`; the last. `held`: the gathered weights
-  // stay until the pass over the block ends, else they take the place of ones already freed.
+  // All-gathers of `sizes` for a pass over block `b`, the first after `after`, each after the one
+  // before (DeepSpeed synchronized the GPU before each); returns the last. `held`: the gathered
+  // weights stay until the pass over the block ends, else they take the place of ones freed.
   TaskId gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
                         const std::vector<Bytes>& sizes, bool held);
   // fsdp_gather: tensor gathers as DeepSpeed did in 2021: torch.distributed.all_gather into a
