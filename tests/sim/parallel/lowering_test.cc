@@ -250,10 +250,11 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
 
 TEST(Lowering, FullRecomputeGathersAgainTheTensorsUsedFarApart) {
   // GPT 1.7B (hidden h = 2304) gathering per tensor under full recompute. Between a tensor's use
-  // in the recomputed forward and in backward come the later tensors of its layer twice: 2·17h²
-  // elements for QKV, 2·16h² for the projection, 2·8h² for fc1, none for fc2 (biases and norms
-  // aside). At 5·10⁷ elements (9.4h²) QKV and the projection are gathered again, at 0 all four,
-  // at DeepSpeed's 10⁹ none; the embedding and head are not recomputed.
+  // in the recomputed forward and in backward come the later tensors of its layer twice: 2·9h²
+  // elements for QKV (projection h², fc1 and fc2 4h² each), 2·8h² for the projection, 2·4h² for
+  // fc1, none for fc2 (biases and norms aside). At 5·10⁷ elements (9.4h²) QKV and the projection
+  // are gathered again, at 0 all four, at DeepSpeed's 10⁹ none; the embedding and head are not
+  // recomputed.
   const std::string text = R"(model: gpt-1.7b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
 parallelism: {dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}
