@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <string>
 #include <string_view>
 
@@ -126,27 +127,21 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   if (p.fsdp_gather == FsdpGather::kBlock) {
     block.gather_sizes = {Bytes(static_cast<double>(block.parameters) * weight_bytes)};
   } else {
-    for (const int64_t elements : block.graph->weight_tensors) {
-      if (elements > p.fsdp_persistence_threshold) {
-        block.gather_sizes.push_back(Bytes(static_cast<double>(elements) * weight_bytes));
-      }
+    const std::vector<int64_t>& tensors = block.graph->weight_tensors;
+    const bool recomputed =
+        c.scenario.training.recompute == Recompute::kFull && block.graph->flop(Phase::kRecompute) > Flop(0);
+    // DeepSpeed traces the modules in use order: after a tensor's use in the recomputed forward
+    // come the later tensors' forward uses, then their backward uses, then its own.
+    int64_t used_after = std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
+    for (const int64_t elements : tensors) {
+      used_after -= elements;
+      if (elements <= p.fsdp_persistence_threshold) continue;
+      const Bytes size(static_cast<double>(elements) * weight_bytes);
+      block.gather_sizes.push_back(size);
+      if (recomputed && 2 * used_after >= p.fsdp_reuse_distance) block.regather_sizes.push_back(size);
     }
   }
   for (const Bytes size : block.gather_sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
-  if (p.fsdp_gather == FsdpGather::kTensor && c.scenario.training.recompute == Recompute::kFull &&
-      block.graph->flop(Phase::kRecompute) > Flop(0)) {
-    // DeepSpeed traces the modules in use order: after tensor i's use in the recomputed forward
-    // come the later tensors' forward uses, then their backward uses, then tensor i's own.
-    const std::vector<int64_t>& tensors = block.graph->weight_tensors;
-    int64_t used_after = 0;
-    for (size_t i = tensors.size(); i-- > 0;) {
-      if (tensors[i] > p.fsdp_persistence_threshold && 2 * used_after >= p.fsdp_reuse_distance) {
-        block.regather_sizes.push_back(Bytes(static_cast<double>(tensors[i]) * weight_bytes));
-      }
-      used_after += tensors[i];
-    }
-    std::reverse(block.regather_sizes.begin(), block.regather_sizes.end());
-  }
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -297,8 +292,9 @@ class StageBuilder {
   // fsdp_gather: tensor gathers as DeepSpeed did in 2021: torch.distributed.all_gather into a
   // list of one view per rank of a zero-filled buffer, which PyTorch's NCCL process group then
   // ran as a gather into a new flat buffer followed by one copy per list entry on its stream.
-  // The copies after `gather` of `size` bytes, as task `name`; returns it.
-  TaskId copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, const std::string& name);
+  // The copies after `gather` of `size` bytes over `ranks`, as task `name`; returns it.
+  TaskId copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, int ranks,
+                         const std::string& name);
   // One pass's FSDP gathers and block exits, in the pass's block order.
   struct FsdpPass {
     explicit FsdpPass(size_t blocks) : gathers(blocks, kNoId), exits(blocks, kNoId) {}
@@ -387,11 +383,11 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
 
 TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
                                     const std::vector<Bytes>& sizes, bool held) {
+  const std::vector<int> group = c_.layout.placement(GroupKind::kDataShard, stage_);
   TaskId last = after;
   for (const Bytes size : sizes) {
     LoneTask spec;
-    spec.duration =
-        c_.collectives.time(Collective::kAllGather, size, c_.layout.placement(GroupKind::kDataShard, stage_));
+    spec.duration = c_.collectives.time(Collective::kAllGather, size, group);
     spec.name = name;
     spec.deps = {last};
     spec.group = GroupKind::kDataShard;
@@ -405,15 +401,14 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.microbatch = microbatch;
     last = add(spec);
     if (c_.scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
-      last = copy_out_gather(b, microbatch, last, size, name + ".copies");
+      last = copy_out_gather(b, microbatch, last, size, static_cast<int>(group.size()), name + ".copies");
     }
   }
   return last;
 }
 
-TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size,
+TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, int ranks,
                                      const std::string& name) {
-  const int ranks = static_cast<int>(c_.layout.placement(GroupKind::kDataShard, stage_).size());
   LoneTask copies;
   // A zero-filled buffer, then one copy per rank out of the flat buffer NCCL gathered into: the
   // fill writes the bytes once, the copies read and write them. Each kernel pays the GPU's

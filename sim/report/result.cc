@@ -95,7 +95,6 @@ Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& 
   return b;
 }
 
-
 KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
   KernelSources sources;
   if (s.cluster.profile) sources.profile = std::filesystem::path(s.cluster.profile->path()).stem().string();
