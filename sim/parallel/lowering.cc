@@ -237,6 +237,20 @@ class StageBuilder {
     return add(spec);
   }
 
+  // ZeRO-3 reduces each block's gradients after every micro-batch's backward: a reduce-scatter
+  // leaves each rank its shard; an all-reduce (DeepSpeed's ZeRO-3 without contiguous gradients)
+  // moves twice the bytes and leaves every rank the whole sum, of which it keeps its shard.
+  void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
+    const Bytes gradients(static_cast<double>(plans.parameters) * parameter_bytes(c_.scenario.training).gradient);
+    if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
+      step_collective(Collective::kAllReduce, gradients, GroupKind::kDataShard, "fsdp.gradient_all_reduce",
+                      {backward_done});
+    } else {
+      step_collective(Collective::kReduceScatter, gradients, GroupKind::kDataShard, "fsdp.gradient_reduce_scatter",
+                      {backward_done});
+    }
+  }
+
   uint32_t next_sequence(GroupKind group) { return sequence_[static_cast<int>(group)]++; }
 
   Instance instantiate(uint32_t plan_index, const BlockRef& block, int microbatch, const std::vector<TaskId>& entry,
@@ -469,7 +483,6 @@ void StageBuilder::forward(int microbatch, int chunk) {
 // model chunk, in reverse block order, between gradient transfers.
 void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind) {
   const int vs = virtual_stage(chunk);
-  const Scenario& s = c_.scenario;
   std::vector<TaskId> gradient;
   if (vs + 1 < c_.virtual_stages_total) {
     gradient = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
@@ -506,12 +519,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     gradient = instance.exits;
     if (!input_only) {
       last_backward_[{chunk, block.block}] = instance.last_compute;
-      if (fsdp()) {
-        // FSDP reduce-scatters each block's gradients after every micro-batch's backward.
-        step_collective(Collective::kReduceScatter,
-                        Bytes(static_cast<double>(plans.parameters) * parameter_bytes(s.training).gradient),
-                        GroupKind::kDataShard, "fsdp.gradient_reduce_scatter", {instance.last_compute});
-      }
+      if (fsdp()) reduce_block_gradients(plans, instance.last_compute);
     }
   }
   if (vs > 0) {
@@ -522,7 +530,6 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
 
 // Zero-bubble W: the weight gradients of a chunk's blocks for one micro-batch.
 void StageBuilder::weight(int microbatch, int chunk) {
-  const Scenario& s = c_.scenario;
   std::vector<BlockRef> blocks = chunk_blocks(chunk);
   std::reverse(blocks.begin(), blocks.end());
   for (const BlockRef& block : blocks) {
@@ -533,11 +540,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
                                           nullptr, free_at_exit);
     backward_ops_.erase(key);
     last_backward_[{chunk, block.block}] = instance.last_compute;
-    if (fsdp()) {
-      step_collective(Collective::kReduceScatter,
-                      Bytes(static_cast<double>(plans.parameters) * parameter_bytes(s.training).gradient),
-                      GroupKind::kDataShard, "fsdp.gradient_reduce_scatter", {instance.last_compute});
-    }
+    if (fsdp()) reduce_block_gradients(plans, instance.last_compute);
   }
 }
 

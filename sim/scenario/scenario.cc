@@ -74,23 +74,27 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                                  "or 3 (+ parameters, FSDP)", p.zero));
   }
   p.zero_shard = map.get<int>("zero_shard", 0);
+  // The ZeRO-3 fields act on the per-block, per-micro-batch gathers and reductions, which
+  // pipelining does not have.
+  const auto require_fsdp = [&](const char* field, const auto& value) {
+    if (map.has(field) && (p.zero != 3 || p.pp > 1)) {
+      map.fail(field, fmt::format("= {} needs zero: 3 without pipelining (weights gathered and gradients reduced per "
+                                  "block and micro-batch); here zero = {}, pp = {}", value, p.zero, p.pp));
+    }
+  };
   p.fsdp_prefetch = map.get<int>("fsdp_prefetch", 1);
-  if (map.has("fsdp_prefetch")) {
-    if (p.fsdp_prefetch < 0) {
-      map.fail("fsdp_prefetch", fmt::format("= {} is negative; expected the number of blocks gathered ahead (0: "
-                                            "each block's weights gathered when it starts)", p.fsdp_prefetch));
-    }
-    if (p.zero != 3 || p.pp > 1) {
-      map.fail("fsdp_prefetch", fmt::format("= {} needs zero: 3 without pipelining (weights gathered per block and "
-                                            "micro-batch); here zero = {}, pp = {}", p.fsdp_prefetch, p.zero, p.pp));
-    }
+  if (map.has("fsdp_prefetch") && p.fsdp_prefetch < 0) {
+    map.fail("fsdp_prefetch", fmt::format("= {} is negative; expected the number of blocks gathered ahead (0: "
+                                          "each block's weights gathered when it starts)", p.fsdp_prefetch));
   }
+  require_fsdp("fsdp_prefetch", p.fsdp_prefetch);
   const std::string gather = map.choice("fsdp_gather", {"block", "tensor"}, "block");
   p.fsdp_gather = gather == "tensor" ? FsdpGather::kTensor : FsdpGather::kBlock;
-  if (map.has("fsdp_gather") && (p.zero != 3 || p.pp > 1)) {
-    map.fail("fsdp_gather", fmt::format("= {} needs zero: 3 without pipelining (weights gathered per block and "
-                                        "micro-batch); here zero = {}, pp = {}", gather, p.zero, p.pp));
-  }
+  require_fsdp("fsdp_gather", gather);
+  const std::string reduce = map.choice("fsdp_gradient_reduce", {"reduce_scatter", "all_reduce"}, "reduce_scatter");
+  p.fsdp_gradient_reduce =
+      reduce == "all_reduce" ? FsdpGradientReduce::kAllReduce : FsdpGradientReduce::kReduceScatter;
+  require_fsdp("fsdp_gradient_reduce", reduce);
   // DeepSpeed's per-tensor gather settings: element counts, for fsdp_gather: tensor only.
   const auto tensor_gather_elements = [&](const char* field, int64_t fallback, std::string_view expected) {
     const int64_t value = map.get<int64_t>(field, fallback);
@@ -468,6 +472,9 @@ std::string to_string(OptimizerKernels kernels) {
 }
 
 std::string to_string(FsdpGather gather) { return gather == FsdpGather::kTensor ? "tensor" : "block"; }
+std::string to_string(FsdpGradientReduce reduce) {
+  return reduce == FsdpGradientReduce::kAllReduce ? "all_reduce" : "reduce_scatter";
+}
 
 std::string to_string(TpOverlapMethod method) {
   switch (method) {

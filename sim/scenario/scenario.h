@@ -25,6 +25,9 @@ enum class Optimizer { kAdam, kSgd };
 // coalesced fetch), or one all-gather per weight tensor, one after another (DeepSpeed ZeRO-3
 // before mid-2021).
 enum class FsdpGather { kBlock, kTensor };
+// How ZeRO-3 reduces a block's gradients: each rank receiving only its shard (PyTorch FSDP,
+// DeepSpeed's reduce-scatter path) or the whole sum, of which it keeps its shard.
+enum class FsdpGradientReduce { kReduceScatter, kAllReduce };
 // How the optimizer step runs: one multi-tensor kernel that reads and writes each state once
 // (Apex / Transformer Engine FusedAdam, torch.optim with fused=True); one pass over all the
 // states per arithmetic op (torch.optim's foreach implementation, its default on GPUs); or the
@@ -59,6 +62,7 @@ struct Parallelism {
   // other weights is kept gathered from the recomputed forward to its backward; one used
   // further apart is released and gathered again (DeepSpeed's stage3_max_reuse_distance).
   int64_t fsdp_reuse_distance = 1000000000;
+  FsdpGradientReduce fsdp_gradient_reduce = FsdpGradientReduce::kReduceScatter;
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
   std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
@@ -142,6 +146,7 @@ std::string to_string(ContextComm comm);
 std::string to_string(TpOverlapMethod method);
 std::string to_string(OptimizerKernels kernels);
 std::string to_string(FsdpGather gather);
+std::string to_string(FsdpGradientReduce reduce);
 std::string to_string(Fusion fusion);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.

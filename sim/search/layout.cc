@@ -139,6 +139,9 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
   if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (p.zero == 3 && p.pp == 1) {
     parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
+    if (p.fsdp_gradient_reduce != FsdpGradientReduce::kReduceScatter) {
+      parallelism.set("fsdp_gradient_reduce", to_string(p.fsdp_gradient_reduce));
+    }
     if (p.fsdp_gather == FsdpGather::kTensor) {
       parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
       parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);

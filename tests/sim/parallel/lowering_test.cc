@@ -284,6 +284,44 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048, recompute: full}
   EXPECT_EQ(regathers(simulate(scenario_of(plain))), 0u);
 }
 
+TEST(Lowering, AllReducedGradientsMoveTwiceTheBytesOfReduceScattered) {
+  // GPT 1.7B over 16 GPUs on two nodes: each block's gradients reduced after its backward, by a
+  // reduce-scatter or an all-reduce of the same buffer; the all-reduce sends each byte twice
+  // (reduce, then broadcast), so each takes about twice as long, and the step longer.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 8, nic_bandwidth: 200 Gb/s}}
+parallelism: {dp: 16, zero: 3, fsdp_prefetch: 0}
+training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
+)";
+  auto reductions = [](const Prediction& p, const std::string& name) {
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+    std::vector<double> seconds;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.rank[i] == 0 && t.names[t.name[i]] == name) seconds.push_back(t.end_s[i] - t.start_s[i]);
+    }
+    return seconds;
+  };
+  const Prediction scattered = simulate(scenario_of(text));
+  const std::string anchor = "fsdp_prefetch";
+  const Prediction all = simulate(scenario_of(std::string(text).insert(text.find(anchor), "fsdp_gradient_reduce: all_reduce, ")));
+  const std::vector<double> scatter_s = reductions(scattered, "fsdp.gradient_reduce_scatter");
+  const std::vector<double> all_s = reductions(all, "fsdp.gradient_all_reduce");
+  ASSERT_EQ(scatter_s.size(), all_s.size());
+  ASSERT_EQ(all_s.size(), static_cast<size_t>(24 + 2));  // each layer, the embedding and the head
+  EXPECT_TRUE(reductions(all, "fsdp.gradient_reduce_scatter").empty());
+  // The layers' reductions are bandwidth-bound (the smallest, a few kilobytes, is latency-bound).
+  size_t bandwidth_bound = 0;
+  for (size_t i = 0; i < all_s.size(); ++i) {
+    if (scatter_s[i] < 1e-3) continue;
+    ++bandwidth_bound;
+    EXPECT_GT(all_s[i], 1.8 * scatter_s[i]) << i;
+    EXPECT_LT(all_s[i], 2.2 * scatter_s[i]) << i;
+  }
+  EXPECT_GE(bandwidth_bound, 24u);
+  EXPECT_GT(all.result.iteration_time, scattered.result.iteration_time);
+  EXPECT_EQ(all.result.peak_memory_bytes, scattered.result.peak_memory_bytes);
+}
+
 // The result of the scenario `text` with `insertion` put before the first `anchor` in it.
 Result simulate_with(std::string text, const std::string& anchor, const std::string& insertion) {
   text.insert(text.find(anchor), insertion);

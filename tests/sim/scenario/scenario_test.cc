@@ -122,14 +122,20 @@ TEST(ScenarioErrors, InconsistentFields) {
             "s.yaml:13:20: parallelism.tp_comm_overlap = true needs tp > 1 and sequence_parallel (here tp = 8, "
             "sequence_parallel = false): the overlapped collectives are the sequence-parallel ones");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  fsdp_prefetch: 2")),
-            "s.yaml:12:18: parallelism.fsdp_prefetch = 2 needs zero: 3 without pipelining (weights gathered per "
-            "block and micro-batch); here zero = 0, pp = 16");
+            "s.yaml:12:18: parallelism.fsdp_prefetch = 2 needs zero: 3 without pipelining (weights gathered and "
+            "gradients reduced per block and micro-batch); here zero = 0, pp = 16");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_prefetch: -1")),
             "s.yaml:13:18: parallelism.fsdp_prefetch = -1 is negative; expected the number of blocks gathered ahead "
             "(0: each block's weights gathered when it starts)");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  fsdp_gather: tensor")),
-            "s.yaml:12:16: parallelism.fsdp_gather = tensor needs zero: 3 without pipelining (weights gathered per "
-            "block and micro-batch); here zero = 0, pp = 16");
+            "s.yaml:12:16: parallelism.fsdp_gather = tensor needs zero: 3 without pipelining (weights gathered and "
+            "gradients reduced per block and micro-batch); here zero = 0, pp = 16");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_gradient_reduce: all_reduce")),
+            "s.yaml:13:25: parallelism.fsdp_gradient_reduce = all_reduce needs zero: 3 without pipelining (weights "
+            "gathered and gradients reduced per block and micro-batch); here zero = 3, pp = 16");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gradient_reduce: reduce")),
+            "s.yaml:13:25: parallelism.fsdp_gradient_reduce = 'reduce' is unknown; expected one of: reduce_scatter, "
+            "all_reduce");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: layer")),
             "s.yaml:13:16: parallelism.fsdp_gather = 'layer' is unknown; expected one of: block, tensor");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_persistence_threshold: 10")),

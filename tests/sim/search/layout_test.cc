@@ -108,7 +108,8 @@ TEST(Layout, FrameworkSettingsReachTheLayoutsTheyApplyTo) {
 model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
 parallelism: {tp: 2, zero: 3, fsdp_prefetch: 2, fsdp_gather: tensor, fsdp_persistence_threshold: 1000,
-              fsdp_reuse_distance: 5000, tp_comm_overlap: true, tp_comm_overlap_method: async_tp}
+              fsdp_reuse_distance: 5000, fsdp_gradient_reduce: all_reduce, tp_comm_overlap: true,
+              tp_comm_overlap_method: async_tp}
 training: {global_batch: 8, recompute: selective-op, fusion: eager}
 )",
                               "settings.yaml"};
@@ -136,6 +137,7 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
         EXPECT_EQ(s->parallelism.fsdp_gather, FsdpGather::kTensor) << to_string(l);
         EXPECT_EQ(s->parallelism.fsdp_persistence_threshold, 1000) << to_string(l);
         EXPECT_EQ(s->parallelism.fsdp_reuse_distance, 5000) << to_string(l);
+        EXPECT_EQ(s->parallelism.fsdp_gradient_reduce, FsdpGradientReduce::kAllReduce) << to_string(l);
       }
       ++prefetched;
     }
