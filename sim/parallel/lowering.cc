@@ -237,18 +237,36 @@ class StageBuilder {
     return add(spec);
   }
 
-  // ZeRO-3 reduces each block's gradients after every micro-batch's backward: a reduce-scatter
-  // leaves each rank its shard; an all-reduce (DeepSpeed's ZeRO-3 without contiguous gradients)
-  // moves twice the bytes and leaves every rank the whole sum, of which it keeps its shard.
+  // ZeRO-3 reduces gradients after every micro-batch's backward. A reduce-scatter of each block's
+  // gradients leaves each rank its shard (PyTorch FSDP). An all-reduce (DeepSpeed's ZeRO-3 without
+  // contiguous gradients) moves twice the bytes and leaves every rank the whole sum, of which it
+  // keeps its shard; DeepSpeed fills a bucket of `grad_bucket_parameters` elements with the
+  // gradients in the order they are ready (reduce_bucket_size), reduces it when the next one would
+  // overflow it, a nonempty bucket first, and at the end of the backward pass; each bucket here
+  // starts once the block holding its last gradient has finished its backward.
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
     const Bytes gradients(static_cast<double>(plans.parameters) * parameter_bytes(c_.scenario.training).gradient);
-    if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
-      step_collective(Collective::kAllReduce, gradients, GroupKind::kDataShard, "fsdp.gradient_all_reduce",
-                      {backward_done});
-    } else {
+    if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
       step_collective(Collective::kReduceScatter, gradients, GroupKind::kDataShard, "fsdp.gradient_reduce_scatter",
                       {backward_done});
+      return;
     }
+    const std::vector<int64_t>& tensors = plans.graph->weight_tensors;
+    for (auto tensor = tensors.rbegin(); tensor != tensors.rend(); ++tensor) {
+      if (gradient_bucket_elements_ + *tensor > c_.scenario.training.grad_bucket_parameters) reduce_gradient_bucket();
+      gradient_bucket_elements_ += *tensor;
+      gradient_bucket_ready_ = backward_done;
+    }
+  }
+
+  // All-reduces the gradients gathered in the bucket, if any.
+  void reduce_gradient_bucket() {
+    if (gradient_bucket_elements_ == 0) return;
+    const Bytes gradients(static_cast<double>(gradient_bucket_elements_) *
+                          parameter_bytes(c_.scenario.training).gradient);
+    step_collective(Collective::kAllReduce, gradients, GroupKind::kDataShard, "fsdp.gradient_all_reduce",
+                    {gradient_bucket_ready_});
+    gradient_bucket_elements_ = 0;
   }
 
   uint32_t next_sequence(GroupKind group) { return sequence_[static_cast<int>(group)]++; }
@@ -339,6 +357,9 @@ class StageBuilder {
   std::map<std::tuple<int, int, int32_t>, std::vector<TaskId>> backward_ops_;
   std::map<int32_t, TaskId> start_gathers_;  // ZeRO-1/2 with overlapped parameter gather
   TaskId last_compute_ = kNoId;
+  // ZeRO-3 all-reduced gradients waiting in the bucket, and the task after which the last is ready.
+  int64_t gradient_bucket_elements_ = 0;
+  TaskId gradient_bucket_ready_ = kNoId;
 };
 
 StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const BlockRef& block, int microbatch,
@@ -522,6 +543,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
       if (fsdp()) reduce_block_gradients(plans, instance.last_compute);
     }
   }
+  if (fsdp() && !input_only) reduce_gradient_bucket();
   if (vs > 0) {
     pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(), microbatch,
                       vs, gradient);
@@ -542,6 +564,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
     last_backward_[{chunk, block.block}] = instance.last_compute;
     if (fsdp()) reduce_block_gradients(plans, instance.last_compute);
   }
+  if (fsdp()) reduce_gradient_bucket();
 }
 
 // After the last backward: data-parallel gradient reduction, the tied-embedding gradient

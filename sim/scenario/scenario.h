@@ -89,7 +89,8 @@ struct Training {
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
   // Gradient bucket size for data-parallel reduction (Megatron-LM's DDP default: 40M
-  // parameters, distributed_data_parallel_config.py `bucket_size`).
+  // parameters, distributed_data_parallel_config.py `bucket_size`), and for ZeRO-3's all-reduced
+  // gradients (DeepSpeed's reduce_bucket_size).
   int64_t grad_bucket_parameters = 40'000'000;
 
   int64_t num_microbatches(int dp) const { return global_batch / (micro_batch * dp); }
