@@ -240,13 +240,13 @@ class StageBuilder {
   // ZeRO-3 reduces gradients after every micro-batch's backward. A reduce-scatter of each block's
   // gradients leaves each rank its shard (PyTorch FSDP). An all-reduce (DeepSpeed's ZeRO-3 without
   // contiguous gradients) moves twice the bytes and leaves every rank the whole sum, of which it
-  // keeps its shard; DeepSpeed fills a bucket of `grad_bucket_parameters` elements with the
-  // gradients in the order they are ready (reduce_bucket_size), reduces it when the next one would
-  // overflow it, a nonempty bucket first, and at the end of the backward pass; each bucket here
-  // starts once the block holding its last gradient has finished its backward.
+  // keeps its shard. DeepSpeed fills a bucket of `grad_bucket_parameters` elements with the
+  // gradients in the order they are ready (its reduce_bucket_size), reducing the bucket before a
+  // gradient that would overflow it and at the end of the backward pass; each bucket here starts
+  // once the block holding its last gradient has finished its backward.
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
-    const Bytes gradients(static_cast<double>(plans.parameters) * parameter_bytes(c_.scenario.training).gradient);
     if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
+      const Bytes gradients(static_cast<double>(plans.parameters) * parameter_bytes(c_.scenario.training).gradient);
       step_collective(Collective::kReduceScatter, gradients, GroupKind::kDataShard, "fsdp.gradient_reduce_scatter",
                       {backward_done});
       return;

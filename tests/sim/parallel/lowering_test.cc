@@ -10,6 +10,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "sim/simulator/simulator.h"
 #include "sim/timeline/timeline.h"
@@ -328,8 +329,8 @@ TEST(Lowering, AllReducedGradientsMoveTwiceTheBytesOfReduceScattered) {
 }
 
 TEST(Lowering, AllReducedGradientsFillBucketsInTheOrderTheyAreReady) {
-  // DeepSpeed's rule: a gradient that would overflow a nonempty bucket sends the bucket off
-  // first, and the end of the backward pass sends what is left.
+  // DeepSpeed's rule: a gradient that would overflow the bucket sends it off first, and the end
+  // of the backward pass sends what is left.
   const int64_t h = 2304;
   // One element per bucket: every weight tensor on its own (12 per layer: two norms, the QKV
   // and output projections and the two MLP projections, each with its bias; the head's final
