@@ -246,9 +246,8 @@ class StageBuilder {
   // once the block holding its last gradient has finished its backward.
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
     if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
-      const Bytes gradients(static_cast<double>(plans.parameters) * parameter_bytes(c_.scenario.training).gradient);
-      step_collective(Collective::kReduceScatter, gradients, GroupKind::kDataShard, "fsdp.gradient_reduce_scatter",
-                      {backward_done});
+      step_collective(Collective::kReduceScatter, gradient_bytes(plans.parameters), GroupKind::kDataShard,
+                      "fsdp.gradient_reduce_scatter", {backward_done});
       return;
     }
     const std::vector<int64_t>& tensors = plans.graph->weight_tensors;
@@ -262,11 +261,14 @@ class StageBuilder {
   // All-reduces the gradients gathered in the bucket, if any.
   void reduce_gradient_bucket() {
     if (gradient_bucket_elements_ == 0) return;
-    const Bytes gradients(static_cast<double>(gradient_bucket_elements_) *
-                          parameter_bytes(c_.scenario.training).gradient);
-    step_collective(Collective::kAllReduce, gradients, GroupKind::kDataShard, "fsdp.gradient_all_reduce",
-                    {gradient_bucket_ready_});
+    step_collective(Collective::kAllReduce, gradient_bytes(gradient_bucket_elements_), GroupKind::kDataShard,
+                    "fsdp.gradient_all_reduce", {gradient_bucket_ready_});
     gradient_bucket_elements_ = 0;
+  }
+
+  // The bytes of `elements` gradients in the training's gradient dtype.
+  Bytes gradient_bytes(int64_t elements) const {
+    return Bytes(static_cast<double>(elements) * parameter_bytes(c_.scenario.training).gradient);
   }
 
   uint32_t next_sequence(GroupKind group) { return sequence_[static_cast<int>(group)]++; }
