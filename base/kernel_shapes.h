@@ -57,9 +57,10 @@ struct GemmShape {
 
 // How attention is computed: one fused kernel at the efficiency of cuDNN's fused attention and
 // FlashAttention-3 (what Transformer Engine runs on Hopper), one fused FlashAttention-2 kernel
-// (flash-attn 2.x, PyTorch SDPA's flash backend), or as separate GEMMs and softmax that keep
-// the s×s scores.
-enum class AttentionKernel { kFlash, kFlash2, kUnfused };
+// (flash-attn 2.x, PyTorch SDPA's flash backend), FlashAttention in Triton (flash-attn 1.x's
+// flash_attn_triton.py, which LLM Foundry runs as attn_impl: triton), or as separate GEMMs and
+// softmax that keep the s×s scores.
+enum class AttentionKernel { kFlash, kFlash2, kFlashTriton, kUnfused };
 
 // FlashAttention-2 is compiled for head dims 32, 64, ..., 256 and runs a head on the smallest
 // that holds it (flash-attn 2.x's HEADDIM_SWITCH, copied into PyTorch's
@@ -67,6 +68,15 @@ enum class AttentionKernel { kFlash, kFlash2, kUnfused };
 // padded width.
 inline constexpr int64_t kFlash2MaxHeadDim = 256;
 inline constexpr int64_t flash2_kernel_head_dim(int64_t head_dim) { return (head_dim + 31) / 32 * 32; }
+
+// FlashAttention in Triton takes heads up to 128 wide and tiles them at the next power of two,
+// at least 16 (flash_attn_triton.py: assert d <= 128, BLOCK_HEADDIM = max(next_power_of_2(d), 16)).
+inline constexpr int64_t kFlashTritonMaxHeadDim = 128;
+inline constexpr int64_t flash_triton_kernel_head_dim(int64_t head_dim) {
+  int64_t block = 16;
+  while (block < head_dim) block *= 2;
+  return block;
+}
 
 // Fused attention over one rank's shard. causal: each query sees keys up to itself.
 struct AttentionShape {
@@ -79,7 +89,7 @@ struct AttentionShape {
   bool causal = true;
   bool backward = false;
   DType dtype = DType::kBf16;
-  AttentionKernel kernel = AttentionKernel::kFlash;  // kFlash or kFlash2
+  AttentionKernel kernel = AttentionKernel::kFlash;  // a fused kernel: not kUnfused
 };
 
 }  // namespace paceline

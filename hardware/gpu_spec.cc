@@ -65,10 +65,14 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.attention_forward_efficiency = fraction(attention, "forward_efficiency", gpu, "kernels.attention.");
   k.attention_backward_efficiency = fraction(attention, "backward_efficiency", gpu, "kernels.attention.");
   k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, "kernels.attention.");
-  if (attention.has("flash2_forward_efficiency") || attention.has("flash2_backward_efficiency")) {
-    k.flash2_forward_efficiency = fraction(attention, "flash2_forward_efficiency", gpu, "kernels.attention.");
-    k.flash2_backward_efficiency = fraction(attention, "flash2_backward_efficiency", gpu, "kernels.attention.");
-  }
+  // A kernel's two efficiencies come together or not at all.
+  const auto kernel_efficiencies = [&](const std::string& kernel, double& forward, double& backward) {
+    if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) return;
+    forward = fraction(attention, kernel + "_forward_efficiency", gpu, "kernels.attention.");
+    backward = fraction(attention, kernel + "_backward_efficiency", gpu, "kernels.attention.");
+  };
+  kernel_efficiencies("flash2", k.flash2_forward_efficiency, k.flash2_backward_efficiency);
+  kernel_efficiencies("flash_triton", k.flash_triton_forward_efficiency, k.flash_triton_backward_efficiency);
   if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
   k.attention_causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, "kernels.attention.");
   k.attention_causal_seq_half = sourced_required<double>(attention, "causal_seq_half", gpu, "kernels.attention.");

@@ -41,10 +41,12 @@ struct KernelEfficiency {
   // few heads × blocks leave SMs idle and, under a causal mask, the longest row of tiles bounds
   // the kernel.
   int64_t attention_tile_rows = 0;
-  // FlashAttention-2's efficiencies where they differ from the fused kernels' above (0: not
-  // known for this GPU).
+  // FlashAttention-2's and FlashAttention in Triton's efficiencies where they differ from the
+  // fused kernels' above (0: not known for this GPU).
   double flash2_forward_efficiency = 0.0;
   double flash2_backward_efficiency = 0.0;
+  double flash_triton_forward_efficiency = 0.0;
+  double flash_triton_backward_efficiency = 0.0;
   double memory_bandwidth_efficiency = 0.0;  // of the HBM bandwidth, for streaming kernels
   // Compute-bound throughput kept under sustained load, against the short bursts the
   // efficiencies above (and measured profiles) come from: at its power limit a GPU runs below

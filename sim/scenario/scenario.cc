@@ -13,6 +13,34 @@
 namespace paceline {
 namespace {
 
+// FlashAttention-2 and FlashAttention in Triton are timed from their own catalog efficiencies
+// and take heads up to their kernels' widths; Triton's kernel reads keys and values for every
+// query head.
+void check_attention_kernel(const Scenario& s, YamlMap& training) {
+  const AttentionKernel kernel = s.training.attention;
+  if (kernel != AttentionKernel::kFlash2 && kernel != AttentionKernel::kFlashTriton) return;
+  const bool triton = kernel == AttentionKernel::kFlashTriton;
+  const std::string name = to_string(kernel);
+  const std::string what = triton ? "FlashAttention in Triton" : "FlashAttention-2";
+  const KernelEfficiency& k = s.cluster.gpu.kernels;
+  if ((triton ? k.flash_triton_forward_efficiency : k.flash2_forward_efficiency) == 0.0) {
+    training.fail("attention", fmt::format("= {} needs {}'s efficiencies for {}; its catalog entry has none "
+                                           "(kernels.attention.{}_forward_efficiency); use flash or unfused",
+                                           name, what, s.cluster.gpu.name, name));
+  }
+  const int64_t max_head_dim = triton ? kFlashTritonMaxHeadDim : kFlash2MaxHeadDim;
+  if (s.model.head_dim > max_head_dim) {
+    training.fail("attention", fmt::format("= {} runs head dims up to {}; the model's is {}; use flash or unfused",
+                                           name, max_head_dim, s.model.head_dim));
+  }
+  if (triton && s.model.kv_heads != s.model.heads && !s.training.repeat_kv) {
+    training.fail("attention", fmt::format("= flash_triton reads keys and values for every query head; the model has "
+                                           "{} of {} (set training.repeat_kv: true, as a caller of this kernel must)",
+                                           s.model.kv_heads, s.model.heads));
+  }
+}
+
+
 int at_least_one(YamlMap& map, std::string_view key, int fallback) {
   const int value = map.get<int>(key, fallback);
   if (value < 1) map.fail(key, fmt::format("= {} must be at least 1", value));
@@ -147,10 +175,11 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                 : recompute == "selective"    ? Recompute::kSelective
                 : recompute == "selective-op" ? Recompute::kSelectiveOp
                                               : Recompute::kNone;
-  const std::string attention = map.choice("attention", {"flash", "flash2", "unfused"}, "flash");
-  t.attention = attention == "unfused"  ? AttentionKernel::kUnfused
-                : attention == "flash2" ? AttentionKernel::kFlash2
-                                        : AttentionKernel::kFlash;
+  const std::string attention = map.choice("attention", {"flash", "flash2", "flash_triton", "unfused"}, "flash");
+  t.attention = attention == "unfused"        ? AttentionKernel::kUnfused
+                : attention == "flash2"       ? AttentionKernel::kFlash2
+                : attention == "flash_triton" ? AttentionKernel::kFlashTriton
+                                              : AttentionKernel::kFlash;
   t.repeat_kv = map.get<bool>("repeat_kv", false);
   const auto fusion = [&](std::string_view key) {
     return map.choice(key, {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
@@ -280,15 +309,7 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     training.fail("precision", fmt::format("= fp8 needs fp8 tensor cores; {} has none (no peak_dense.fp8)",
                                            s.cluster.gpu.name));
   }
-  if (t.attention == AttentionKernel::kFlash2 && s.cluster.gpu.kernels.flash2_forward_efficiency == 0.0) {
-    training.fail("attention", fmt::format("= flash2 needs FlashAttention-2's efficiencies for {}; its catalog entry has "
-                                           "none (kernels.attention.flash2_forward_efficiency); use flash or unfused",
-                                           s.cluster.gpu.name));
-  }
-  if (t.attention == AttentionKernel::kFlash2 && s.model.head_dim > kFlash2MaxHeadDim) {
-    training.fail("attention", fmt::format("= flash2 runs head dims up to {}; the model's is {}; use flash or unfused",
-                                           kFlash2MaxHeadDim, s.model.head_dim));
-  }
+  check_attention_kernel(s, training);
 }
 
 }  // namespace
@@ -398,7 +419,7 @@ std::optional<LayoutProblem> context_parallel_problem(const ModelSpec& m, int tp
   if (cp == 1) return std::nullopt;
   if (kernel == AttentionKernel::kUnfused) {
     return LayoutProblem{"cp", fmt::format("= {} splits attention over ranks, which needs a fused kernel "
-                                           "(training.attention flash or flash2; here unfused)", cp)};
+                                           "(training.attention flash, flash2 or flash_triton; here unfused)", cp)};
   }
   if (comm != ContextComm::kAllToAll) {
     if (seq_len % (2 * cp) == 0) return std::nullopt;
@@ -457,6 +478,7 @@ std::string to_string(AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::kFlash: return "flash";
     case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kFlashTriton: return "flash_triton";
     case AttentionKernel::kUnfused: return "unfused";
   }
   return "?";

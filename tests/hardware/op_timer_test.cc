@@ -9,6 +9,7 @@ namespace paceline {
 namespace {
 
 GpuSpec h100() { return resolve_gpu("h100-sxm5-80gb", default_gpu_catalog(), {}); }
+GpuSpec a100() { return resolve_gpu("a100-sxm4-80gb", default_gpu_catalog(), {}); }
 
 TEST(OpTimer, LargeSquareGemmRunsAtPeakTimesCatalogEfficiency) {
   // 8192³ bf16 on an H100: tiles of 128×256 → 64·32 = 2048 tiles over 132 SMs = 16 waves
@@ -214,6 +215,33 @@ TEST(OpTimer, FlashAttention2PadsTheHeadDimToItsKernels) {
               1e-12);
   EXPECT_EQ(flash2_kernel_head_dim(80), 96);
   EXPECT_EQ(flash2_kernel_head_dim(256), 256);
+}
+
+TEST(OpTimer, FlashAttentionInTritonRunsAtItsOwnEfficienciesOnPowerOfTwoHeads) {
+  // The FlashAttention-2 paper (section 4.1): its kernel is about 1.4x faster than FlashAttention
+  // in Triton forward and 2x backward; the A100 catalog keeps those ratios.
+  const GpuSpec gpu = a100();
+  const OpTimer timer(gpu);
+  const AttentionShape backward{2, 32, 32, 4096, 4096, 128, true, true, DType::kBf16, AttentionKernel::kFlashTriton};
+  EXPECT_NEAR(timer.attention(backward).time / Seconds(1),
+              expected_attention_s(gpu, backward, gpu.kernels.flash_triton_backward_efficiency), 1e-15);
+  AttentionShape flash2 = backward;
+  flash2.kernel = AttentionKernel::kFlash2;
+  const Seconds overhead = gpu.kernels.overhead;
+  EXPECT_NEAR((timer.attention(backward).time - overhead) / (timer.attention(flash2).time - overhead), 2.0, 0.02);
+  AttentionShape forward = backward;
+  forward.backward = false;
+  AttentionShape flash2_forward = flash2;
+  flash2_forward.backward = false;
+  EXPECT_NEAR((timer.attention(forward).time - overhead) / (timer.attention(flash2_forward).time - overhead), 1.4, 0.02);
+  // An 80-wide head runs on the 128 tiles, as a 128-wide one does.
+  AttentionShape narrow = backward;
+  narrow.head_dim = 80;
+  EXPECT_NEAR((timer.attention(narrow).time - overhead) / Seconds(1), (timer.attention(backward).time - overhead) / Seconds(1),
+              1e-12);
+  EXPECT_EQ(flash_triton_kernel_head_dim(8), 16);
+  EXPECT_EQ(flash_triton_kernel_head_dim(64), 64);
+  EXPECT_EQ(flash_triton_kernel_head_dim(65), 128);
 }
 
 TEST(OpTimer, MemoryBoundKernelStreamsAtEffectiveBandwidth) {

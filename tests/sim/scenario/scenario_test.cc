@@ -202,6 +202,25 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(ScenarioErrors, FlashAttentionInTritonNeedsItsEfficienciesHeadsUpTo128AndKeysPerHead) {
+  const std::string triton = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash_triton");
+  EXPECT_EQ(load_scenario_text(triton, "s.yaml").training.attention, AttentionKernel::kFlashTriton);
+  EXPECT_EQ(error_of(replace(triton, "gpu: a100-sxm4-80gb", "gpu: b200")),
+            "s.yaml:14:14: training.attention = flash_triton needs FlashAttention in Triton's efficiencies for b200; its "
+            "catalog entry has none (kernels.attention.flash_triton_forward_efficiency); use flash or unfused");
+  const auto with_model = [&](const std::string& model) { return replace(triton, "model: gpt3-175b", "model: " + model); };
+  EXPECT_EQ(error_of(with_model("{layers: 16, hidden: 4096, heads: 16, head_dim: 256, ffn_hidden: 8192, vocab: 1024, "
+                                "seq_len: 2048}")),
+            "s.yaml:14:14: training.attention = flash_triton runs head dims up to 128; the model's is 256; use flash or "
+            "unfused");
+  const std::string grouped =
+      with_model("{layers: 16, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 8192, vocab: 1024, seq_len: 2048}");
+  EXPECT_EQ(error_of(grouped),
+            "s.yaml:14:14: training.attention = flash_triton reads keys and values for every query head; the model has "
+            "8 of 32 (set training.repeat_kv: true, as a caller of this kernel must)");
+  EXPECT_EQ(error_of(replace(grouped, "attention: flash_triton", "attention: flash_triton\n  repeat_kv: true")), "");
+}
+
 TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
   const std::string overlapped = replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap: true\n");
   EXPECT_EQ(load_scenario_text(overlapped, "s.yaml").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
@@ -291,7 +310,7 @@ TEST(ScenarioErrors, ContextParallelismNeedsAFusedAttentionKernel) {
   EXPECT_EQ(error_of(replace(replace(kBase, "pp: 16", "pp: 4\n  cp: 4"), "global_batch: 1536",
                              "global_batch: 1536\n  attention: unfused")),
             "s.yaml:12:7: parallelism.cp = 4 splits attention over ranks, which needs a fused kernel "
-            "(training.attention flash or flash2; here unfused)");
+            "(training.attention flash, flash2 or flash_triton; here unfused)");
 }
 
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {

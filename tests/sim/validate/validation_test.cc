@@ -47,7 +47,8 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_TRUE(by_id("nemo2407_Nemotron-340B_128gpu").training.gradients_in_bf16);
   EXPECT_TRUE(by_id("nemo2407_Nemotron-22B_64gpu").parallelism.tp_comm_overlap);
   EXPECT_FALSE(by_id("nemo2407_GPT3-175B_128gpu").parallelism.tp_comm_overlap);
-  EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.attention, AttentionKernel::kFlash2);
+  EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.attention, AttentionKernel::kFlashTriton);
+  EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_8gpu").training.attention, AttentionKernel::kFlash2);
   EXPECT_EQ(by_id("korthikanti_22B_selective_sp").training.attention, AttentionKernel::kUnfused);
   EXPECT_EQ(by_id("mlm_readme_h100_7.1B").training.attention, AttentionKernel::kFlash);
   EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_prefetch, 0);
@@ -235,7 +236,7 @@ TEST(Validation, OverlayErrorsNameTheRuleAndTheCase) {
   const std::string invalid = write_file("invalid.yaml", "- cases: beta-1\n  set: {training.attention: flash9}\n  why: x\n");
   const std::string error = overlay_error(cases_path, invalid);
   EXPECT_EQ(error, invalid + ":1:3: case beta-1 with the overlay: cases[1].scenario.training.attention = 'flash9' is "
-                             "unknown; expected one of: flash, flash2, unfused");
+                             "unknown; expected one of: flash, flash2, flash_triton, unfused");
 
   const std::string no_source = write_file("no-why.yaml", "- cases: beta-1\n  set: {training.recompute: full}\n");
   EXPECT_NE(overlay_error(cases_path, no_source).find("why"), std::string::npos);
