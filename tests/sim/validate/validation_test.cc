@@ -45,6 +45,7 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_TRUE(by_id("nemo2407_GPT3-20B_64gpu").training.gradients_in_bf16);
   EXPECT_FALSE(by_id("nemo2407_Nemotron-22B_64gpu").training.gradients_in_bf16);
   EXPECT_TRUE(by_id("nemo2407_Nemotron-340B_128gpu").training.gradients_in_bf16);
+  EXPECT_TRUE(by_id("mbridge2511_Qwen3-30B-A3B_16gpu_FP8-CS").training.gradients_in_bf16);
   EXPECT_TRUE(by_id("nemo2407_Nemotron-22B_64gpu").parallelism.tp_comm_overlap);
   EXPECT_FALSE(by_id("nemo2407_GPT3-175B_128gpu").parallelism.tp_comm_overlap);
   EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.attention, AttentionKernel::kFlashTriton);
