@@ -78,6 +78,18 @@ inline constexpr int64_t flash_triton_kernel_head_dim(int64_t head_dim) {
   return block;
 }
 
+// The widest head `kernel` runs (0: any), and the width its matmuls span for a head of `head_dim`.
+inline constexpr int64_t attention_kernel_max_head_dim(AttentionKernel kernel) {
+  return kernel == AttentionKernel::kFlash2 ? kFlash2MaxHeadDim
+         : kernel == AttentionKernel::kFlashTriton ? kFlashTritonMaxHeadDim
+                                                   : 0;
+}
+inline constexpr int64_t attention_kernel_head_dim(AttentionKernel kernel, int64_t head_dim) {
+  return kernel == AttentionKernel::kFlash2 ? flash2_kernel_head_dim(head_dim)
+         : kernel == AttentionKernel::kFlashTriton ? flash_triton_kernel_head_dim(head_dim)
+                                                   : head_dim;
+}
+
 // Fused attention over one rank's shard. causal: each query sees keys up to itself.
 struct AttentionShape {
   int64_t batch = 0;

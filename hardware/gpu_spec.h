@@ -47,6 +47,15 @@ struct KernelEfficiency {
   double flash2_backward_efficiency = 0.0;
   double flash_triton_forward_efficiency = 0.0;
   double flash_triton_backward_efficiency = 0.0;
+  // The efficiency ceiling of the fused attention `kernel` (0: not known for this GPU).
+  double attention_efficiency(AttentionKernel kernel, bool backward) const {
+    switch (kernel) {
+      case AttentionKernel::kFlash2: return backward ? flash2_backward_efficiency : flash2_forward_efficiency;
+      case AttentionKernel::kFlashTriton:
+        return backward ? flash_triton_backward_efficiency : flash_triton_forward_efficiency;
+      default: return backward ? attention_backward_efficiency : attention_forward_efficiency;
+    }
+  }
   double memory_bandwidth_efficiency = 0.0;  // of the HBM bandwidth, for streaming kernels
   // Compute-bound throughput kept under sustained load, against the short bursts the
   // efficiencies above (and measured profiles) come from: at its power limit a GPU runs below

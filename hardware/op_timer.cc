@@ -100,21 +100,13 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
 KernelTime OpTimer::attention(const AttentionShape& s) const {
   if (s.batch <= 0 || s.heads <= 0 || s.seq_q <= 0 || s.seq_kv <= 0) return {};
   const KernelEfficiency& k = gpu_.kernels;
-  double base = s.backward ? k.attention_backward_efficiency : k.attention_forward_efficiency;
-  int64_t kernel_head_dim = s.head_dim;
-  if (s.kernel == AttentionKernel::kFlash2) {
-    base = s.backward ? k.flash2_backward_efficiency : k.flash2_forward_efficiency;
-    kernel_head_dim = flash2_kernel_head_dim(s.head_dim);
-  } else if (s.kernel == AttentionKernel::kFlashTriton) {
-    base = s.backward ? k.flash_triton_backward_efficiency : k.flash_triton_forward_efficiency;
-    kernel_head_dim = flash_triton_kernel_head_dim(s.head_dim);
-  }
+  const double base = k.attention_efficiency(s.kernel, s.backward);
   PACELINE_CHECK(base > 0.0, "an attention kernel timed on a GPU without its efficiencies (the scenario should have failed)");
   const double length = static_cast<double>(s.seq_kv);
   const double ceiling = s.causal ? base * k.attention_causal_ratio : base;
   const double seq_half = s.causal ? k.attention_causal_seq_half : k.attention_seq_half;
   const double efficiency = ceiling * length / (length + seq_half) * attention_occupancy(s, gpu_);
-  const double padding = static_cast<double>(kernel_head_dim) / s.head_dim;
+  const double padding = static_cast<double>(attention_kernel_head_dim(s.kernel, s.head_dim)) / s.head_dim;
   const Seconds compute = attention_flop(s) * padding / (peak_for(s.dtype) * efficiency);
   // Q and O (heads wide) and K, V (kv_heads wide) are read or written at least once.
   const double e = bytes_per_element(s.dtype);

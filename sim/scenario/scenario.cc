@@ -22,13 +22,12 @@ void check_attention_kernel(const Scenario& s, YamlMap& training) {
   const bool triton = kernel == AttentionKernel::kFlashTriton;
   const std::string name = to_string(kernel);
   const std::string what = triton ? "FlashAttention in Triton" : "FlashAttention-2";
-  const KernelEfficiency& k = s.cluster.gpu.kernels;
-  if ((triton ? k.flash_triton_forward_efficiency : k.flash2_forward_efficiency) == 0.0) {
+  if (s.cluster.gpu.kernels.attention_efficiency(kernel, /*backward=*/false) == 0.0) {
     training.fail("attention", fmt::format("= {} needs {}'s efficiencies for {}; its catalog entry has none "
                                            "(kernels.attention.{}_forward_efficiency); use flash or unfused",
                                            name, what, s.cluster.gpu.name, name));
   }
-  const int64_t max_head_dim = triton ? kFlashTritonMaxHeadDim : kFlash2MaxHeadDim;
+  const int64_t max_head_dim = attention_kernel_max_head_dim(kernel);
   if (s.model.head_dim > max_head_dim) {
     training.fail("attention", fmt::format("= {} runs head dims up to {}; the model's is {}; use flash or unfused",
                                            name, max_head_dim, s.model.head_dim));
@@ -39,7 +38,6 @@ void check_attention_kernel(const Scenario& s, YamlMap& training) {
                                            s.model.kv_heads, s.model.heads));
   }
 }
-
 
 int at_least_one(YamlMap& map, std::string_view key, int fallback) {
   const int value = map.get<int>(key, fallback);
