@@ -60,6 +60,16 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp1_8gpu").parallelism.cp_comm, ContextComm::kRing);
   EXPECT_TRUE(by_id("torchtitan_2412_T6_Llama-3.1-405B_4d_cp8_512gpu").training.repeat_kv);
   EXPECT_FALSE(by_id("mlm_readme_h100_70B").training.repeat_kv);
+  // One layer per virtual stage in every pipelined Megatron-LM README row.
+  for (const auto& [id, layers_per_stage] : {std::pair{"mlm_readme_h100_70B", 42}, {"mlm_readme_h100_119B", 23},
+                                             {"mlm_readme_h100_177B", 16}, {"mlm_readme_h100_314B", 12},
+                                             {"mlm_readme_h100_462B", 7}}) {
+    const Scenario& s = by_id(id);
+    EXPECT_EQ(s.parallelism.schedule, Schedule::kInterleavedOneFOneB) << id;
+    EXPECT_EQ(s.parallelism.virtual_stages, layers_per_stage) << id;
+    EXPECT_EQ(s.model.layers, layers_per_stage * s.parallelism.pp) << id;
+  }
+  EXPECT_EQ(by_id("mlm_readme_h100_32B").parallelism.virtual_stages, 1);
 }
 
 TEST(Validation, ThreadCountDoesNotChangeTheReport) {
