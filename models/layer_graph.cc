@@ -745,12 +745,14 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     int previous = last;
     const Bytes kv_block = elements(T * 2.0 * attended_kv_width, d.e);
     const bool gathered = shard.cp_comm == ContextComm::kAllGather;
+    // An exchange waited for where it is issued sits between the block before it and the block
+    // after it: its forward copy and its backward copy each hold up the next block.
+    const bool beside = shard.cp_comm_overlap;
     int kv_in = -1;
     if (gathered && steps > 1) {
-      // One all-gather brings every rank's keys and values while the diagonal block is
-      // computed. Backward gathers them again and reduce-scatters their gradients: an
-      // all-reduce's traffic.
-      Forward gather = collective("attn.kv_gather", Collective::kAllGather, Collective::kAllReduce,
+      // One all-gather brings every rank's keys and values, beside the diagonal block unless
+      // waited for at once. Backward gathers them again.
+      Forward gather = collective("attn.kv_gather", Collective::kAllGather, Collective::kAllGather,
                                   CommGroup::kContext, kv_block * static_cast<double>(steps), {last});
       gather.recompute_selective = true;
       kv_in = b.add(gather);
@@ -766,7 +768,28 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       f.op.saved = step == 0 ? qkv_bytes + statistics : Bytes(0);
       f.checkpoint_bytes = step == 0 ? qkv_bytes : Bytes(0);
       f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
-      if (kv_in >= 0 && step > 0) f.inputs.push_back(kv_in);
+      if (kv_in >= 0 && (step > 0 || !beside)) f.inputs.push_back(kv_in);
+      if (!gathered && step + 1 < steps) {
+        // The next key/value block comes over the ring while this one is computed; backward
+        // sends keys, values and their gradients.
+        Forward ring = collective(fmt::format("attn.ring.step{}", step), Collective::kSendRecv,
+                                  Collective::kSendRecv, CommGroup::kContext, kv_block,
+                                  {kv_in >= 0 ? kv_in : last});
+        ring.backward_comm.size = kv_block * 2.0;
+        ring.recompute_selective = true;
+        if (!beside) ring.inputs.push_back(previous);
+        kv_in = b.add(ring);
+        if (!beside) f.inputs.push_back(kv_in);
+      }
+      if (gathered && steps > 1) {
+        // Backward: after this block the fp32 key/value gradients summed so far go on to the
+        // next rank (PyTorch's _templated_ring_attention_backward); the forward sends nothing.
+        Forward send = collective(fmt::format("attn.kv_grad.step{}", step), Collective::kNone, Collective::kSendRecv,
+                                  CommGroup::kContext, elements(T * 2.0 * attended_kv_width, 4.0),
+                                  {beside ? last : previous});
+        send.recompute_selective = true;
+        f.inputs.push_back(b.add(send));
+      }
       int core = b.add(f);
       if (step > 0) {
         // Forward: reads the step's output and rewrites the fp32 running output, with the
@@ -779,16 +802,6 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * attended_kv_width, 3.0 * d.e), {core});
         merge.recompute_selective = true;
         core = b.add(merge);
-      }
-      if (!gathered && step + 1 < steps) {
-        // The next key/value block arrives over the ring while this one is computed; backward
-        // sends keys, values and their gradients.
-        Forward ring = collective(fmt::format("attn.ring.step{}", step), Collective::kSendRecv,
-                                  Collective::kSendRecv, CommGroup::kContext, kv_block, {last});
-        ring.backward_comm.size = kv_block * 2.0;
-        ring.recompute_selective = true;
-        if (kv_in >= 0) ring.inputs = {kv_in};
-        kv_in = b.add(ring);
       }
       previous = core;
     }

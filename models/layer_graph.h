@@ -39,8 +39,9 @@ enum class Fusion { kFused, kEager };
 
 // How context-parallel attention exchanges the sequence: keys and values passed around a ring
 // step by step (Megatron-LM/Transformer Engine `p2p`), gathered once (`all_gather`, PyTorch's
-// context parallel), or all-to-alls that give each rank whole heads over the whole sequence
-// (`a2a`, DeepSpeed-Ulysses).
+// context parallel, whose backward gathers them again and passes the fp32 key/value gradients
+// around the ring, one step per block), or all-to-alls that give each rank whole heads over the
+// whole sequence (`a2a`, DeepSpeed-Ulysses).
 enum class ContextComm { kRing, kAllGather, kAllToAll };
 
 // What runs tensor-parallel collectives beside their GEMMs. Transformer Engine's userbuffers
@@ -56,6 +57,9 @@ struct LayerShard {
   int tp = 1;              // tensor parallel
   int cp = 1;              // context parallel
   ContextComm cp_comm = ContextComm::kRing;
+  // The ring's and the gather's exchanges run beside the attention blocks; false: each is waited
+  // for where it is issued, before the next block starts, forward and backward.
+  bool cp_comm_overlap = true;
   int ep = 1;              // expert parallel
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // sequence-parallel collectives in chunks beside their GEMMs

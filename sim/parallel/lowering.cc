@@ -21,6 +21,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.tp = s.parallelism.tp;
   shard.cp = s.parallelism.cp;
   shard.cp_comm = s.parallelism.cp_comm;
+  shard.cp_comm_overlap = s.parallelism.cp_comm_overlap;
   shard.ep = s.parallelism.ep;
   shard.sequence_parallel = s.parallelism.sequence_parallel;
   shard.tp_comm_overlap = s.parallelism.tp_comm_overlap;

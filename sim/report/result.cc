@@ -259,7 +259,7 @@ Json to_json(const Scenario& s) {
   parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);
   parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
-  parallelism.set("cp_comm", to_string(p.cp_comm));
+  parallelism.set("cp_comm", to_string(p.cp_comm)).set("cp_comm_overlap", p.cp_comm_overlap);
   parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard).set("fsdp_prefetch", p.fsdp_prefetch);
   parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
   if (p.fsdp_gather == FsdpGather::kTensor) {

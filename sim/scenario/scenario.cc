@@ -76,6 +76,7 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
   p.cp_comm = cp_comm == "all_gather" ? ContextComm::kAllGather
               : cp_comm == "a2a"      ? ContextComm::kAllToAll
                                       : ContextComm::kRing;
+  p.cp_comm_overlap = map.get<bool>("cp_comm_overlap", true);
   p.ep = at_least_one(map, "ep", 1);
   dp_given = map.has("dp");
   p.dp = dp_given ? at_least_one(map, "dp", 1) : 1;
@@ -253,6 +254,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   const Training& t = s.training;
   if (p.cp_comm != ContextComm::kRing && p.cp == 1) {
     fail_parallel("cp_comm", fmt::format("= {} needs cp > 1 (here cp = 1)", to_string(p.cp_comm)));
+  }
+  if (!p.cp_comm_overlap && p.cp == 1) fail_parallel("cp_comm_overlap", "= false needs cp > 1 (here cp = 1)");
+  if (!p.cp_comm_overlap && p.cp_comm == ContextComm::kAllToAll) {
+    fail_parallel("cp_comm_overlap", "= false applies to cp_comm p2p and all_gather: a2a's all-to-alls never run "
+                                     "beside the attention");
   }
   if (const auto problem = context_parallel_problem(m, p.tp, p.cp, p.cp_comm, t.attention, t.seq_len)) {
     fail_parallel(problem->field, problem->message);

@@ -44,6 +44,9 @@ struct Parallelism {
   int dp = 1;
   int cp = 1;
   ContextComm cp_comm = ContextComm::kRing;
+  // The ring's and the gather's exchanges run beside the attention blocks; false: each is waited
+  // for where it is issued (PyTorch's context parallel under torch.compile).
+  bool cp_comm_overlap = true;
   int ep = 1;
   int virtual_stages = 1;
   Schedule schedule = Schedule::kOneFOneB;

@@ -243,11 +243,39 @@ LayerGraph context_parallel_layer(const ModelSpec& m, ContextComm comm) {
   return g;
 }
 
+// The op of `g` named `name` in `phase` (the test fails if there is none).
+OpId op_in(const LayerGraph& g, Phase phase, const std::string& name) {
+  for (const OpId id : g.ops(phase)) {
+    if (g.op(id).name == name) return id;
+  }
+  ADD_FAILURE() << "no op " << name;
+  return 0;
+}
+
+// Whether `later` waits, directly or through other ops, for `earlier`.
+bool waits_for(const LayerGraph& g, OpId later, OpId earlier) {
+  std::vector<OpId> open = {later};
+  std::vector<bool> seen(g.num_ops(), false);
+  while (!open.empty()) {
+    const OpId id = open.back();
+    open.pop_back();
+    for (const OpId before : g.predecessors(id)) {
+      if (before == earlier) return true;
+      if (!seen[before]) {
+        seen[before] = true;
+        open.push_back(before);
+      }
+    }
+  }
+  return false;
+}
+
 TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
   // cp 4 with all_gather: the ring's four steps and merges, but one all-gather of every rank's
   // keys and values (4 blocks of 1024 tokens × 2 × 1024 features, bf16) in place of the three
   // ring exchanges; the diagonal step does not wait for it, the later ones do. Backward
-  // gathers again and reduce-scatters the gradients: an all-reduce of the same buffer.
+  // gathers them again, and after each block's backward the fp32 key/value gradients summed so
+  // far go on to the next rank: four sends of 1024 tokens × 2 × 1024 features × 4 bytes.
   const LayerGraph g = context_parallel_layer(gpt_like(), ContextComm::kAllGather);
   for (const OpId id : g.ops(Phase::kForward)) EXPECT_FALSE(g.op(id).name.starts_with("attn.ring.step"));
   const OpId gather = forward_op(g, "attn.kv_gather");
@@ -261,16 +289,69 @@ TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
   EXPECT_FALSE(waits_for_gather("attn.core.step0"));
   EXPECT_TRUE(waits_for_gather("attn.core.step1"));
   EXPECT_TRUE(waits_for_gather("attn.core.step3"));
-  bool reduced = false;
+  int gathers = 0, sends = 0;
   for (const OpId id : g.ops(Phase::kBackwardInput)) {
     const Op& op = g.op(id);
-    if (op.comm.group == CommGroup::kContext) {
-      EXPECT_EQ(op.comm.collective, Collective::kAllReduce);
+    if (op.comm.group != CommGroup::kContext) continue;
+    if (op.comm.collective == Collective::kAllGather) {
       EXPECT_DOUBLE_EQ(op.comm.size / Bytes(1), 4.0 * 1024 * 2 * 1024 * 2);
-      reduced = true;
+      ++gathers;
+    } else {
+      EXPECT_EQ(op.comm.collective, Collective::kSendRecv);
+      EXPECT_DOUBLE_EQ(op.comm.size / Bytes(1), 1024.0 * 2 * 1024 * 4);
+      ++sends;
     }
   }
-  EXPECT_TRUE(reduced);
+  EXPECT_EQ(gathers, 1);
+  EXPECT_EQ(sends, 4);
+  for (int step = 0; step < 4; ++step) {
+    const OpId send = op_in(g, Phase::kBackwardInput, "attn.kv_grad.step" + std::to_string(step) + ".bwd");
+    EXPECT_TRUE(waits_for(g, send, op_in(g, Phase::kBackwardInput, "attn.core.step" + std::to_string(step) + ".bwd")));
+    // Beside the blocks: the block backward after it does not wait for it.
+    if (step > 0) {
+      EXPECT_FALSE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.core.step" + std::to_string(step - 1) + ".bwd"),
+                             send));
+    }
+  }
+}
+
+TEST(LayerGraph, ContextExchangesWithoutOverlapHoldUpTheNextBlock) {
+  // cp 4 without overlap: every exchange finishes before the block after it starts. Forward,
+  // the diagonal step waits for the all-gather and each ring step for the send/recv issued
+  // with it; backward, each block waits for the exchange of the block before it in that pass.
+  for (const ContextComm comm : {ContextComm::kAllGather, ContextComm::kRing}) {
+    LayerShard s = shard(1, false);
+    s.cp = 4;
+    s.cp_comm = comm;
+    const LayerGraph beside = build_transformer_layer(gpt_like(), s, false);
+    s.cp_comm_overlap = false;
+    const LayerGraph g = build_transformer_layer(gpt_like(), s, false);
+    EXPECT_EQ(g.num_ops(), beside.num_ops());
+    const bool gathered = comm == ContextComm::kAllGather;
+    const auto step = [](const std::string& name, int i) { return name + std::to_string(i); };
+    for (int i = 0; i < 4; ++i) {
+      const OpId core = forward_op(g, step("attn.core.step", i));
+      if (gathered && i == 0) {
+        EXPECT_TRUE(waits_for(g, core, forward_op(g, "attn.kv_gather")));
+        EXPECT_FALSE(waits_for(beside, forward_op(beside, "attn.core.step0"), forward_op(beside, "attn.kv_gather")));
+      }
+      if (!gathered && i < 3) {
+        EXPECT_TRUE(waits_for(g, core, forward_op(g, step("attn.ring.step", i))));
+        EXPECT_FALSE(waits_for(beside, forward_op(beside, step("attn.core.step", i)),
+                               forward_op(beside, step("attn.ring.step", i))));
+      }
+      // The exchange issued at block i, before its computation: the gradient send after its
+      // backward (the gather) or the next block's keys and values (the ring).
+      if (i == 0 || (!gathered && i == 3)) continue;
+      const std::string exchange = gathered ? step("attn.kv_grad.step", i) : step("attn.ring.step", i);
+      const OpId sent = op_in(g, Phase::kBackwardInput, exchange + ".bwd");
+      EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, step("attn.core.step", i - 1) + ".bwd"), sent))
+          << exchange;
+      EXPECT_FALSE(waits_for(beside, op_in(beside, Phase::kBackwardInput, step("attn.core.step", i - 1) + ".bwd"),
+                             op_in(beside, Phase::kBackwardInput, exchange + ".bwd")))
+          << exchange;
+    }
+  }
 }
 
 TEST(LayerGraph, HeadParallelContextParallelismAttendsOverTheWholeSequenceWithFewerHeads) {

@@ -477,6 +477,14 @@ training: {global_batch: 1, seq_len: 32768, recompute: full}
   }
   EXPECT_GT(exposed(ulysses, ActivityTag::kContextComm), 0.0);
   EXPECT_GT(exposed(ulysses, ActivityTag::kContextComm), 2.0 * exposed(ring, ActivityTag::kContextComm));
+  // Waited for where they are issued, the ring's and the gather's exchanges are all exposed:
+  // the same work, later.
+  for (const auto& [comm, beside] : {std::pair{"", &ring}, {"cp_comm: all_gather, ", &gathered}}) {
+    const Result waited = simulate_with(text, "cp: 4", std::string(comm) + "cp_comm_overlap: false, ");
+    EXPECT_DOUBLE_EQ(waited.mfu * waited.iteration_time / Seconds(1), ring.mfu * ring.iteration_time / Seconds(1));
+    EXPECT_GT(exposed(waited, ActivityTag::kContextComm), 2.0 * exposed(*beside, ActivityTag::kContextComm)) << comm;
+    EXPECT_GT(waited.iteration_time, beside->iteration_time) << comm;
+  }
 }
 
 TEST(Lowering, ContextAndExpertParallelismRun) {

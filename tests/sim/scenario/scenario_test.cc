@@ -305,6 +305,19 @@ TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism)
             "96/8 = 12 does not divide by it");
 }
 
+TEST(ScenarioErrors, ContextExchangesOutsideTheAttentionNeedARingOrGatherToHold) {
+  const auto with = [](const std::string& parallelism) { return replace(kBase, "pp: 16", parallelism); };
+  EXPECT_TRUE(load_scenario_text(kBase, "s.yaml").parallelism.cp_comm_overlap);
+  EXPECT_FALSE(load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm_overlap: false"), "s.yaml").parallelism.cp_comm_overlap);
+  EXPECT_FALSE(load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm: all_gather\n  cp_comm_overlap: false"), "s.yaml")
+                   .parallelism.cp_comm_overlap);
+  EXPECT_EQ(error_of(with("pp: 16\n  cp_comm_overlap: false")),
+            "s.yaml:12:20: parallelism.cp_comm_overlap = false needs cp > 1 (here cp = 1)");
+  EXPECT_EQ(error_of(with("pp: 4\n  cp: 4\n  cp_comm: a2a\n  cp_comm_overlap: false")),
+            "s.yaml:14:20: parallelism.cp_comm_overlap = false applies to cp_comm p2p and all_gather: a2a's "
+            "all-to-alls never run beside the attention");
+}
+
 TEST(ScenarioErrors, ContextParallelismNeedsAFusedAttentionKernel) {
   // Unfused attention was timed on the local sequence alone, as if cp did not split it.
   EXPECT_EQ(error_of(replace(replace(kBase, "pp: 16", "pp: 4\n  cp: 4"), "global_batch: 1536",

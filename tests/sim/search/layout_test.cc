@@ -173,6 +173,27 @@ training: {global_batch: 8}
   EXPECT_FALSE(tp_cp.count({1, 8}));
 }
 
+TEST(Layout, ContextExchangesWaitedForWhereIssuedStayWithContextParallelism) {
+  // The base's exchanges are waited for where issued; the layouts with context parallelism keep
+  // that, those without have no exchange to wait for.
+  const ScenarioSource source{R"(name: compiled-ring
+model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {cp: 2, cp_comm: all_gather, cp_comm_overlap: false}
+training: {global_batch: 8}
+)",
+                              "compiled-ring.yaml"};
+  const Scenario base = load_scenario(source);
+  std::set<bool> seen;
+  for (const Layout& l : enumerate_layouts(base)) {
+    const bool expected = l.cp == 1;
+    seen.insert(expected);
+    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.cp_comm_overlap, expected) << to_string(l);
+    EXPECT_EQ(with_layout(base, l).parallelism.cp_comm_overlap, expected) << to_string(l);
+  }
+  EXPECT_EQ(seen, (std::set<bool>{false, true}));
+}
+
 TEST(Layout, UnfusedAttentionKeepsTheWholeSequenceOnEachRank) {
   const Scenario base = load_scenario({R"(name: tiny
 model: {name: tiny, layers: 2, hidden: 64, heads: 2, ffn_hidden: 128, vocab: 128, seq_len: 8}

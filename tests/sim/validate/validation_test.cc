@@ -58,6 +58,11 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_gather, FsdpGather::kBlock);
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp4_8gpu").parallelism.cp_comm, ContextComm::kAllGather);
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp1_8gpu").parallelism.cp_comm, ContextComm::kRing);
+  // Compiled: PyTorch's context-parallel exchanges are waited for where they are issued.
+  EXPECT_FALSE(by_id("torchtitan_2412_T6_Llama-3.1-405B_4d_cp2_512gpu").parallelism.cp_comm_overlap);
+  EXPECT_FALSE(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp8_8gpu").parallelism.cp_comm_overlap);
+  EXPECT_TRUE(by_id("torchtitan_2412_T6_Llama-3.1-405B_4d_cp1_512gpu").parallelism.cp_comm_overlap);
+  EXPECT_TRUE(by_id("nemo_longseq_llama2_7b_128k_128gpu").parallelism.cp_comm_overlap);
   EXPECT_TRUE(by_id("torchtitan_2412_T6_Llama-3.1-405B_4d_cp8_512gpu").training.repeat_kv);
   EXPECT_FALSE(by_id("mlm_readme_h100_70B").training.repeat_kv);
   // One layer per virtual stage in every pipelined Megatron-LM README row.
