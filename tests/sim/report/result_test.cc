@@ -26,6 +26,17 @@ TEST(Result, JsonHasEveryKeyOfTheContract) {
   EXPECT_EQ(json.at("scenario").at("parallelism").at("schedule").string(), "1f1b");
 }
 
+TEST(Result, SaysHowContextParallelismExchanges) {
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 2}
+parallelism: {cp: 2, cp_comm: all_gather, cp_comm_overlap: false}
+training: {global_batch: 1, seq_len: 16384}
+)", "s.yaml"));
+  const Result r = simulate(scenario).result;
+  EXPECT_NE(to_text(r).find("cp 2 (all_gather, waited)"), std::string::npos) << to_text(r);
+  EXPECT_EQ(to_json(r).at("scenario").at("parallelism").at("cp_comm_overlap").dump(-1), "false");
+}
+
 TEST(Result, ModelFlopsFollowTheMegatronFormula) {
   // Narayanan et al. eq. 3 without recompute: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) for a GPT
   // with 4h MLP; the scenario's global batch B = 8 sequences of s = 2048.
