@@ -58,7 +58,7 @@ Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fiel
 A limit only ever stops a run (exit 2, with the estimate); it never changes a result.
 )";
 
-constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--json] [--report FILE.md] [--threads N]
+constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--json] [--report FILE.md|FILE.html] [--threads N]
                          [--max-mape X] [--max-memory-mape X]
 
 Runs every case of the validation FILEs (lists of published measurements, e.g.
@@ -69,7 +69,8 @@ then the mean absolute percentage error (MAPE) overall and per source.
                    source that states them (e.g. scenarios/validation/stated-software.yaml:
                    the software each run used, which its scenario cannot say)
   --json           print the report as JSON
-  --report FILE    write a Markdown report and a predicted-vs-measured SVG beside it
+  --report FILE    write a report of every case with a predicted-vs-measured plot: FILE.md, Markdown
+                   with the plot's SVG beside it; FILE.html, one page with the plot inline
   --threads N      run cases on N threads (default: all cores; the result is the same)
   --max-mape X     exit 1 if the overall MAPE exceeds X (a fraction, e.g. 0.12)
   --max-memory-mape X
@@ -181,6 +182,12 @@ int validate_command(int argc, char** argv) {
   if (args.positional.empty()) {
     throw InputError({"<command line>"}, "paceline validate needs at least one validation file");
   }
+  const std::string report_path = args.has("--report") ? args.options.at("--report") : "";
+  if (!report_path.empty() && !report_path.ends_with(".md") && !report_path.ends_with(".html")) {
+    throw InputError({"<command line>"}, fmt::format("--report = '{}': expected a path ending in .md (Markdown, with "
+                                                     "the plot's SVG beside it) or .html (one page, the plot inline)",
+                                                     report_path));
+  }
   std::vector<ValidationCase> cases;
   for (const std::string& file : args.positional) {
     std::vector<ValidationCase> loaded = load_validation_file(file);
@@ -188,12 +195,15 @@ int validate_command(int argc, char** argv) {
   }
   if (args.has("--overlay")) apply_overlay(cases, load_overlay_file(args.options.at("--overlay")));
   const ValidationReport report = validate(cases, thread_count(args));
-  if (args.has("--report")) {
-    const std::string path = args.options.at("--report");
-    const std::string svg = path.substr(0, path.rfind('.')) + ".svg";
-    std::ofstream markdown(path);
+  if (report_path.ends_with(".html")) {
+    std::ofstream page(report_path);
+    if (!page) throw InputError({report_path}, "cannot write the report");
+    page << to_html(report);
+  } else if (report_path.ends_with(".md")) {
+    const std::string svg = report_path.substr(0, report_path.size() - 3) + ".svg";
+    std::ofstream markdown(report_path);
     std::ofstream plot(svg);
-    if (!markdown || !plot) throw InputError({path}, "cannot write the report");
+    if (!markdown || !plot) throw InputError({report_path}, "cannot write the report");
     markdown << to_markdown(report, svg.substr(svg.rfind('/') + 1));
     plot << predicted_vs_measured_svg(report);
   }

@@ -96,7 +96,7 @@ std::string out_of_memory_line(const ValidationReport& report) {
 }
 
 // The compute, exposed-communication and bubble cells of a case's row: shares of the step.
-std::string time_shares(const Breakdown& b) {
+std::vector<std::string> time_shares(const Breakdown& b) {
   const double total = b.total() / Seconds(1);
   const auto share = [&](Seconds part) { return fmt::format("{:.0f}%", 100.0 * (part / Seconds(1)) / total); };
   ActivityTag largest = ActivityTag::kDataComm;
@@ -108,8 +108,7 @@ std::string time_shares(const Breakdown& b) {
     const std::string_view kind = to_string(largest);  // "dp_communication" and the like
     communication += fmt::format(" {}", kind.substr(0, kind.find('_')));
   }
-  return fmt::format("{} | {} | {}", share(b.compute + b.recompute + b.optimizer + b.overlap_slowdown), communication,
-                     share(b.pipeline_bubble));
+  return {share(b.compute + b.recompute + b.optimizer + b.overlap_slowdown), communication, share(b.pipeline_bubble)};
 }
 
 }  // namespace
@@ -309,6 +308,111 @@ std::string to_text(const ValidationReport& report) {
   return out;
 }
 
+namespace {
+
+// Text escaped for XML and HTML: ampersands, angle brackets and quotes.
+std::string xml_escaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Text with Markdown's inline **strong** and `code` spans, as HTML; everything else escaped.
+std::string html_inline(std::string_view text) {
+  std::string out;
+  bool strong = false, code = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!code && text.substr(i, 2) == "**") {
+      out += strong ? "</strong>" : "<strong>";
+      strong = !strong;
+      ++i;
+    } else if (text[i] == '`') {
+      out += code ? "</code>" : "<code>";
+      code = !code;
+    } else {
+      out += xml_escaped(text.substr(i, 1));
+    }
+  }
+  return out;
+}
+
+// One table of the report; cells carry Markdown's inline **strong** and `code`.
+struct ReportTable {
+  std::string heading;
+  std::string intro;
+  std::vector<std::string> columns;
+  std::vector<bool> right_aligned;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// What the report says, once, for the Markdown and the HTML renderings.
+struct ReportContent {
+  std::vector<std::string> summary;  // paragraphs above the plot
+  std::vector<ReportTable> tables;
+};
+
+ReportContent report_content(const ValidationReport& report) {
+  ReportContent content;
+  content.summary.push_back(fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).",
+                                        100.0 * report.mape, report.cases.size() - report.unsupported,
+                                        report.unsupported));
+  if (report.memory_mape) content.summary.push_back(fmt::format("Peak-memory MAPE: **{:.1f}%**.", 100.0 * *report.memory_mape));
+  if (report.out_of_memory > 0) content.summary.push_back(out_of_memory_line(report));
+  if (const int overlaid = cases_overlaid(report); overlaid > 0) {
+    content.summary.push_back(fmt::format("{} cases ran with fields an overlay set (listed beside them).", overlaid));
+  }
+  content.summary.push_back(
+      fmt::format("Mean signed error: {:+.1f}% (below zero: predicted too fast).", 100.0 * report.bias));
+  const auto groups = [&](const char* title, const std::vector<ValidationReport::GroupError>& errors) {
+    ReportTable table{fmt::format("By {}", title), "", {"MAPE", "bias", "cases", title}, {true, true, true, false}, {}};
+    for (const ValidationReport::GroupError& group : errors) {
+      table.rows.push_back({fmt::format("{:.1f}%", 100.0 * group.mape), fmt::format("{:+.1f}%", 100.0 * group.bias),
+                            fmt::format("{}", group.cases), group.name});
+    }
+    content.tables.push_back(std::move(table));
+  };
+  groups("source", report.by_source);
+  groups("GPU", report.by_gpu);
+  ReportTable cases{"Cases",
+                    "The predicted step's time: on compute (with recomputation, the optimizer and compute slowed by "
+                    "communication beside it), in exposed communication (its largest kind named) and in pipeline "
+                    "bubbles.",
+                    {"case", "measured s", "predicted s", "error", "compute", "exposed communication", "bubble",
+                     "peak memory GiB", "measured GiB", "fits"},
+                    {false, true, true, true, true, true, true, true, true, false},
+                    {}};
+  const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
+  for (const CaseOutcome& o : report.cases) {
+    const ValidationCase& c = *o.validation_case;
+    if (!o.error) {
+      cases.rows.push_back({c.id, fmt::format("{:.4f}", c.measured_iteration_time_s), "unsupported: " + o.reason, "", "",
+                            "", "", "", "", ""});
+      continue;
+    }
+    std::string name = c.id;
+    for (const Override& setting : c.overlay) name += fmt::format(" `{}: {}`", setting.path, setting.value);
+    std::vector<std::string> row = {name, fmt::format("{:.4f}", c.measured_iteration_time_s),
+                                    fmt::format("{:.4f}", *o.predicted_s), fmt::format("{:+.1f}%", 100.0 * *o.error)};
+    for (const std::string& share : time_shares(*o.breakdown)) row.push_back(share);
+    row.push_back(gib(static_cast<double>(*o.peak_memory_bytes)));
+    row.push_back(c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
+    row.push_back(o.fits ? "yes" : "**no**");
+    cases.rows.push_back(std::move(row));
+  }
+  content.tables.push_back(std::move(cases));
+  return content;
+}
+
+}  // namespace
+
 std::string predicted_vs_measured_svg(const ValidationReport& report) {
   // Log-log axes from the smallest to the largest time, the y = x line and a ±10% band.
   double low = 1e30, high = 0.0;
@@ -335,7 +439,7 @@ std::string predicted_vs_measured_svg(const ValidationReport& report) {
     if (!o.predicted_s) continue;
     svg += fmt::format(R"svg(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="#1f77b4"><title>{}: {:+.1f}%</title></circle>)svg",
                        position(o.validation_case->measured_iteration_time_s), size - position(*o.predicted_s),
-                       o.validation_case->id, 100.0 * *o.error);
+                       xml_escaped(o.validation_case->id), 100.0 * *o.error);
   }
   svg += fmt::format(R"svg(<text x="{}" y="{}" text-anchor="middle">measured iteration time (s, log)</text>)svg", size / 2,
                      size - 20);
@@ -347,45 +451,52 @@ std::string predicted_vs_measured_svg(const ValidationReport& report) {
 }
 
 std::string to_markdown(const ValidationReport& report, const std::string& svg_name) {
+  const ReportContent content = report_content(report);
   std::string out = "# paceline validation report\n\n";
-  out += fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).\n\n",
-                     100.0 * report.mape, report.cases.size() - report.unsupported, report.unsupported);
-  if (report.memory_mape) out += fmt::format("Peak-memory MAPE: **{:.1f}%**.\n\n", 100.0 * *report.memory_mape);
-  if (report.out_of_memory > 0) out += out_of_memory_line(report) + "\n\n";
-  if (const int overlaid = cases_overlaid(report); overlaid > 0) {
-    out += fmt::format("{} cases ran with fields an overlay set (listed beside them).\n\n", overlaid);
-  }
-  out += fmt::format("Mean signed error: {:+.1f}% (below zero: predicted too fast).\n\n", 100.0 * report.bias);
+  for (const std::string& paragraph : content.summary) out += paragraph + "\n\n";
   out += fmt::format("![predicted against measured]({})\n\n", svg_name);
-  const auto table = [&](const char* title, const char* column, const std::vector<ValidationReport::GroupError>& groups) {
-    out += fmt::format("## By {}\n\n| MAPE | bias | cases | {} |\n|---:|---:|---:|---|\n", title, column);
-    for (const ValidationReport::GroupError& group : groups) {
-      out += fmt::format("| {:.1f}% | {:+.1f}% | {} | {} |\n", 100.0 * group.mape, 100.0 * group.bias, group.cases,
-                         group.name);
-    }
+  for (const ReportTable& table : content.tables) {
+    out += fmt::format("## {}\n\n", table.heading);
+    if (!table.intro.empty()) out += table.intro + "\n\n";
+    out += fmt::format("| {} |\n|", fmt::join(table.columns, " | "));
+    for (const bool right : table.right_aligned) out += right ? "---:|" : "---|";
     out += "\n";
-  };
-  table("source", "source", report.by_source);
-  table("GPU", "GPU", report.by_gpu);
-  out += "## Cases\n\nThe predicted step's time: on compute (with recomputation, the optimizer and compute slowed by "
-         "communication beside it), in exposed communication (its largest kind named) and in pipeline bubbles.\n\n"
-         "| case | measured s | predicted s | error | compute | exposed communication | bubble | peak memory GiB | "
-         "measured GiB | fits |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
-  for (const CaseOutcome& o : report.cases) {
-    const ValidationCase& c = *o.validation_case;
-    const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
-    if (!o.error) {
-      out += fmt::format("| {} | {:.4f} | unsupported: {} | | | | | | | |\n", c.id, c.measured_iteration_time_s, o.reason);
-      continue;
-    }
-    std::string name = c.id;
-    for (const Override& setting : c.overlay) name += fmt::format(" `{}: {}`", setting.path, setting.value);
-    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.1f}% | {} | {} | {} | {} |\n", name, c.measured_iteration_time_s,
-                       *o.predicted_s, 100.0 * *o.error, time_shares(*o.breakdown),
-                       gib(static_cast<double>(*o.peak_memory_bytes)),
-                       c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "", o.fits ? "yes" : "**no**");
+    for (const std::vector<std::string>& row : table.rows) out += fmt::format("| {} |\n", fmt::join(row, " | "));
+    out += "\n";
   }
   return out;
+}
+
+std::string to_html(const ValidationReport& report) {
+  const ReportContent content = report_content(report);
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<title>paceline validation report</title>\n<style>\n"
+      "body { font-family: sans-serif; margin: 2em; }\n"
+      "table { border-collapse: collapse; margin-bottom: 2em; }\n"
+      "th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; vertical-align: top; }\n"
+      "td.number { text-align: right; white-space: nowrap; }\n"
+      "code { font-size: 0.85em; background: #f3f3f3; }\n"
+      "</style>\n</head>\n<body>\n<h1>paceline validation report</h1>\n";
+  for (const std::string& paragraph : content.summary) out += "<p>" + html_inline(paragraph) + "</p>\n";
+  out += "<figure>\n" + predicted_vs_measured_svg(report) + "</figure>\n";
+  for (const ReportTable& table : content.tables) {
+    out += "<h2>" + xml_escaped(table.heading) + "</h2>\n";
+    if (!table.intro.empty()) out += "<p>" + html_inline(table.intro) + "</p>\n";
+    out += "<table>\n<tr>";
+    for (const std::string& column : table.columns) out += "<th>" + xml_escaped(column) + "</th>";
+    out += "</tr>\n";
+    for (const std::vector<std::string>& row : table.rows) {
+      out += "<tr>";
+      for (size_t i = 0; i < row.size(); ++i) {
+        out += table.right_aligned[i] ? "<td class=\"number\">" : "<td>";
+        out += html_inline(row[i]) + "</td>";
+      }
+      out += "</tr>\n";
+    }
+    out += "</table>\n";
+  }
+  return out + "</body>\n</html>\n";
 }
 
 }  // namespace paceline

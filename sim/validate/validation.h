@@ -92,6 +92,8 @@ Json to_json(const ValidationReport& report);
 std::string to_text(const ValidationReport& report);
 // A Markdown report: the table of every case and a predicted-vs-measured plot (SVG beside it).
 std::string to_markdown(const ValidationReport& report, const std::string& svg_name);
+// The same report as one HTML page, the plot inline.
+std::string to_html(const ValidationReport& report);
 std::string predicted_vs_measured_svg(const ValidationReport& report);
 
 }  // namespace paceline

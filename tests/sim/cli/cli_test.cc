@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/support/run_cli.h"
@@ -73,6 +74,29 @@ TEST(Cli, ValidateLimitsFailTheRunWithExitOne) {
   EXPECT_EQ(no_peak.exit_code, 2);
   EXPECT_NE(no_peak.output.find("--max-memory-mape: no case of the validation files has a measured peak memory"),
             std::string::npos);
+}
+
+TEST(Cli, ValidateReportIsMarkdownWithItsPlotOrOneHtmlPage) {
+  const std::string cases = paceline::testing::temp_path("report-cases.yaml");
+  std::ofstream(cases) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+)";
+  const auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string markdown = paceline::testing::temp_path("report.md");
+  ASSERT_EQ(run_cli("validate " + cases + " --report " + markdown).exit_code, 0);
+  EXPECT_TRUE(read(markdown).starts_with("# paceline validation report"));
+  EXPECT_TRUE(read(markdown.substr(0, markdown.size() - 3) + ".svg").starts_with("<svg"));
+  const std::string page = paceline::testing::temp_path("report.html");
+  ASSERT_EQ(run_cli("validate " + cases + " --report " + page).exit_code, 0);
+  EXPECT_TRUE(read(page).starts_with("<!DOCTYPE html>"));
+  EXPECT_NE(read(page).find("<svg"), std::string::npos);
+  const CliOutcome other = run_cli("validate " + cases + " --report report.txt");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_EQ(other.output, "paceline: <command line>: --report = 'report.txt': expected a path ending in .md (Markdown, "
+                          "with the plot's SVG beside it) or .html (one page, the plot inline)\n");
 }
 
 TEST(Cli, MissingFileAndUnknownCommand) {

@@ -116,6 +116,33 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_EQ(json.at("out_of_memory").number(), 1.0);
   EXPECT_EQ(json.at("cases").elements()[0].at("fits").dump(-1), "false");
   EXPECT_NE(to_markdown(report, "plot.svg").find("| **no** |"), std::string::npos);
+  EXPECT_NE(to_html(report).find("<td><strong>no</strong></td>"), std::string::npos);
+}
+
+TEST(Validation, HtmlReportIsOnePageWithThePlotInlineAndTheTextEscaped) {
+  // A case id and a source with HTML's special characters, and an overlay setting, which the
+  // Markdown report writes as code.
+  std::string text = one_gpu_case("a<b&c", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}");
+  text.replace(text.find("source: test"), 12, "source: \"R&D <lab>\"");
+  std::vector<ValidationCase> cases = load_validation_file(write_file("html.yaml", text));
+  cases[0].overlay.push_back(Override{"training.recompute", "full"});
+  const ValidationReport report = validate(cases, 1);
+  const std::string html = to_html(report);
+  EXPECT_TRUE(html.starts_with("<!DOCTYPE html>")) << html;
+  EXPECT_TRUE(html.ends_with("</html>\n"));
+  EXPECT_NE(html.find("<figure>\n<svg xmlns="), std::string::npos);
+  EXPECT_NE(html.find("<title>a&lt;b&amp;c: "), std::string::npos) << "the plot's point names the case";
+  EXPECT_NE(html.find("<td>a&lt;b&amp;c <code>training.recompute: full</code></td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>R&amp;D &lt;lab&gt;</td>"), std::string::npos);
+  EXPECT_EQ(html.find("a<b"), std::string::npos);
+  // The same rows as the Markdown report: one per group and case, under one header each.
+  const auto count = [](const std::string& haystack, const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(html, "<tr>"), 3u + 1u + 1u + 1u);  // three headers, a source, a GPU, a case
+  EXPECT_EQ(count(html, "<td class=\"number\">"), 3u + 3u + 8u);
 }
 
 TEST(Validation, EachCaseSaysWhereItsPredictedTimeGoes) {
