@@ -351,9 +351,10 @@ std::string to_text(const Result& r) {
   out += fmt::format("{}\n", s.name);
   out += fmt::format("  {} on {} × {} ({} nodes × {})\n", s.model.name, s.num_gpus(), s.cluster.gpu.name,
                      s.cluster.nodes, s.cluster.gpus_per_node);
+  const std::string context_exchange =
+      p.cp > 1 ? fmt::format(" ({}{})", to_string(p.cp_comm), p.cp_comm_overlap ? "" : ", waited") : "";
   out += fmt::format("  tp {} · pp {} · dp {} · cp {}{} · ep {}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,
-                     p.pp, p.dp, p.cp,
-                     p.cp > 1 ? fmt::format(" ({}{})", to_string(p.cp_comm), p.cp_comm_overlap ? "" : ", waited") : "", p.ep,
+                     p.pp, p.dp, p.cp, context_exchange, p.ep,
                      to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v={})", p.virtual_stages) : "", p.zero, r.microbatches,
                      s.training.micro_batch);

@@ -364,7 +364,9 @@ ReportContent report_content(const ValidationReport& report) {
   content.summary.push_back(fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).",
                                         100.0 * report.mape, report.cases.size() - report.unsupported,
                                         report.unsupported));
-  if (report.memory_mape) content.summary.push_back(fmt::format("Peak-memory MAPE: **{:.1f}%**.", 100.0 * *report.memory_mape));
+  if (report.memory_mape) {
+    content.summary.push_back(fmt::format("Peak-memory MAPE: **{:.1f}%**.", 100.0 * *report.memory_mape));
+  }
   if (report.out_of_memory > 0) content.summary.push_back(out_of_memory_line(report));
   if (const int overlaid = cases_overlaid(report); overlaid > 0) {
     content.summary.push_back(fmt::format("{} cases ran with fields an overlay set (listed beside them).", overlaid));
@@ -393,8 +395,8 @@ ReportContent report_content(const ValidationReport& report) {
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;
     if (!o.error) {
-      cases.rows.push_back({c.id, fmt::format("{:.4f}", c.measured_iteration_time_s), "unsupported: " + o.reason, "", "",
-                            "", "", "", "", ""});
+      cases.rows.push_back(
+          {c.id, fmt::format("{:.4f}", c.measured_iteration_time_s), "unsupported: " + o.reason, "", "", "", "", "", "", ""});
       continue;
     }
     std::string name = c.id;

@@ -308,7 +308,8 @@ TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism)
 TEST(ScenarioErrors, ContextExchangesOutsideTheAttentionNeedARingOrGatherToHold) {
   const auto with = [](const std::string& parallelism) { return replace(kBase, "pp: 16", parallelism); };
   EXPECT_TRUE(load_scenario_text(kBase, "s.yaml").parallelism.cp_comm_overlap);
-  EXPECT_FALSE(load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm_overlap: false"), "s.yaml").parallelism.cp_comm_overlap);
+  EXPECT_FALSE(
+      load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm_overlap: false"), "s.yaml").parallelism.cp_comm_overlap);
   EXPECT_FALSE(load_scenario_text(with("pp: 4\n  cp: 4\n  cp_comm: all_gather\n  cp_comm_overlap: false"), "s.yaml")
                    .parallelism.cp_comm_overlap);
   EXPECT_EQ(error_of(with("pp: 16\n  cp_comm_overlap: false")),
