@@ -85,6 +85,13 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.sustained_fp8_compute_fraction = map.has("sustained_fp8_compute_fraction")
                                          ? fraction(map, "sustained_fp8_compute_fraction", gpu, "kernels.")
                                          : k.sustained_compute_fraction;
+  k.sustained_compute_spread =
+      internal::read_sourced<double>(map, "sustained_compute_spread", gpu.field_sources, "kernels.").value_or(0.0);
+  if (k.sustained_compute_spread < 0.0 || k.sustained_compute_spread >= 0.2) {
+    map.fail("sustained_compute_spread", fmt::format("= {} must be a fraction in [0, 0.2): one standard deviation of "
+                                                     "a chip's sustained compute throughput, of the mean",
+                                                     k.sustained_compute_spread));
+  }
   k.communication_interference =
       internal::read_sourced<double>(map, "communication_interference", gpu.field_sources, "kernels.").value_or(0.0);
   if (k.communication_interference < 0.0 || k.communication_interference > 1.0) {

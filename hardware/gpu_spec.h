@@ -67,6 +67,9 @@ struct KernelEfficiency {
   double sustained_fraction(DType dtype) const {
     return dtype == DType::kFp8 ? sustained_fp8_compute_fraction : sustained_compute_fraction;
   }
+  // The spread of that sustained throughput from chip to chip, one standard deviation as a
+  // fraction of the mean: at the same power limit chips hold different clocks (0: not known).
+  double sustained_compute_spread = 0.0;
   // How much longer compute takes while communication kernels run beside it on the same GPU
   // (they take SMs and memory bandwidth): time × (1 + communication_interference).
   double communication_interference = 0.0;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 
 #include "base/check.h"
 #include "hardware/gemm_tiling.h"
@@ -16,8 +18,27 @@ Flop attention_flop(const AttentionShape& s) {
   return Flop(flop);
 }
 
-OpTimer::OpTimer(const GpuSpec& gpu, std::shared_ptr<const KernelProfile> profile)
-    : gpu_(gpu), profile_(std::move(profile)) {}
+double expected_maximum_of_standard_normals(int n) {
+  if (n <= 1) return 0.0;
+  // ∫ x · n φ(x) Φ(x)^(n-1) dx by Simpson's rule; the density is negligible past ±10.
+  const double low = -10.0, high = 10.0;
+  const int intervals = 800;
+  const double h = (high - low) / intervals;
+  double sum = 0.0;
+  for (int i = 0; i <= intervals; ++i) {
+    const double x = low + i * h;
+    const double density = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+    const double below = 0.5 * std::erfc(-x / std::numbers::sqrt2);
+    const double weight = (i == 0 || i == intervals) ? 1.0 : (i % 2 == 1 ? 4.0 : 2.0);
+    sum += weight * x * n * density * std::pow(below, n - 1);
+  }
+  return sum * h / 3.0;
+}
+
+OpTimer::OpTimer(const GpuSpec& gpu, std::shared_ptr<const KernelProfile> profile, int synchronized_gpus)
+    : gpu_(gpu),
+      profile_(std::move(profile)),
+      slowest_chip_(1.0 - gpu.kernels.sustained_compute_spread * expected_maximum_of_standard_normals(synchronized_gpus)) {}
 
 FlopPerSecond OpTimer::peak_for(DType dtype) const {
   const std::optional<FlopPerSecond> peak = gpu_.peak(dtype);
@@ -36,7 +57,7 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) 
     ratio = compute_bound ? *from.peak(dtype) / peak_for(dtype) : from.memory_bandwidth / gpu_.memory_bandwidth;
   }
   // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
-  if (compute_bound) ratio /= gpu_.kernels.sustained_fraction(dtype);
+  if (compute_bound) ratio /= sustained(dtype);
   return measured * ratio;
 }
 
@@ -72,7 +93,7 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
   const double in = bytes_per_element(s.dtype);
   const Seconds memory =
       memory_roofline(Bytes(s.count * (in * (s.m * s.k + s.k * s.n) + epilogue_bytes(s) * s.m * s.n)));
-  if (compute > memory) return {compute / gpu_.kernels.sustained_fraction(s.dtype), true};
+  if (compute > memory) return {compute / sustained(s.dtype), true};
   return {memory, false};
 }
 
@@ -120,8 +141,8 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
       return {transferred(*measured, compute_bound, s.dtype), true};
     }
   }
-  const Seconds sustained = compute_bound ? compute / k.sustained_fraction(s.dtype) : memory;
-  return {sustained + k.overhead, false};
+  const Seconds at_power = compute_bound ? compute / sustained(s.dtype) : memory;
+  return {at_power + k.overhead, false};
 }
 
 KernelTime OpTimer::memory_bound(MemoryKernel kernel, Bytes traffic, int kernels) const {

@@ -34,7 +34,10 @@
 // peak ratios: compute-bound kernels by the dtype's dense peak, memory-bound ones by HBM
 // bandwidth. Compute-bound kernels keep the GPU's sustained fraction of their short-burst speed
 // (`sustained_compute_fraction`, `sustained_fp8_compute_fraction` for fp8): under hours of dense
-// math a GPU runs at its power limit, below its boost clock.
+// math a GPU runs at its power limit, below its boost clock. A step that synchronizes n GPUs
+// runs at the pace of the slowest of them: chips hold different clocks at the same power limit
+// (`sustained_compute_spread`, σ), so compute-bound kernels are timed on the expected slowest of
+// n chips, σ · E[max of n standard normals] below the mean chip.
 #ifndef PACELINE_HARDWARE_OP_TIMER_H_
 #define PACELINE_HARDWARE_OP_TIMER_H_
 
@@ -50,6 +53,9 @@ namespace paceline {
 // FLOPs of a fused attention kernel of this shape (forward or backward).
 Flop attention_flop(const AttentionShape& shape);
 
+// E[max of n independent standard normal variables]: 0 for one, 1/√π for two, 1.42 for eight.
+double expected_maximum_of_standard_normals(int n);
+
 // A kernel's time, whether it came from a measured profile, and whether it is a persistent
 // kernel that needs more SMs than communication kernels leave it (GpuSpec: gemm_persistent).
 struct KernelTime {
@@ -60,8 +66,10 @@ struct KernelTime {
 
 class OpTimer {
  public:
-  // `profile` (optional) was measured on `profile->gpu()`, which may differ from `gpu`.
-  explicit OpTimer(const GpuSpec& gpu, std::shared_ptr<const KernelProfile> profile = nullptr);
+  // `profile` (optional) was measured on `profile->gpu()`, which may differ from `gpu`;
+  // `synchronized_gpus`: the GPUs that wait for one another every step (the job's).
+  explicit OpTimer(const GpuSpec& gpu, std::shared_ptr<const KernelProfile> profile = nullptr,
+                   int synchronized_gpus = 1);
 
   KernelTime gemm(const GemmShape& shape) const;
   KernelTime attention(const AttentionShape& shape) const;
@@ -83,9 +91,12 @@ class OpTimer {
   Roofline gemm_roofline(const GemmShape& shape) const;
   // Profile time on the profile's GPU carried to this one.
   Seconds transferred(Seconds measured, bool compute_bound, DType dtype) const;
+  // Compute-bound throughput of the slowest synchronized chip, of its short-burst speed.
+  double sustained(DType dtype) const { return gpu_.kernels.sustained_fraction(dtype) * slowest_chip_; }
 
   GpuSpec gpu_;
   std::shared_ptr<const KernelProfile> profile_;
+  double slowest_chip_ = 1.0;  // the slowest synchronized chip's throughput, of the mean chip's
 };
 
 }  // namespace paceline

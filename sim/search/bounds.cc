@@ -25,7 +25,7 @@ bool is_collective(const Op& op) { return op.kind == OpKind::kCommunication; }
 
 LayoutBounds::LayoutBounds(const Scenario& base)
     : base_(base),
-      timer_(base.cluster.gpu, base.cluster.profile),
+      timer_(base.cluster.gpu, base.cluster.profile, base.num_gpus()),
       topology_(base.cluster),
       collectives_(base_.cluster, topology_),
       neutral_layout_(base.parallelism, base.cluster.gpus_per_node),

@@ -62,7 +62,7 @@ double cgroup_limit() {
 CostEstimate estimate_cost(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   // The passes of each distinct block, planned as lowering plans them.
-  const OpTimer timer(s.cluster.gpu, s.cluster.profile);
+  const OpTimer timer(s.cluster.gpu, s.cluster.profile, s.num_gpus());
   const Topology topology(s.cluster);
   const CollectiveModel collectives(s.cluster, topology);
   const RankLayout layout(p, s.cluster.gpus_per_node);

@@ -56,7 +56,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
                                             "(its estimate was {})",
                                             options.timeout / Seconds(1), events, describe(*cost)));
   };
-  const OpTimer timer(scenario->cluster.gpu, scenario->cluster.profile);
+  const OpTimer timer(scenario->cluster.gpu, scenario->cluster.profile, scenario->num_gpus());
   const Topology topology(scenario->cluster);
   const CollectiveModel collectives(scenario->cluster, topology);
   const RankLayout layout(scenario->parallelism, scenario->cluster.gpus_per_node);

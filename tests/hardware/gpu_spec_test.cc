@@ -114,6 +114,15 @@ TEST(GpuSpec, Fp8SustainedFractionDefaultsToTheOtherDtypes) {
             "gpu.yaml:11:35: gpu.kernels.sustained_fp8_compute_fraction = 0 must be a fraction in (0, 1]");
 }
 
+TEST(GpuSpec, ChipToChipSpreadIsAFractionOfTheMeanChip) {
+  EXPECT_EQ(read_small_gpu("", "").kernels.sustained_compute_spread, 0.0);
+  EXPECT_EQ(read_small_gpu("", "", "  sustained_compute_spread: 0.0093\n").kernels.sustained_compute_spread, 0.0093);
+  EXPECT_EQ(small_gpu_error("", "", "  sustained_compute_spread: 0.5\n"),
+            "gpu.yaml:11:29: gpu.kernels.sustained_compute_spread = 0.5 must be a fraction in [0, 0.2): one standard "
+            "deviation of a chip's sustained compute throughput, of the mean");
+  EXPECT_NE(small_gpu_error("", "", "  sustained_compute_spread: -0.01\n"), "");
+}
+
 TEST(GpuSpec, PersistentGemmsNeedTheSmsCommunicationHolds) {
   const GpuSpec plain = read_small_gpu("", "");
   EXPECT_FALSE(plain.kernels.gemm_persistent);

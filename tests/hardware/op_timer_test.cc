@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 
 namespace paceline {
 namespace {
@@ -31,6 +32,43 @@ TEST(OpTimer, LargeSquareGemmRunsAtPeakTimesCatalogEfficiency) {
   const double tflops = 2.0 * 8192.0 * 8192.0 * 8192.0 / (timer.gemm(shape).time / Seconds(1)) / 1e12;
   EXPECT_GT(tflops, 650.0);
   EXPECT_LT(tflops, 850.0);
+}
+
+TEST(OpTimer, ExpectedSlowestOfNChipsFollowsTheNormalOrderStatistics) {
+  // E[max] of n standard normals: 0 for one, 1/√π for two, and the tabulated 1.0294 (4), 1.4236
+  // (8), 3.2414 (1000); it keeps growing, slower and slower, with n.
+  EXPECT_EQ(expected_maximum_of_standard_normals(1), 0.0);
+  EXPECT_NEAR(expected_maximum_of_standard_normals(2), 1.0 / std::sqrt(std::numbers::pi), 1e-9);
+  EXPECT_NEAR(expected_maximum_of_standard_normals(4), 1.0294, 1e-4);
+  EXPECT_NEAR(expected_maximum_of_standard_normals(8), 1.4236, 1e-4);
+  EXPECT_NEAR(expected_maximum_of_standard_normals(1000), 3.2414, 1e-4);
+  double previous = 0.0;
+  for (const int n : {2, 16, 128, 1024, 16384, 100000}) {
+    const double slowest = expected_maximum_of_standard_normals(n);
+    EXPECT_GT(slowest, previous) << n;
+    EXPECT_LT(slowest - previous, 1.5) << n;
+    previous = slowest;
+  }
+}
+
+TEST(OpTimer, ASynchronizedStepRunsAtItsSlowestChip) {
+  // σ = 1% from chip to chip: with 8 GPUs waiting on one another every step, compute-bound
+  // kernels run at the expected slowest chip's pace, 1.4236σ below the mean chip; memory-bound
+  // ones (HBM, not SM clocks) and a lone GPU are unchanged.
+  GpuSpec gpu = h100();
+  gpu.kernels.sustained_compute_spread = 0.01;
+  gpu.kernels.overhead = Seconds(0);
+  const OpTimer alone(gpu), node(gpu, nullptr, 8);
+  const GemmShape square{8192, 8192, 8192, 1, DType::kBf16};
+  EXPECT_DOUBLE_EQ(alone.gemm(square).time / Seconds(1), OpTimer(h100()).gemm(square).time / Seconds(1) -
+                                                             h100().kernels.overhead / Seconds(1));
+  EXPECT_NEAR(node.gemm(square).time / alone.gemm(square).time, 1.0 / (1.0 - 0.01 * 1.4236), 1e-6);
+  const AttentionShape attention{1, 32, 32, 8192, 8192, 128, true, false, DType::kBf16};
+  EXPECT_NEAR(node.attention(attention).time / alone.attention(attention).time, 1.0 / (1.0 - 0.01 * 1.4236), 1e-6);
+  const GemmShape gemv{1, 8192, 8192, 1, DType::kBf16};
+  EXPECT_EQ(node.gemm(gemv).time, alone.gemm(gemv).time);
+  EXPECT_EQ(node.memory_bound(MemoryKernel::kElementwise, Bytes(1e9)).time,
+            alone.memory_bound(MemoryKernel::kElementwise, Bytes(1e9)).time);
 }
 
 TEST(OpTimer, SkinnyGemmIsMemoryBound) {
