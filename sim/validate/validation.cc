@@ -111,6 +111,111 @@ std::vector<std::string> time_shares(const Breakdown& b) {
   return {share(b.compute + b.recompute + b.optimizer + b.overlap_slowdown), communication, share(b.pipeline_bubble)};
 }
 
+// Appends `c`, escaped for XML and HTML: ampersands, angle brackets and quotes.
+void append_escaped(std::string& out, char c) {
+  switch (c) {
+    case '&': out += "&amp;"; break;
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += c;
+  }
+}
+
+std::string xml_escaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) append_escaped(out, c);
+  return out;
+}
+
+// Text with Markdown's inline **strong** and `code` spans, as HTML; everything else escaped.
+std::string html_inline(std::string_view text) {
+  std::string out;
+  bool strong = false, code = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!code && text.substr(i, 2) == "**") {
+      out += strong ? "</strong>" : "<strong>";
+      strong = !strong;
+      ++i;
+    } else if (text[i] == '`') {
+      out += code ? "</code>" : "<code>";
+      code = !code;
+    } else {
+      append_escaped(out, text[i]);
+    }
+  }
+  return out;
+}
+
+// One table of the report; cells carry Markdown's inline **strong** and `code`.
+struct ReportTable {
+  std::string heading;
+  std::string intro;
+  std::vector<std::string> columns;
+  std::vector<bool> right_aligned;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// What the report says, once, for the Markdown and the HTML renderings.
+struct ReportContent {
+  std::vector<std::string> summary;  // paragraphs above the plot
+  std::vector<ReportTable> tables;
+};
+
+ReportContent report_content(const ValidationReport& report) {
+  ReportContent content;
+  content.summary.push_back(fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).",
+                                        100.0 * report.mape, report.cases.size() - report.unsupported,
+                                        report.unsupported));
+  if (report.memory_mape) {
+    content.summary.push_back(fmt::format("Peak-memory MAPE: **{:.1f}%**.", 100.0 * *report.memory_mape));
+  }
+  if (report.out_of_memory > 0) content.summary.push_back(out_of_memory_line(report));
+  if (const int overlaid = cases_overlaid(report); overlaid > 0) {
+    content.summary.push_back(fmt::format("{} cases ran with fields an overlay set (listed beside them).", overlaid));
+  }
+  content.summary.push_back(
+      fmt::format("Mean signed error: {:+.1f}% (below zero: predicted too fast).", 100.0 * report.bias));
+  const auto groups = [&](const char* title, const std::vector<ValidationReport::GroupError>& errors) {
+    ReportTable table{fmt::format("By {}", title), "", {"MAPE", "bias", "cases", title}, {true, true, true, false}, {}};
+    for (const ValidationReport::GroupError& group : errors) {
+      table.rows.push_back({fmt::format("{:.1f}%", 100.0 * group.mape), fmt::format("{:+.1f}%", 100.0 * group.bias),
+                            fmt::format("{}", group.cases), group.name});
+    }
+    content.tables.push_back(std::move(table));
+  };
+  groups("source", report.by_source);
+  groups("GPU", report.by_gpu);
+  ReportTable cases{"Cases",
+                    "The predicted step's time: on compute (with recomputation, the optimizer and compute slowed by "
+                    "communication beside it), in exposed communication (its largest kind named) and in pipeline "
+                    "bubbles.",
+                    {"case", "measured s", "predicted s", "error", "compute", "exposed communication", "bubble",
+                     "peak memory GiB", "measured GiB", "fits"},
+                    {false, true, true, true, true, true, true, true, true, false},
+                    {}};
+  const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
+  for (const CaseOutcome& o : report.cases) {
+    const ValidationCase& c = *o.validation_case;
+    if (!o.error) {
+      cases.rows.push_back(
+          {c.id, fmt::format("{:.4f}", c.measured_iteration_time_s), "unsupported: " + o.reason, "", "", "", "", "", "", ""});
+      continue;
+    }
+    std::string name = c.id;
+    for (const Override& setting : c.overlay) name += fmt::format(" `{}: {}`", setting.path, setting.value);
+    std::vector<std::string> row = {name, fmt::format("{:.4f}", c.measured_iteration_time_s),
+                                    fmt::format("{:.4f}", *o.predicted_s), fmt::format("{:+.1f}%", 100.0 * *o.error)};
+    for (const std::string& share : time_shares(*o.breakdown)) row.push_back(share);
+    row.push_back(gib(static_cast<double>(*o.peak_memory_bytes)));
+    row.push_back(c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
+    row.push_back(o.fits ? "yes" : "**no**");
+    cases.rows.push_back(std::move(row));
+  }
+  content.tables.push_back(std::move(cases));
+  return content;
+}
+
 }  // namespace
 
 std::vector<ValidationCase> load_validation_file(const std::string& path) {
@@ -307,113 +412,6 @@ std::string to_text(const ValidationReport& report) {
   lines(report.by_gpu, false);
   return out;
 }
-
-namespace {
-
-// Text escaped for XML and HTML: ampersands, angle brackets and quotes.
-std::string xml_escaped(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// Text with Markdown's inline **strong** and `code` spans, as HTML; everything else escaped.
-std::string html_inline(std::string_view text) {
-  std::string out;
-  bool strong = false, code = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (!code && text.substr(i, 2) == "**") {
-      out += strong ? "</strong>" : "<strong>";
-      strong = !strong;
-      ++i;
-    } else if (text[i] == '`') {
-      out += code ? "</code>" : "<code>";
-      code = !code;
-    } else {
-      out += xml_escaped(text.substr(i, 1));
-    }
-  }
-  return out;
-}
-
-// One table of the report; cells carry Markdown's inline **strong** and `code`.
-struct ReportTable {
-  std::string heading;
-  std::string intro;
-  std::vector<std::string> columns;
-  std::vector<bool> right_aligned;
-  std::vector<std::vector<std::string>> rows;
-};
-
-// What the report says, once, for the Markdown and the HTML renderings.
-struct ReportContent {
-  std::vector<std::string> summary;  // paragraphs above the plot
-  std::vector<ReportTable> tables;
-};
-
-ReportContent report_content(const ValidationReport& report) {
-  ReportContent content;
-  content.summary.push_back(fmt::format("Mean absolute percentage error: **{:.1f}%** over {} cases ({} unsupported).",
-                                        100.0 * report.mape, report.cases.size() - report.unsupported,
-                                        report.unsupported));
-  if (report.memory_mape) {
-    content.summary.push_back(fmt::format("Peak-memory MAPE: **{:.1f}%**.", 100.0 * *report.memory_mape));
-  }
-  if (report.out_of_memory > 0) content.summary.push_back(out_of_memory_line(report));
-  if (const int overlaid = cases_overlaid(report); overlaid > 0) {
-    content.summary.push_back(fmt::format("{} cases ran with fields an overlay set (listed beside them).", overlaid));
-  }
-  content.summary.push_back(
-      fmt::format("Mean signed error: {:+.1f}% (below zero: predicted too fast).", 100.0 * report.bias));
-  const auto groups = [&](const char* title, const std::vector<ValidationReport::GroupError>& errors) {
-    ReportTable table{fmt::format("By {}", title), "", {"MAPE", "bias", "cases", title}, {true, true, true, false}, {}};
-    for (const ValidationReport::GroupError& group : errors) {
-      table.rows.push_back({fmt::format("{:.1f}%", 100.0 * group.mape), fmt::format("{:+.1f}%", 100.0 * group.bias),
-                            fmt::format("{}", group.cases), group.name});
-    }
-    content.tables.push_back(std::move(table));
-  };
-  groups("source", report.by_source);
-  groups("GPU", report.by_gpu);
-  ReportTable cases{"Cases",
-                    "The predicted step's time: on compute (with recomputation, the optimizer and compute slowed by "
-                    "communication beside it), in exposed communication (its largest kind named) and in pipeline "
-                    "bubbles.",
-                    {"case", "measured s", "predicted s", "error", "compute", "exposed communication", "bubble",
-                     "peak memory GiB", "measured GiB", "fits"},
-                    {false, true, true, true, true, true, true, true, true, false},
-                    {}};
-  const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
-  for (const CaseOutcome& o : report.cases) {
-    const ValidationCase& c = *o.validation_case;
-    if (!o.error) {
-      cases.rows.push_back(
-          {c.id, fmt::format("{:.4f}", c.measured_iteration_time_s), "unsupported: " + o.reason, "", "", "", "", "", "", ""});
-      continue;
-    }
-    std::string name = c.id;
-    for (const Override& setting : c.overlay) name += fmt::format(" `{}: {}`", setting.path, setting.value);
-    std::vector<std::string> row = {name, fmt::format("{:.4f}", c.measured_iteration_time_s),
-                                    fmt::format("{:.4f}", *o.predicted_s), fmt::format("{:+.1f}%", 100.0 * *o.error)};
-    for (const std::string& share : time_shares(*o.breakdown)) row.push_back(share);
-    row.push_back(gib(static_cast<double>(*o.peak_memory_bytes)));
-    row.push_back(c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
-    row.push_back(o.fits ? "yes" : "**no**");
-    cases.rows.push_back(std::move(row));
-  }
-  content.tables.push_back(std::move(cases));
-  return content;
-}
-
-}  // namespace
 
 std::string predicted_vs_measured_svg(const ValidationReport& report) {
   // Log-log axes from the smallest to the largest time, the y = x line and a ±10% band.
