@@ -215,14 +215,16 @@ TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
   EXPECT_EQ(recomputed_merges, 3);
 }
 
-// The forward op named `name` of `g` (the test fails if there is none).
-OpId forward_op(const LayerGraph& g, const std::string& name) {
-  for (const OpId id : g.ops(Phase::kForward)) {
+// The op of `g` named `name` in `phase` (the test fails if there is none).
+OpId op_in(const LayerGraph& g, Phase phase, const std::string& name) {
+  for (const OpId id : g.ops(phase)) {
     if (g.op(id).name == name) return id;
   }
-  ADD_FAILURE() << "no forward op " << name;
+  ADD_FAILURE() << "no op " << name << " in phase " << static_cast<int>(phase);
   return 0;
 }
+
+OpId forward_op(const LayerGraph& g, const std::string& name) { return op_in(g, Phase::kForward, name); }
 
 double attention_flop(const LayerGraph& g) {
   double flop = 0.0;
@@ -241,15 +243,6 @@ LayerGraph context_parallel_layer(const ModelSpec& m, ContextComm comm) {
   LayerGraph g = build_transformer_layer(m, s, false);
   EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
   return g;
-}
-
-// The op of `g` named `name` in `phase` (the test fails if there is none).
-OpId op_in(const LayerGraph& g, Phase phase, const std::string& name) {
-  for (const OpId id : g.ops(phase)) {
-    if (g.op(id).name == name) return id;
-  }
-  ADD_FAILURE() << "no op " << name;
-  return 0;
 }
 
 // Whether `later` waits, directly or through other ops, for `earlier`.
