@@ -55,12 +55,12 @@ struct GemmShape {
   std::optional<DType> accumulates_into;
 };
 
-// How attention is computed: one fused kernel at the efficiency of cuDNN's fused attention and
-// FlashAttention-3 (what Transformer Engine runs on Hopper), one fused FlashAttention-2 kernel
-// (flash-attn 2.x, PyTorch SDPA's flash backend), FlashAttention in Triton (flash-attn 1.x's
-// flash_attn_triton.py, which LLM Foundry runs as attn_impl: triton), or as separate GEMMs and
-// softmax that keep the s×s scores.
-enum class AttentionKernel { kFlash, kFlash2, kFlashTriton, kUnfused };
+// How attention is computed: the fused kernel Transformer Engine runs on the GPU (cuDNN's fused
+// attention on Hopper, FlashAttention-2 on Ampere), FlashAttention-2 (flash-attn 2.x, PyTorch
+// SDPA's flash backend), FlashAttention-3 (flash-attn's Hopper build), FlashAttention in Triton
+// (flash-attn 1.x's flash_attn_triton.py, which LLM Foundry runs as attn_impl: triton), or as
+// separate GEMMs and softmax that keep the s×s scores.
+enum class AttentionKernel { kFlash, kFlash2, kFlash3, kFlashTriton, kUnfused };
 
 // FlashAttention-2 is compiled for head dims 32, 64, ..., 256 and runs a head on the smallest
 // that holds it (flash-attn 2.x's HEADDIM_SWITCH, copied into PyTorch's
@@ -68,6 +68,17 @@ enum class AttentionKernel { kFlash, kFlash2, kFlashTriton, kUnfused };
 // padded width.
 inline constexpr int64_t kFlash2MaxHeadDim = 256;
 inline constexpr int64_t flash2_kernel_head_dim(int64_t head_dim) { return (head_dim + 31) / 32 * 32; }
+
+// FlashAttention-3 is compiled for head dims 64, 96, 128, 192 and 256 and runs a head on the
+// smallest that holds it (hopper/flash_api.cpp, round_up_headdim).
+inline constexpr int64_t kFlash3MaxHeadDim = 256;
+inline constexpr int64_t flash3_kernel_head_dim(int64_t head_dim) {
+  return head_dim <= 64    ? 64
+         : head_dim <= 96  ? 96
+         : head_dim <= 128 ? 128
+         : head_dim <= 192 ? 192
+                           : kFlash3MaxHeadDim;
+}
 
 // FlashAttention in Triton takes heads up to 128 wide and tiles them at the next power of two,
 // at least 16 (flash_attn_triton.py: assert d <= 128, BLOCK_HEADDIM = max(next_power_of_2(d), 16)).
@@ -80,12 +91,14 @@ inline constexpr int64_t flash_triton_kernel_head_dim(int64_t head_dim) {
 
 // The widest head `kernel` runs (0: any), and the width its matmuls span for a head of `head_dim`.
 inline constexpr int64_t attention_kernel_max_head_dim(AttentionKernel kernel) {
-  return kernel == AttentionKernel::kFlash2 ? kFlash2MaxHeadDim
+  return kernel == AttentionKernel::kFlash2        ? kFlash2MaxHeadDim
+         : kernel == AttentionKernel::kFlash3      ? kFlash3MaxHeadDim
          : kernel == AttentionKernel::kFlashTriton ? kFlashTritonMaxHeadDim
                                                    : 0;
 }
 inline constexpr int64_t attention_kernel_head_dim(AttentionKernel kernel, int64_t head_dim) {
-  return kernel == AttentionKernel::kFlash2 ? flash2_kernel_head_dim(head_dim)
+  return kernel == AttentionKernel::kFlash2        ? flash2_kernel_head_dim(head_dim)
+         : kernel == AttentionKernel::kFlash3      ? flash3_kernel_head_dim(head_dim)
          : kernel == AttentionKernel::kFlashTriton ? flash_triton_kernel_head_dim(head_dim)
                                                    : head_dim;
 }

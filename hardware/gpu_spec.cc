@@ -62,22 +62,33 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.gemm_persistent = sourced<bool>(gemm, "persistent", gpu, "kernels.gemm.").value_or(false);
   gemm.finish();
   YamlMap attention = map.map("attention");
-  k.attention_forward_efficiency = fraction(attention, "forward_efficiency", gpu, "kernels.attention.");
-  k.attention_backward_efficiency = fraction(attention, "backward_efficiency", gpu, "kernels.attention.");
-  k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, "kernels.attention.");
-  // A kernel's two efficiencies come together or not at all.
-  const auto kernel_efficiencies = [&](const std::string& kernel, double& forward, double& backward) {
-    if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) return;
-    forward = fraction(attention, kernel + "_forward_efficiency", gpu, "kernels.attention.");
-    backward = fraction(attention, kernel + "_backward_efficiency", gpu, "kernels.attention.");
-  };
-  kernel_efficiencies("flash2", k.flash2_forward_efficiency, k.flash2_backward_efficiency);
-  kernel_efficiencies("flash_triton", k.flash_triton_forward_efficiency, k.flash_triton_backward_efficiency);
+  const std::string prefix = "kernels.attention.";
+  AttentionKernelEfficiency& fused = k.fused_attention;
+  fused.forward = fraction(attention, "forward_efficiency", gpu, prefix);
+  fused.backward = fraction(attention, "backward_efficiency", gpu, prefix);
+  fused.causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, prefix);
+  fused.causal_seq_half = sourced_required<double>(attention, "causal_seq_half", gpu, prefix);
+  if (fused.causal_seq_half < 0.0) attention.fail("causal_seq_half", "must not be negative");
+  k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, prefix);
   if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
-  k.attention_causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, "kernels.attention.");
-  k.attention_causal_seq_half = sourced_required<double>(attention, "causal_seq_half", gpu, "kernels.attention.");
-  if (k.attention_causal_seq_half < 0.0) attention.fail("causal_seq_half", "must not be negative");
-  k.attention_tile_rows = sourced_required<int64_t>(attention, "tile_rows", gpu, "kernels.attention.");
+  // Another kernel's two efficiencies come together or not at all; its causal figures default to
+  // the fused kernel's.
+  const auto other_kernel = [&](const std::string& kernel, AttentionKernelEfficiency& e) {
+    if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) return;
+    e.forward = fraction(attention, kernel + "_forward_efficiency", gpu, prefix);
+    e.backward = fraction(attention, kernel + "_backward_efficiency", gpu, prefix);
+    const std::string ratio = kernel + "_causal_efficiency_ratio";
+    const std::string seq_half = kernel + "_causal_seq_half";
+    e.causal_ratio = fused.causal_ratio;
+    if (attention.has(ratio)) e.causal_ratio = fraction(attention, ratio, gpu, prefix);
+    e.causal_seq_half = fused.causal_seq_half;
+    if (attention.has(seq_half)) e.causal_seq_half = sourced_required<double>(attention, seq_half, gpu, prefix);
+    if (e.causal_seq_half < 0.0) attention.fail(seq_half, "must not be negative");
+  };
+  other_kernel("flash2", k.flash2);
+  other_kernel("flash3", k.flash3);
+  other_kernel("flash_triton", k.flash_triton);
+  k.attention_tile_rows = sourced_required<int64_t>(attention, "tile_rows", gpu, prefix);
   if (k.attention_tile_rows < 1) attention.fail("tile_rows", fmt::format("= {} must be at least 1", k.attention_tile_rows));
   attention.finish();
   k.sustained_compute_fraction =

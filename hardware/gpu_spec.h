@@ -17,6 +17,17 @@ namespace paceline {
 
 class YamlMap;
 
+// One fused attention kernel's efficiency on one GPU (see hardware/op_timer.h).
+struct AttentionKernelEfficiency {
+  double forward = 0.0;   // ceiling of the forward pass, of the dense peak
+  double backward = 0.0;  // and of the backward pass
+  // Under a causal mask: the ceiling is this fraction of the one above, and efficiency halves at
+  // `causal_seq_half` (diagonal tiles half wasted, tiles of uneven work per query block).
+  double causal_ratio = 0.0;
+  double causal_seq_half = 0.0;
+  double efficiency(bool backward_pass) const { return backward_pass ? backward : forward; }
+};
+
 // The op timer's efficiency model (see hardware/op_timer.h for how each figure is used).
 struct KernelEfficiency {
   Seconds overhead;                   // fixed time per kernel: launch gap and tail
@@ -30,30 +41,24 @@ struct KernelEfficiency {
   int64_t gemm_tile_m = 128;
   int64_t gemm_tile_n = 128;
   double gemm_k_half = 0.0;           // K at which a bf16 GEMM's per-tile efficiency halves: K/(K + k_half)
-  double attention_forward_efficiency = 0.0;
-  double attention_backward_efficiency = 0.0;
-  double attention_seq_half = 0.0;    // sequence at which attention efficiency halves
-  // Under a causal mask: the ceiling is this fraction of the one above, and efficiency halves at
-  // `attention_causal_seq_half` (diagonal tiles half wasted, tiles of uneven work per query block).
-  double attention_causal_ratio = 0.0;
-  double attention_causal_seq_half = 0.0;
+  // The fused attention kernel the GPU's frameworks run (training.attention flash), and
+  // FlashAttention-2's, FlashAttention-3's and FlashAttention in Triton's where the catalog gives
+  // them (forward 0: not known for this GPU).
+  AttentionKernelEfficiency fused_attention;
+  AttentionKernelEfficiency flash2;
+  AttentionKernelEfficiency flash3;
+  AttentionKernelEfficiency flash_triton;
+  double attention_seq_half = 0.0;  // sequence at which attention efficiency halves, any kernel
   // Query rows per thread block (forward; key rows in backward): one block per SM at a time, so
   // few heads × blocks leave SMs idle and, under a causal mask, the longest row of tiles bounds
   // the kernel.
   int64_t attention_tile_rows = 0;
-  // FlashAttention-2's and FlashAttention in Triton's efficiencies where they differ from the
-  // fused kernels' above (0: not known for this GPU).
-  double flash2_forward_efficiency = 0.0;
-  double flash2_backward_efficiency = 0.0;
-  double flash_triton_forward_efficiency = 0.0;
-  double flash_triton_backward_efficiency = 0.0;
-  // The efficiency ceiling of the fused attention `kernel` (0: not known for this GPU).
-  double attention_efficiency(AttentionKernel kernel, bool backward) const {
+  const AttentionKernelEfficiency& attention(AttentionKernel kernel) const {
     switch (kernel) {
-      case AttentionKernel::kFlash2: return backward ? flash2_backward_efficiency : flash2_forward_efficiency;
-      case AttentionKernel::kFlashTriton:
-        return backward ? flash_triton_backward_efficiency : flash_triton_forward_efficiency;
-      default: return backward ? attention_backward_efficiency : attention_forward_efficiency;
+      case AttentionKernel::kFlash2: return flash2;
+      case AttentionKernel::kFlash3: return flash3;
+      case AttentionKernel::kFlashTriton: return flash_triton;
+      default: return fused_attention;
     }
   }
   double memory_bandwidth_efficiency = 0.0;  // of the HBM bandwidth, for streaming kernels

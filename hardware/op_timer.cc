@@ -121,11 +121,12 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
 KernelTime OpTimer::attention(const AttentionShape& s) const {
   if (s.batch <= 0 || s.heads <= 0 || s.seq_q <= 0 || s.seq_kv <= 0) return {};
   const KernelEfficiency& k = gpu_.kernels;
-  const double base = k.attention_efficiency(s.kernel, s.backward);
+  const AttentionKernelEfficiency& kernel = k.attention(s.kernel);
+  const double base = kernel.efficiency(s.backward);
   PACELINE_CHECK(base > 0.0, "an attention kernel timed on a GPU without its efficiencies (the scenario should have failed)");
   const double length = static_cast<double>(s.seq_kv);
-  const double ceiling = s.causal ? base * k.attention_causal_ratio : base;
-  const double seq_half = s.causal ? k.attention_causal_seq_half : k.attention_seq_half;
+  const double ceiling = s.causal ? base * kernel.causal_ratio : base;
+  const double seq_half = s.causal ? kernel.causal_seq_half : k.attention_seq_half;
   const double efficiency = ceiling * length / (length + seq_half) * attention_occupancy(s, gpu_);
   const double padding = static_cast<double>(attention_kernel_head_dim(s.kernel, s.head_dim)) / s.head_dim;
   const Seconds compute = attention_flop(s) * padding / (peak_for(s.dtype) * efficiency);
@@ -135,7 +136,7 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
                                                (2.0 * s.heads * s.seq_q + 2.0 * s.kv_heads * s.seq_kv) *
                                                (s.backward ? 2.0 : 1.0)));
   const bool compute_bound = compute > memory;
-  // Profiles measure cuDNN's fused attention, not FlashAttention-2 or Triton's.
+  // Profiles measure cuDNN's fused attention, not FlashAttention's builds or Triton's.
   if (profile_ && s.kernel == AttentionKernel::kFlash) {
     if (const std::optional<Seconds> measured = profile_->attention(s)) {
       return {transferred(*measured, compute_bound, s.dtype), true};

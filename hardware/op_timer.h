@@ -19,10 +19,11 @@
 //               for backward GEMMs, as Transformer Engine and torchao run them
 //   attention   FLOPs / (peak[bf16] · e_fwd|bwd · s/(s + seq_half) · occupancy); FLOPs =
 //               4·b·h·s_q·s_kv·d, halved when causal, ×2.5 for backward (five products against
-//               two); e from the fused kernels' figures, or FlashAttention-2's (never from a
-//               profile); causal: e · causal_ratio · s/(s + causal_seq_half) instead; occupancy:
-//               how its tiles of tile_rows rows fill the SMs (attention_occupancy);
-//               FlashAttention-2 spends the FLOPs of its padded head dim (a multiple of 32)
+//               two); e, causal_ratio and causal_seq_half from the kernel's figures (the fused
+//               kernel's may come from a profile, FlashAttention-2's, -3's and Triton's never);
+//               causal: e · causal_ratio · s/(s + causal_seq_half) instead; occupancy: how its
+//               tiles of tile_rows rows fill the SMs (attention_occupancy); FlashAttention-2, -3
+//               and Triton's spend the FLOPs of the padded head dim their kernels are built for
 //   memory      bytes / (HBM bandwidth · e_bw)
 // each never faster than its memory roofline, plus `overhead`.
 //

@@ -13,16 +13,18 @@
 namespace paceline {
 namespace {
 
-// FlashAttention-2 and FlashAttention in Triton are timed from their own catalog efficiencies
-// and take heads up to their kernels' widths; Triton's kernel reads keys and values for every
-// query head.
+// FlashAttention-2, FlashAttention-3 and FlashAttention in Triton are timed from their own
+// catalog efficiencies and take heads up to their kernels' widths; Triton's kernel reads keys
+// and values for every query head.
 void check_attention_kernel(const Scenario& s, YamlMap& training) {
   const AttentionKernel kernel = s.training.attention;
-  if (kernel != AttentionKernel::kFlash2 && kernel != AttentionKernel::kFlashTriton) return;
+  if (kernel == AttentionKernel::kFlash || kernel == AttentionKernel::kUnfused) return;
   const bool triton = kernel == AttentionKernel::kFlashTriton;
   const std::string name = to_string(kernel);
-  const std::string what = triton ? "FlashAttention in Triton" : "FlashAttention-2";
-  if (s.cluster.gpu.kernels.attention_efficiency(kernel, /*backward=*/false) == 0.0) {
+  const std::string what = triton                              ? "FlashAttention in Triton"
+                           : kernel == AttentionKernel::kFlash3 ? "FlashAttention-3"
+                                                                : "FlashAttention-2";
+  if (s.cluster.gpu.kernels.attention(kernel).forward == 0.0) {
     training.fail("attention", fmt::format("= {} needs {}'s efficiencies for {}; its catalog entry has none "
                                            "(kernels.attention.{}_forward_efficiency); use flash or unfused",
                                            name, what, s.cluster.gpu.name, name));
@@ -174,9 +176,11 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                 : recompute == "selective"    ? Recompute::kSelective
                 : recompute == "selective-op" ? Recompute::kSelectiveOp
                                               : Recompute::kNone;
-  const std::string attention = map.choice("attention", {"flash", "flash2", "flash_triton", "unfused"}, "flash");
+  const std::string attention =
+      map.choice("attention", {"flash", "flash2", "flash3", "flash_triton", "unfused"}, "flash");
   t.attention = attention == "unfused"        ? AttentionKernel::kUnfused
                 : attention == "flash2"       ? AttentionKernel::kFlash2
+                : attention == "flash3"       ? AttentionKernel::kFlash3
                 : attention == "flash_triton" ? AttentionKernel::kFlashTriton
                                               : AttentionKernel::kFlash;
   t.repeat_kv = map.get<bool>("repeat_kv", false);
@@ -423,7 +427,9 @@ std::optional<LayoutProblem> context_parallel_problem(const ModelSpec& m, int tp
   if (cp == 1) return std::nullopt;
   if (kernel == AttentionKernel::kUnfused) {
     return LayoutProblem{"cp", fmt::format("= {} splits attention over ranks, which needs a fused kernel "
-                                           "(training.attention flash, flash2 or flash_triton; here unfused)", cp)};
+                                           "(training.attention flash, flash2, flash3 or flash_triton; "
+                                           "here unfused)",
+                                           cp)};
   }
   if (comm != ContextComm::kAllToAll) {
     if (seq_len % (2 * cp) == 0) return std::nullopt;
@@ -482,6 +488,7 @@ std::string to_string(AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::kFlash: return "flash";
     case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kFlash3: return "flash3";
     case AttentionKernel::kFlashTriton: return "flash_triton";
     case AttentionKernel::kUnfused: return "unfused";
   }

@@ -61,9 +61,10 @@ kernels:
   }
 }
 
-// A small catalog GPU with `peak`, `gemm` and `kernels` appended to its dense peaks, its GEMM
-// figures and its kernels.
-GpuSpec read_small_gpu(const std::string& peak, const std::string& gemm, const std::string& kernels = "") {
+// A small catalog GPU with `peak`, `gemm`, `kernels` and `attention` appended to its dense peaks,
+// its GEMM figures, its kernels and its attention figures.
+GpuSpec read_small_gpu(const std::string& peak, const std::string& gemm,
+                       const std::string& kernels = "", const std::string& attention = "") {
   const std::string text = R"(name: g
 memory_capacity: 80 GiB
 memory_bandwidth: 2 TB/s
@@ -72,7 +73,8 @@ peak_dense: {fp32: 20 TFLOP/s, bf16: 300 TFLOP/s, fp16: 300 TFLOP/s)" + peak + R
 kernels:
   overhead: 2 us
   gemm: {max_efficiency: 0.8, tile_m: 128, tile_n: 128, k_half: 64)" + gemm + R"(}
-  attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100, causal_efficiency_ratio: 0.9, causal_seq_half: 100, tile_rows: 128}
+  attention: {forward_efficiency: 0.5, backward_efficiency: 0.4, seq_half: 100, causal_efficiency_ratio: 0.9, causal_seq_half: 100, tile_rows: 128)" +
+                           attention + R"(}
   memory_bound: {bandwidth_efficiency: 0.9}
 )" + kernels;
   const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
@@ -81,9 +83,10 @@ kernels:
 }
 
 // The error reading that GPU raises ("no error" if none).
-std::string small_gpu_error(const std::string& peak, const std::string& gemm, const std::string& kernels = "") {
+std::string small_gpu_error(const std::string& peak, const std::string& gemm,
+                            const std::string& kernels = "", const std::string& attention = "") {
   try {
-    read_small_gpu(peak, gemm, kernels);
+    read_small_gpu(peak, gemm, kernels, attention);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -99,6 +102,27 @@ TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) 
   EXPECT_EQ(small_gpu_error("", ", fp8_fast_accumulation_max_efficiency: 0.75"),
             "gpu.yaml:8:107: gpu.kernels.gemm.fp8_fast_accumulation_max_efficiency = 0.75 needs an fp8 peak "
             "(peak_dense.fp8), which this gpu has not");
+}
+
+TEST(GpuSpec, EachAttentionKernelHasItsOwnCausalFiguresOrTheFusedKernels) {
+  const std::string flash3_figures = ", flash3_forward_efficiency: 0.6, flash3_backward_efficiency: 0.5";
+  const GpuSpec gpu = read_small_gpu("", "", "",
+                                     ", flash2_forward_efficiency: 0.3, flash2_backward_efficiency: 0.25" +
+                                         flash3_figures +
+                                         ", flash3_causal_efficiency_ratio: 0.95, flash3_causal_seq_half: 400");
+  const AttentionKernelEfficiency& flash2 = gpu.kernels.attention(AttentionKernel::kFlash2);
+  EXPECT_EQ(flash2.backward, 0.25);
+  EXPECT_EQ(flash2.causal_ratio, 0.9);
+  EXPECT_EQ(flash2.causal_seq_half, 100.0);
+  const AttentionKernelEfficiency& flash3 = gpu.kernels.attention(AttentionKernel::kFlash3);
+  EXPECT_EQ(flash3.forward, 0.6);
+  EXPECT_EQ(flash3.causal_ratio, 0.95);
+  EXPECT_EQ(flash3.causal_seq_half, 400.0);
+  EXPECT_EQ(gpu.kernels.attention(AttentionKernel::kFlash).causal_ratio, 0.9);
+  EXPECT_EQ(gpu.kernels.attention(AttentionKernel::kFlashTriton).forward, 0.0);
+  EXPECT_EQ(small_gpu_error("", "", "", flash3_figures + ", flash3_causal_efficiency_ratio: 1.2"),
+            "gpu.yaml:9:246: gpu.kernels.attention.flash3_causal_efficiency_ratio = 1.2 must be a "
+            "fraction in (0, 1]");
 }
 
 TEST(GpuSpec, Fp8SustainedFractionDefaultsToTheOtherDtypes) {

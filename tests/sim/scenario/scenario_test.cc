@@ -202,6 +202,20 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(ScenarioErrors, FlashAttention3RunsOnHopperWithHeadsUpTo256) {
+  const std::string on_a100 = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash3");
+  EXPECT_EQ(error_of(on_a100),
+            "s.yaml:14:14: training.attention = flash3 needs FlashAttention-3's efficiencies for a100-sxm4-80gb; its "
+            "catalog entry has none (kernels.attention.flash3_forward_efficiency); use flash or unfused");
+  const std::string on_h100 = replace(on_a100, "gpu: a100-sxm4-80gb", "gpu: h100-sxm5-80gb");
+  EXPECT_EQ(load_scenario_text(on_h100, "s.yaml").training.attention, AttentionKernel::kFlash3);
+  EXPECT_EQ(error_of(replace(on_h100, "model: gpt3-175b",
+                             "model: {layers: 16, hidden: 4096, heads: 8, head_dim: 512, ffn_hidden: 8192, vocab: "
+                             "1024, seq_len: 2048}")),
+            "s.yaml:14:14: training.attention = flash3 runs head dims up to 256; the model's is 512; use flash or "
+            "unfused");
+}
+
 TEST(ScenarioErrors, FlashAttentionInTritonNeedsItsEfficienciesHeadsUpTo128AndKeysPerHead) {
   const std::string triton = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash_triton");
   EXPECT_EQ(load_scenario_text(triton, "s.yaml").training.attention, AttentionKernel::kFlashTriton);
@@ -324,7 +338,7 @@ TEST(ScenarioErrors, ContextParallelismNeedsAFusedAttentionKernel) {
   EXPECT_EQ(error_of(replace(replace(kBase, "pp: 16", "pp: 4\n  cp: 4"), "global_batch: 1536",
                              "global_batch: 1536\n  attention: unfused")),
             "s.yaml:12:7: parallelism.cp = 4 splits attention over ranks, which needs a fused kernel "
-            "(training.attention flash, flash2 or flash_triton; here unfused)");
+            "(training.attention flash, flash2, flash3 or flash_triton; here unfused)");
 }
 
 TEST(Scenario, DefaultSplitGivesExtraLayersToInnerStages) {

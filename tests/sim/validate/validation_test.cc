@@ -279,7 +279,7 @@ TEST(Validation, OverlayErrorsNameTheRuleAndTheCase) {
   const std::string invalid = write_file("invalid.yaml", "- cases: beta-1\n  set: {training.attention: flash9}\n  why: x\n");
   const std::string error = overlay_error(cases_path, invalid);
   EXPECT_EQ(error, invalid + ":1:3: case beta-1 with the overlay: cases[1].scenario.training.attention = 'flash9' is "
-                             "unknown; expected one of: flash, flash2, flash_triton, unfused");
+                             "unknown; expected one of: flash, flash2, flash3, flash_triton, unfused");
 
   const std::string no_source = write_file("no-why.yaml", "- cases: beta-1\n  set: {training.recompute: full}\n");
   EXPECT_NE(overlay_error(cases_path, no_source).find("why"), std::string::npos);
