@@ -75,7 +75,9 @@ OptimizerStep optimizer_step(const Training& t, double gradient_bytes, double we
 
 namespace {
 
-enum class BlockKind { kEmbedding, kDense, kMoe, kHead };
+// Under partial recomputation (training.recompute_layers), the layers of a chunk past the
+// recomputed ones keep their activations: kDenseKept and kMoeKept.
+enum class BlockKind { kEmbedding, kDense, kMoe, kDenseKept, kMoeKept, kHead };
 
 // A distinct block (embedding, dense layer, MoE layer, head) and its passes, priced once.
 struct BlockPlans {
@@ -731,19 +733,6 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
             p.schedule == Schedule::kZeroBubble};
   c.microbatches = s.training.num_microbatches(p.dp);
 
-  // The distinct blocks, planned once.
-  const LayerShard shard = layer_shard(s);
-  const ParameterCount count = count_parameters(s.model);
-  c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
-  c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
-  if (s.model.num_moe_layers() < s.model.layers) {
-    c.blocks[BlockKind::kDense] = plan_block(c, BlockKind::kDense, build_transformer_layer(s.model, shard, false), "layer", 0);
-  }
-  if (s.model.moe) {
-    const int64_t expert_parameters = s.model.moe->experts * count.per_expert / p.ep;
-    c.blocks[BlockKind::kMoe] =
-        plan_block(c, BlockKind::kMoe, build_transformer_layer(s.model, shard, true), "moe_layer", expert_parameters);
-  }
   // Blocks of each virtual stage, in order.
   int layer = 0;
   c.virtual_stage_blocks.resize(c.virtual_stages_total);
@@ -751,9 +740,33 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
     auto& blocks = c.virtual_stage_blocks[vs];
     if (vs == 0) blocks.push_back({BlockKind::kEmbedding, -1});
     for (int i = 0; i < p.layers_per_stage[vs]; ++i, ++layer) {
-      blocks.push_back({s.model.is_moe_layer(layer) ? BlockKind::kMoe : BlockKind::kDense, layer});
+      const bool recomputed = s.training.recomputes_layer(i);
+      const BlockKind kind = s.model.is_moe_layer(layer) ? (recomputed ? BlockKind::kMoe : BlockKind::kMoeKept)
+                                                         : (recomputed ? BlockKind::kDense : BlockKind::kDenseKept);
+      blocks.push_back({kind, layer});
     }
     if (vs == c.virtual_stages_total - 1) blocks.push_back({BlockKind::kHead, -2});
+  }
+  // The distinct blocks, planned once.
+  const LayerShard shard = layer_shard(s);
+  LayerShard kept = shard;
+  kept.recompute = Recompute::kNone;
+  const ParameterCount count = count_parameters(s.model);
+  const int64_t expert_parameters = s.model.moe ? s.model.moe->experts * count.per_expert / p.ep : 0;
+  const auto plan_layer = [&](BlockKind kind, const LayerShard& graph_shard, bool moe) {
+    c.blocks[kind] = plan_block(c, kind, build_transformer_layer(s.model, graph_shard, moe),
+                                moe ? "moe_layer" : "layer", moe ? expert_parameters : 0);
+  };
+  c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
+  c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
+  for (const auto& blocks : c.virtual_stage_blocks) {
+    for (const BlockRef& b : blocks) {
+      if (c.blocks.count(b.kind)) continue;
+      if (b.kind == BlockKind::kDense) plan_layer(b.kind, shard, false);
+      if (b.kind == BlockKind::kMoe) plan_layer(b.kind, shard, true);
+      if (b.kind == BlockKind::kDenseKept) plan_layer(b.kind, kept, false);
+      if (b.kind == BlockKind::kMoeKept) plan_layer(b.kind, kept, true);
+    }
   }
 
   // Rendezvous sizes: the simulated ranks of each group. Symmetric fidelity simulates one rank

@@ -274,6 +274,7 @@ Json to_json(const Scenario& s) {
   Json training = Json::object();
   training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);
   training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
+  if (t.recompute_layers > 0) training.set("recompute_layers", t.recompute_layers);
   training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
   training.set("fusion", to_string(t.fusion));
   training.set("cross_entropy", to_string(t.cross_entropy));

@@ -176,6 +176,19 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                 : recompute == "selective"    ? Recompute::kSelective
                 : recompute == "selective-op" ? Recompute::kSelectiveOp
                                               : Recompute::kNone;
+  if (map.has("recompute_layers")) {
+    t.recompute_layers = map.required<int>("recompute_layers");
+    if (t.recompute_layers < 1) {
+      map.fail("recompute_layers", fmt::format("= {} must be at least 1 (the layers of each model chunk "
+                                               "recomputed, counted from its first)",
+                                               t.recompute_layers));
+    }
+    if (t.recompute != Recompute::kFull) {
+      map.fail("recompute_layers", fmt::format("= {} counts the layers full recomputation covers; it needs "
+                                               "training.recompute: full (here {})",
+                                               t.recompute_layers, recompute));
+    }
+  }
   const std::string attention =
       map.choice("attention", {"flash", "flash2", "flash3", "flash_triton", "unfused"}, "flash");
   t.attention = attention == "unfused"        ? AttentionKernel::kUnfused

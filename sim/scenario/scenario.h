@@ -77,6 +77,13 @@ struct Training {
   int64_t seq_len = 0;
   Precision precision = Precision::kBf16;
   Recompute recompute = Recompute::kNone;
+  // With full recompute, the first this many layers of each model chunk (virtual pipeline stage)
+  // are recomputed and the rest keep their activations (Megatron-LM's --recompute-method block
+  // --recompute-num-layers); 0: every layer.
+  int recompute_layers = 0;
+  bool recomputes_layer(int index_in_chunk) const {
+    return recompute_layers == 0 || index_in_chunk < recompute_layers;
+  }
   AttentionKernel attention = AttentionKernel::kFlash;
   // Keys and values copied out to every query head before the attention call, as torchtitan's
   // Llama and Hugging Face's eager attention do (`repeat_kv`), rather than read per key/value

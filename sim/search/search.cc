@@ -48,6 +48,15 @@ int64_t raw_integer(const YAML::Node& root, const char* section, const char* key
 Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Override>& cluster) {
   const YamlDocument document = load_yaml_text(source.text, source.file);
   const YAML::Node& root = document.root;
+  const YAML::Node partial = child(child(root, "training"), "recompute_layers");
+  if (partial.IsDefined()) {
+    throw InputError(location_of(partial, source.file),
+                     fmt::format("training.recompute_layers = {}: the search recomputes none, some "
+                                 "(selective) or all of every layer; remove the field to search, or "
+                                 "sweep it over one layout (paceline sweep --set "
+                                 "training.recompute_layers=...)",
+                                 describe(partial)));
+  }
   int64_t nodes = raw_integer(root, "cluster", "nodes", 1);
   int64_t gpus_per_node = raw_integer(root, "cluster", "gpus_per_node", 1);
   if (gpus > 0) {

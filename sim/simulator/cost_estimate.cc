@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <vector>
@@ -68,6 +69,8 @@ CostEstimate estimate_cost(const Scenario& s) {
   const RankLayout layout(p, s.cluster.gpus_per_node);
   const OpPricer pricer(timer, collectives, layout);
   const LayerShard shard = layer_shard(s);
+  LayerShard kept = shard;
+  kept.recompute = Recompute::kNone;
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
   auto block_tasks = [&](const LayerGraph& graph) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
@@ -77,9 +80,15 @@ CostEstimate estimate_cost(const Scenario& s) {
   };
   const double embedding = block_tasks(build_embedding(s.model, shard));
   const double head = block_tasks(build_output_head(s.model, shard));
-  const double dense =
-      s.model.num_moe_layers() < s.model.layers ? block_tasks(build_transformer_layer(s.model, shard, false)) : 0.0;
-  const double moe = s.model.moe ? block_tasks(build_transformer_layer(s.model, shard, true)) : 0.0;
+  // A layer's tasks, by whether it is an MoE layer and whether it is recomputed.
+  const auto layer_tasks = [&](bool moe, const LayerShard& graph_shard) {
+    const bool present = moe ? s.model.moe.has_value() : s.model.num_moe_layers() < s.model.layers;
+    return present ? block_tasks(build_transformer_layer(s.model, graph_shard, moe)) : 0.0;
+  };
+  const bool partial = s.training.recompute_layers > 0;
+  const std::array<std::array<double, 2>, 2> tasks_of_layer = {
+      std::array<double, 2>{partial ? layer_tasks(false, kept) : 0.0, layer_tasks(false, shard)},
+      std::array<double, 2>{partial ? layer_tasks(true, kept) : 0.0, layer_tasks(true, shard)}};
 
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers, and under FSDP without
@@ -99,9 +108,9 @@ CostEstimate estimate_cost(const Scenario& s) {
       per_microbatch += embedding;
       blocks += 1.0;
     }
-    int moe_layers = 0;
-    for (int l = layer; l < layer + p.layers_per_stage[vs]; ++l) moe_layers += s.model.is_moe_layer(l) ? 1 : 0;
-    per_microbatch += moe_layers * moe + (p.layers_per_stage[vs] - moe_layers) * dense;
+    for (int i = 0; i < p.layers_per_stage[vs]; ++i) {
+      per_microbatch += tasks_of_layer[s.model.is_moe_layer(layer + i)][s.training.recomputes_layer(i)];
+    }
     blocks += p.layers_per_stage[vs];
     layer += p.layers_per_stage[vs];
     if (vs == virtual_total - 1) {

@@ -112,6 +112,32 @@ TEST(Lowering, FullRecomputeTradesTimeForMemory) {
   EXPECT_GT(full.hfu, full.mfu);
 }
 
+TEST(Lowering, PartialRecomputeRecomputesTheFirstLayersOfEachChunk) {
+  // Llama 3 8B over pp 4: 8 layers a stage. Recomputing the first 3 of each costs 3/8 of full
+  // recompute's extra FLOPs and lands between no and full recompute in time and memory;
+  // recomputing 8 or more is full recompute.
+  const auto with = [](std::string_view training) {
+    std::string text = kThreeD;
+    text.replace(text.find("seq_len: 4096}"), 14, fmt::format("seq_len: 4096{}}}", training));
+    return simulate(scenario_of(text));
+  };
+  const Prediction none = with("");
+  const Prediction full = with(", recompute: full");
+  const Prediction three = with(", recompute: full, recompute_layers: 3");
+  const auto recomputed = [](const Prediction& p) {
+    return p.lowering->stages[0]->recompute_flop / Flop(1);
+  };
+  EXPECT_GT(recomputed(full), 0.0);
+  EXPECT_NEAR(recomputed(three), 3.0 / 8.0 * recomputed(full), 1e-9 * recomputed(full));
+  EXPECT_GT(three.result.iteration_time, none.result.iteration_time);
+  EXPECT_LT(three.result.iteration_time, full.result.iteration_time);
+  EXPECT_GT(three.result.peak_memory_bytes, full.result.peak_memory_bytes);
+  EXPECT_LT(three.result.peak_memory_bytes, none.result.peak_memory_bytes);
+  const Prediction all = with(", recompute: full, recompute_layers: 9");
+  EXPECT_EQ(all.result.iteration_time, full.result.iteration_time);
+  EXPECT_EQ(all.result.peak_memory_bytes, full.result.peak_memory_bytes);
+}
+
 TEST(Lowering, PyTorchCrossEntropyPeaksWithItsBackwardBuffers) {
   // Llama 3's 128k vocabulary over 8192 tokens: 1.05e9 logits, whose loss is the peak under full
   // recompute. The fused kernel peaks in forward at 8 bytes per logit (the fp32 copy beside the

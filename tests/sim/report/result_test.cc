@@ -24,6 +24,15 @@ TEST(Result, JsonHasEveryKeyOfTheContract) {
   // The echoed scenario shows the defaults that were applied.
   EXPECT_EQ(json.at("scenario").at("training").at("recompute").string(), "none");
   EXPECT_EQ(json.at("scenario").at("parallelism").at("schedule").string(), "1f1b");
+  EXPECT_TRUE(json.at("scenario").at("training").at("recompute_layers").is_null());
+}
+
+TEST(Result, EchoesTheLayersPartialRecomputeCovers) {
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
+training: {global_batch: 2, seq_len: 2048, recompute: full, recompute_layers: 6}
+)", "s.yaml"));
+  EXPECT_EQ(to_json(simulate(scenario).result).at("scenario").at("training").at("recompute_layers").dump(-1), "6");
 }
 
 TEST(Result, SaysHowContextParallelismExchanges) {

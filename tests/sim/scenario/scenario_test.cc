@@ -280,6 +280,23 @@ TEST(Scenario, RecomputeSelectiveOpIsTorchtitansPolicy) {
   EXPECT_EQ(to_string(s.training.recompute), "selective-op");
 }
 
+TEST(ScenarioErrors, RecomputeLayersCountsTheFirstLayersOfEachChunkUnderFullRecompute) {
+  const auto training = [](const std::string& fields) {
+    return replace(kBase, "global_batch: 1536", "global_batch: 1536\n" + fields);
+  };
+  const Scenario s = load_scenario_text(training("  recompute: full\n  recompute_layers: 2"), "s.yaml");
+  EXPECT_EQ(s.training.recompute_layers, 2);
+  EXPECT_TRUE(s.training.recomputes_layer(1));
+  EXPECT_FALSE(s.training.recomputes_layer(2));
+  EXPECT_TRUE(load_scenario_text(kBase, "s.yaml").training.recomputes_layer(100));
+  EXPECT_EQ(error_of(training("  recompute: selective\n  recompute_layers: 2")),
+            "s.yaml:15:21: training.recompute_layers = 2 counts the layers full recomputation covers; it "
+            "needs training.recompute: full (here selective)");
+  EXPECT_EQ(error_of(training("  recompute: full\n  recompute_layers: 0")),
+            "s.yaml:15:21: training.recompute_layers = 0 must be at least 1 (the layers of each model chunk "
+            "recomputed, counted from its first)");
+}
+
 TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.fusion, Fusion::kFused);
   EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: eager"), "s.yaml")

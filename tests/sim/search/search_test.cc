@@ -89,5 +89,22 @@ TEST(Search, BadScenariosStillSayWhere) {
   }
 }
 
+TEST(Search, PartialRecomputeIsSweptNotSearched) {
+  // The search sets the recomputation of every layout itself; a count of recomputed layers
+  // would not apply to its layouts without it.
+  try {
+    search_layouts({"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\n"
+                    "training: {global_batch: 8, recompute: full, recompute_layers: 2}\n",
+                    "partial.yaml"});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("partial.yaml:3:64: training.recompute_layers = '2': the search "
+                                          "recomputes none, some (selective) or all of every layer",
+                                          0),
+              0u)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace paceline
