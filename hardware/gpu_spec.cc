@@ -67,23 +67,32 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   fused.forward = fraction(attention, "forward_efficiency", gpu, prefix);
   fused.backward = fraction(attention, "backward_efficiency", gpu, prefix);
   fused.causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, prefix);
-  fused.causal_seq_half = sourced_required<double>(attention, "causal_seq_half", gpu, prefix);
-  if (fused.causal_seq_half < 0.0) attention.fail("causal_seq_half", "must not be negative");
-  k.attention_seq_half = sourced_required<double>(attention, "seq_half", gpu, prefix);
-  if (k.attention_seq_half < 0.0) attention.fail("seq_half", "must not be negative");
+  const auto sequence = [&](const std::string& key) {
+    const double value = sourced_required<double>(attention, key, gpu, prefix);
+    if (value < 0.0) attention.fail(key, fmt::format("= {} must not be negative", value));
+    return value;
+  };
+  fused.causal_seq_half = sequence("causal_seq_half");
+  k.attention_seq_half = sequence("seq_half");
   // Another kernel's two efficiencies come together or not at all; its causal figures default to
   // the fused kernel's.
   const auto other_kernel = [&](const std::string& kernel, AttentionKernelEfficiency& e) {
-    if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) return;
-    e.forward = fraction(attention, kernel + "_forward_efficiency", gpu, prefix);
-    e.backward = fraction(attention, kernel + "_backward_efficiency", gpu, prefix);
     const std::string ratio = kernel + "_causal_efficiency_ratio";
     const std::string seq_half = kernel + "_causal_seq_half";
-    e.causal_ratio = fused.causal_ratio;
-    if (attention.has(ratio)) e.causal_ratio = fraction(attention, ratio, gpu, prefix);
-    e.causal_seq_half = fused.causal_seq_half;
-    if (attention.has(seq_half)) e.causal_seq_half = sourced_required<double>(attention, seq_half, gpu, prefix);
-    if (e.causal_seq_half < 0.0) attention.fail(seq_half, "must not be negative");
+    if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) {
+      for (const std::string& causal : {ratio, seq_half}) {
+        if (attention.has(causal)) {
+          attention.fail(causal, fmt::format("applies to {0}'s efficiencies, which are not given "
+                                             "({0}_forward_efficiency, {0}_backward_efficiency)",
+                                             kernel));
+        }
+      }
+      return;
+    }
+    e.forward = fraction(attention, kernel + "_forward_efficiency", gpu, prefix);
+    e.backward = fraction(attention, kernel + "_backward_efficiency", gpu, prefix);
+    e.causal_ratio = attention.has(ratio) ? fraction(attention, ratio, gpu, prefix) : fused.causal_ratio;
+    e.causal_seq_half = attention.has(seq_half) ? sequence(seq_half) : fused.causal_seq_half;
   };
   other_kernel("flash2", k.flash2);
   other_kernel("flash3", k.flash3);

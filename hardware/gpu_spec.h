@@ -53,6 +53,7 @@ struct KernelEfficiency {
   // few heads × blocks leave SMs idle and, under a causal mask, the longest row of tiles bounds
   // the kernel.
   int64_t attention_tile_rows = 0;
+  // The figures `kernel` runs at (the fused kernel's for flash and unfused).
   const AttentionKernelEfficiency& attention(AttentionKernel kernel) const {
     switch (kernel) {
       case AttentionKernel::kFlash2: return flash2;

@@ -37,6 +37,12 @@ LayerShard layer_shard(const Scenario& s) {
   return shard;
 }
 
+LayerShard kept_layer_shard(const Scenario& s) {
+  LayerShard shard = layer_shard(s);
+  shard.recompute = Recompute::kNone;
+  return shard;
+}
+
 std::optional<DType> gradient_buffer(const Training& training, int zero) {
   if (zero >= 3) return std::nullopt;
   return training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
@@ -79,7 +85,8 @@ namespace {
 // recomputed ones keep their activations: kDenseKept and kMoeKept.
 enum class BlockKind { kEmbedding, kDense, kMoe, kDenseKept, kMoeKept, kHead };
 
-// A distinct block (embedding, dense layer, MoE layer, head) and its passes, priced once.
+// A distinct block (embedding, dense layer, MoE layer, either of them keeping its activations
+// under partial recompute, head) and its passes, priced once.
 struct BlockPlans {
   std::shared_ptr<const LayerGraph> graph;
   uint32_t forward = kNoId;  // indices into the shared plan list
@@ -749,23 +756,22 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   }
   // The distinct blocks, planned once.
   const LayerShard shard = layer_shard(s);
-  LayerShard kept = shard;
-  kept.recompute = Recompute::kNone;
+  const LayerShard kept = kept_layer_shard(s);
   const ParameterCount count = count_parameters(s.model);
   const int64_t expert_parameters = s.model.moe ? s.model.moe->experts * count.per_expert / p.ep : 0;
-  const auto plan_layer = [&](BlockKind kind, const LayerShard& graph_shard, bool moe) {
-    c.blocks[kind] = plan_block(c, kind, build_transformer_layer(s.model, graph_shard, moe),
-                                moe ? "moe_layer" : "layer", moe ? expert_parameters : 0);
+  const auto plan_layer = [&](BlockKind kind, const LayerShard& graph_shard, bool moe, const char* name) {
+    c.blocks[kind] = plan_block(c, kind, build_transformer_layer(s.model, graph_shard, moe), name,
+                                moe ? expert_parameters : 0);
   };
   c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
   c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
   for (const auto& blocks : c.virtual_stage_blocks) {
     for (const BlockRef& b : blocks) {
       if (c.blocks.count(b.kind)) continue;
-      if (b.kind == BlockKind::kDense) plan_layer(b.kind, shard, false);
-      if (b.kind == BlockKind::kMoe) plan_layer(b.kind, shard, true);
-      if (b.kind == BlockKind::kDenseKept) plan_layer(b.kind, kept, false);
-      if (b.kind == BlockKind::kMoeKept) plan_layer(b.kind, kept, true);
+      if (b.kind == BlockKind::kDense) plan_layer(b.kind, shard, false, "layer");
+      if (b.kind == BlockKind::kMoe) plan_layer(b.kind, shard, true, "moe_layer");
+      if (b.kind == BlockKind::kDenseKept) plan_layer(b.kind, kept, false, "kept_layer");
+      if (b.kind == BlockKind::kMoeKept) plan_layer(b.kind, kept, true, "kept_moe_layer");
     }
   }
 

@@ -86,6 +86,9 @@ struct LoweringOptions {
 // The shard of every block a rank of the scenario computes (its slice of batch, sequence, heads
 // and experts, and how it is computed).
 LayerShard layer_shard(const Scenario& scenario);
+// The same for a layer past the recomputed ones of its chunk under partial recompute
+// (training.recompute_layers): it keeps its activations.
+LayerShard kept_layer_shard(const Scenario& scenario);
 
 // Bytes the optimizer step moves per parameter it updates and the temporaries it allocates per
 // element of the states it works on at once: all of them, or (`per_tensor`) the largest tensor;

@@ -81,6 +81,8 @@ struct Training {
   // are recomputed and the rest keep their activations (Megatron-LM's --recompute-method block
   // --recompute-num-layers); 0: every layer.
   int recompute_layers = 0;
+  // Whether the layer at this place in its chunk (0: the chunk's first) is recomputed when
+  // recompute is full.
   bool recomputes_layer(int index_in_chunk) const {
     return recompute_layers == 0 || index_in_chunk < recompute_layers;
   }

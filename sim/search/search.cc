@@ -55,7 +55,7 @@ Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Ov
                                  "(selective) or all of every layer; remove the field to search, or "
                                  "sweep it over one layout (paceline sweep --set "
                                  "training.recompute_layers=...)",
-                                 describe(partial)));
+                                 partial.IsScalar() ? partial.Scalar() : describe(partial)));
   }
   int64_t nodes = raw_integer(root, "cluster", "nodes", 1);
   int64_t gpus_per_node = raw_integer(root, "cluster", "gpus_per_node", 1);

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "hardware/collective_model.h"
@@ -69,8 +69,6 @@ CostEstimate estimate_cost(const Scenario& s) {
   const RankLayout layout(p, s.cluster.gpus_per_node);
   const OpPricer pricer(timer, collectives, layout);
   const LayerShard shard = layer_shard(s);
-  LayerShard kept = shard;
-  kept.recompute = Recompute::kNone;
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
   auto block_tasks = [&](const LayerGraph& graph) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
@@ -80,15 +78,17 @@ CostEstimate estimate_cost(const Scenario& s) {
   };
   const double embedding = block_tasks(build_embedding(s.model, shard));
   const double head = block_tasks(build_output_head(s.model, shard));
-  // A layer's tasks, by whether it is an MoE layer and whether it is recomputed.
-  const auto layer_tasks = [&](bool moe, const LayerShard& graph_shard) {
-    const bool present = moe ? s.model.moe.has_value() : s.model.num_moe_layers() < s.model.layers;
-    return present ? block_tasks(build_transformer_layer(s.model, graph_shard, moe)) : 0.0;
+  // A layer's tasks, by whether it is an MoE layer and whether it is recomputed: each kind
+  // counted once, on first use.
+  std::map<std::pair<bool, bool>, double> layer_tasks;
+  const auto tasks_of_layer = [&](bool moe, bool recomputed) {
+    auto [it, added] = layer_tasks.try_emplace({moe, recomputed}, 0.0);
+    if (added) {
+      const LayerShard graph_shard = recomputed ? shard : kept_layer_shard(s);
+      it->second = block_tasks(build_transformer_layer(s.model, graph_shard, moe));
+    }
+    return it->second;
   };
-  const bool partial = s.training.recompute_layers > 0;
-  const std::array<std::array<double, 2>, 2> tasks_of_layer = {
-      std::array<double, 2>{partial ? layer_tasks(false, kept) : 0.0, layer_tasks(false, shard)},
-      std::array<double, 2>{partial ? layer_tasks(true, kept) : 0.0, layer_tasks(true, shard)}};
 
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers, and under FSDP without
@@ -109,7 +109,7 @@ CostEstimate estimate_cost(const Scenario& s) {
       blocks += 1.0;
     }
     for (int i = 0; i < p.layers_per_stage[vs]; ++i) {
-      per_microbatch += tasks_of_layer[s.model.is_moe_layer(layer + i)][s.training.recomputes_layer(i)];
+      per_microbatch += tasks_of_layer(s.model.is_moe_layer(layer + i), s.training.recomputes_layer(i));
     }
     blocks += p.layers_per_stage[vs];
     layer += p.layers_per_stage[vs];

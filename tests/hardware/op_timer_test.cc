@@ -214,6 +214,10 @@ TEST(OpTimer, FusedAttentionOnHopperFollowsCuDnnsBarsInTheFlashAttention3Paper) 
             0.92 * h100_burst_attention_tflops(AttentionKernel::kFlash, 4096, false));
 }
 
+TEST(OpTimer, FlashAttention2FollowsItsBarsInTheFlashAttention3Paper) {
+  expect_follows({AttentionKernel::kFlash2, 298.0, 335.0, 362.0, 370.0, 0.06});
+}
+
 TEST(OpTimer, FlashAttention3LosesLessToTheCausalMaskThanCuDnn) {
   // FlashAttention-3's bars in the same figures. Its causal ceiling is 0.94 of its unmasked one,
   // cuDNN's 0.87.

@@ -113,22 +113,33 @@ TEST(Lowering, FullRecomputeTradesTimeForMemory) {
 }
 
 TEST(Lowering, PartialRecomputeRecomputesTheFirstLayersOfEachChunk) {
-  // Llama 3 8B over pp 4: 8 layers a stage. Recomputing the first 3 of each costs 3/8 of full
-  // recompute's extra FLOPs and lands between no and full recompute in time and memory;
-  // recomputing 8 or more is full recompute.
-  const auto with = [](std::string_view training) {
+  // Llama 3 8B over pp 4: 8 layers a stage. Recomputing the first 3 of each costs every stage
+  // 3/8 of full recompute's extra FLOPs and lands between no and full recompute in time and
+  // memory; recomputing 8 or more is full recompute. With two chunks of 4 layers a stage, 3 of
+  // each chunk are 6 of the stage's 8.
+  const auto with = [](std::string_view training, std::string_view parallelism = "") {
     std::string text = kThreeD;
     text.replace(text.find("seq_len: 4096}"), 14, fmt::format("seq_len: 4096{}}}", training));
+    text.replace(text.find("zero: 1}"), 8, fmt::format("zero: 1{}}}", parallelism));
     return simulate(scenario_of(text));
   };
   const Prediction none = with("");
   const Prediction full = with(", recompute: full");
   const Prediction three = with(", recompute: full, recompute_layers: 3");
-  const auto recomputed = [](const Prediction& p) {
-    return p.lowering->stages[0]->recompute_flop / Flop(1);
+  const auto recomputed = [](const Prediction& p, size_t stage) {
+    return p.lowering->stages[stage]->recompute_flop / Flop(1);
   };
-  EXPECT_GT(recomputed(full), 0.0);
-  EXPECT_NEAR(recomputed(three), 3.0 / 8.0 * recomputed(full), 1e-9 * recomputed(full));
+  for (size_t stage = 0; stage < 4; ++stage) {
+    EXPECT_GT(recomputed(full, stage), 0.0);
+    EXPECT_NEAR(recomputed(three, stage), 3.0 / 8.0 * recomputed(full, stage), 1e-9 * recomputed(full, stage));
+  }
+  const std::string_view interleaved = ", virtual_stages: 2, schedule: interleaved-1f1b";
+  const Prediction chunks_full = with(", recompute: full", interleaved);
+  const Prediction chunks_three = with(", recompute: full, recompute_layers: 3", interleaved);
+  for (size_t stage = 0; stage < 4; ++stage) {
+    EXPECT_NEAR(recomputed(chunks_three, stage), 6.0 / 8.0 * recomputed(chunks_full, stage),
+                1e-9 * recomputed(chunks_full, stage));
+  }
   EXPECT_GT(three.result.iteration_time, none.result.iteration_time);
   EXPECT_LT(three.result.iteration_time, full.result.iteration_time);
   EXPECT_GT(three.result.peak_memory_bytes, full.result.peak_memory_bytes);

@@ -21,7 +21,8 @@ TEST(Result, JsonHasEveryKeyOfTheContract) {
   for (const char* key : {"compute", "exposed_communication", "pipeline_bubble", "optimizer"}) {
     EXPECT_FALSE(json.at("breakdown_s").at(key).is_null()) << key;
   }
-  // The echoed scenario shows the defaults that were applied.
+  // The echoed scenario shows the defaults that were applied, and optional fields only when
+  // given.
   EXPECT_EQ(json.at("scenario").at("training").at("recompute").string(), "none");
   EXPECT_EQ(json.at("scenario").at("parallelism").at("schedule").string(), "1f1b");
   EXPECT_TRUE(json.at("scenario").at("training").at("recompute_layers").is_null());

@@ -98,7 +98,7 @@ TEST(Search, PartialRecomputeIsSweptNotSearched) {
                     "partial.yaml"});
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("partial.yaml:3:64: training.recompute_layers = '2': the search "
+    EXPECT_EQ(std::string(e.what()).rfind("partial.yaml:3:64: training.recompute_layers = 2: the search "
                                           "recomputes none, some (selective) or all of every layer",
                                           0),
               0u)
