@@ -67,13 +67,14 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   fused.forward = fraction(attention, "forward_efficiency", gpu, prefix);
   fused.backward = fraction(attention, "backward_efficiency", gpu, prefix);
   fused.causal_ratio = fraction(attention, "causal_efficiency_ratio", gpu, prefix);
-  const auto sequence = [&](const std::string& key) {
+  // A sequence length at which an efficiency ramp halves.
+  const auto ramp = [&](const std::string& key) {
     const double value = sourced_required<double>(attention, key, gpu, prefix);
     if (value < 0.0) attention.fail(key, fmt::format("= {} must not be negative", value));
     return value;
   };
-  fused.causal_seq_half = sequence("causal_seq_half");
-  k.attention_seq_half = sequence("seq_half");
+  fused.causal_seq_half = ramp("causal_seq_half");
+  k.attention_seq_half = ramp("seq_half");
   // Another kernel's two efficiencies come together or not at all; its causal figures default to
   // the fused kernel's.
   const auto other_kernel = [&](const std::string& kernel, AttentionKernelEfficiency& e) {
@@ -92,7 +93,7 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
     e.forward = fraction(attention, kernel + "_forward_efficiency", gpu, prefix);
     e.backward = fraction(attention, kernel + "_backward_efficiency", gpu, prefix);
     e.causal_ratio = attention.has(ratio) ? fraction(attention, ratio, gpu, prefix) : fused.causal_ratio;
-    e.causal_seq_half = attention.has(seq_half) ? sequence(seq_half) : fused.causal_seq_half;
+    e.causal_seq_half = attention.has(seq_half) ? ramp(seq_half) : fused.causal_seq_half;
   };
   other_kernel("flash2", k.flash2);
   other_kernel("flash3", k.flash3);

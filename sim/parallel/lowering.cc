@@ -759,19 +759,16 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   const LayerShard kept = kept_layer_shard(s);
   const ParameterCount count = count_parameters(s.model);
   const int64_t expert_parameters = s.model.moe ? s.model.moe->experts * count.per_expert / p.ep : 0;
-  const auto plan_layer = [&](BlockKind kind, const LayerShard& graph_shard, bool moe, const char* name) {
-    c.blocks[kind] = plan_block(c, kind, build_transformer_layer(s.model, graph_shard, moe), name,
-                                moe ? expert_parameters : 0);
-  };
   c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
   c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
   for (const auto& blocks : c.virtual_stage_blocks) {
     for (const BlockRef& b : blocks) {
-      if (c.blocks.count(b.kind)) continue;
-      if (b.kind == BlockKind::kDense) plan_layer(b.kind, shard, false, "layer");
-      if (b.kind == BlockKind::kMoe) plan_layer(b.kind, shard, true, "moe_layer");
-      if (b.kind == BlockKind::kDenseKept) plan_layer(b.kind, kept, false, "kept_layer");
-      if (b.kind == BlockKind::kMoeKept) plan_layer(b.kind, kept, true, "kept_moe_layer");
+      if (c.blocks.count(b.kind)) continue;  // planned, or the embedding or head
+      const bool moe = b.kind == BlockKind::kMoe || b.kind == BlockKind::kMoeKept;
+      const bool keeps = b.kind == BlockKind::kDenseKept || b.kind == BlockKind::kMoeKept;
+      const std::string name = fmt::format("{}{}layer", keeps ? "kept_" : "", moe ? "moe_" : "");
+      c.blocks[b.kind] = plan_block(c, b.kind, build_transformer_layer(s.model, keeps ? kept : shard, moe), name,
+                                    moe ? expert_parameters : 0);
     }
   }
 
