@@ -67,7 +67,8 @@ then the mean absolute percentage error (MAPE) overall and per source.
 
   --overlay FILE   set scenario fields of the cases whose ids match, rule by rule, each with the
                    source that states them (e.g. scenarios/validation/stated-software.yaml:
-                   the software each run used, which its scenario cannot say)
+                   the software each run used, which its scenario cannot say); a rule that
+                   matches no case sets nothing and is named in a warning
   --json           print the report as JSON
   --report FILE    write a report of every case with a predicted-vs-measured plot: FILE.md, Markdown
                    with the plot's SVG beside it; FILE.html, one page with the plot inline
@@ -193,7 +194,11 @@ int validate_command(int argc, char** argv) {
     std::vector<ValidationCase> loaded = load_validation_file(file);
     cases.insert(cases.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
   }
-  if (args.has("--overlay")) apply_overlay(cases, load_overlay_file(args.options.at("--overlay")));
+  if (args.has("--overlay")) {
+    for (const std::string& warning : apply_overlay(cases, load_overlay_file(args.options.at("--overlay")))) {
+      std::cerr << "paceline: warning: " << warning << "\n";
+    }
+  }
   const ValidationReport report = validate(cases, thread_count(args));
   if (report_path.ends_with(".html")) {
     std::ofstream page(report_path);

@@ -241,7 +241,8 @@ std::vector<OverlayRule> load_overlay_file(const std::string& path) {
   return rules;
 }
 
-void apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules) {
+std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules) {
+  std::vector<std::string> unmatched;
   std::vector<const OverlayRule*> first_rule(cases.size(), nullptr);
   for (const OverlayRule& rule : rules) {
     bool matched = false;
@@ -252,8 +253,8 @@ void apply_overlay(std::vector<ValidationCase>& cases, const std::vector<Overlay
       cases[i].overlay.insert(cases[i].overlay.end(), rule.settings.begin(), rule.settings.end());
     }
     if (!matched) {
-      throw InputError(rule.location, fmt::format("cases {} match no case id of the validation files",
-                                                  fmt::join(rule.case_patterns, ", ")));
+      unmatched.push_back(fmt::format("{}: cases {} match no case id of the validation files; the rule sets nothing",
+                                      rule.location.to_string(), fmt::join(rule.case_patterns, ", ")));
     }
   }
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -270,6 +271,7 @@ void apply_overlay(std::vector<ValidationCase>& cases, const std::vector<Overlay
       throw InputError(first_rule[i]->location, fmt::format("case {} with the overlay: {}", c.id, e.detail()));
     }
   }
+  return unmatched;
 }
 
 ValidationReport validate(const std::vector<ValidationCase>& cases, int threads) {

@@ -48,9 +48,11 @@ struct OverlayRule {
 };
 std::vector<OverlayRule> load_overlay_file(const std::string& path);
 
-// Sets each rule's fields on the cases it matches and reads their scenarios again. Throws
-// InputError at the rule when it matches no case or makes a case's scenario invalid.
-void apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules);
+// Sets each rule's fields on the cases it matches and reads their scenarios again. Returns a
+// warning, "file:line:col: ...", for each rule that matches no case: an overlay written for the
+// runs of some sources applies to any file of their cases, and sets nothing where a rule's runs
+// are not among them. Throws InputError at the rule when it makes a case's scenario invalid.
+std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules);
 
 struct CaseOutcome {
   const ValidationCase* validation_case = nullptr;

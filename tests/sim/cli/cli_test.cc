@@ -37,12 +37,26 @@ TEST(Cli, BadInputIsOneLineAndExitCodeTwo) {
                           "parallelism, simulation, training\n");
 }
 
-TEST(Cli, ValidateOverlayErrorsExitTwo) {
-  const std::string overlay = paceline::testing::temp_path("overlay.yaml");
-  std::ofstream(overlay) << "- cases: [no-such-case]\n  set: {training.recompute: full}\n  why: a test\n";
-  const CliOutcome o = run_cli("validate scenarios/validation/public.yaml --overlay " + overlay);
-  EXPECT_EQ(o.exit_code, 2);
-  EXPECT_EQ(o.output, "paceline: " + overlay + ":1:3: cases no-such-case match no case id of the validation files\n");
+TEST(Cli, ValidateOverlayErrorsExitTwoAndUnmatchedRulesWarn) {
+  const std::string cases = paceline::testing::temp_path("overlay-cases.yaml");
+  std::ofstream(cases) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+)";
+  const std::string unmatched = paceline::testing::temp_path("unmatched-overlay.yaml");
+  std::ofstream(unmatched) << "- cases: [no-such-case]\n  set: {training.recompute: full}\n  why: a test\n";
+  const CliOutcome warned = run_cli("validate " + cases + " --overlay " + unmatched);
+  EXPECT_EQ(warned.exit_code, 0);
+  EXPECT_NE(warned.output.find("paceline: warning: " + unmatched +
+                               ":1:3: cases no-such-case match no case id of the validation files; the rule sets "
+                               "nothing\n"),
+            std::string::npos);
+
+  const std::string invalid = paceline::testing::temp_path("invalid-overlay.yaml");
+  std::ofstream(invalid) << "- cases: [one]\n  set: {training.recompute: sometimes}\n  why: a test\n";
+  const CliOutcome failed = run_cli("validate " + cases + " --overlay " + invalid);
+  EXPECT_EQ(failed.exit_code, 2);
+  EXPECT_EQ(failed.output.find("paceline: " + invalid + ":1:3: case one with the overlay: "), 0u) << failed.output;
+  EXPECT_EQ(std::count(failed.output.begin(), failed.output.end(), '\n'), 1);
 }
 
 TEST(Cli, ValidateLimitsFailTheRunWithExitOne) {
