@@ -336,6 +336,8 @@ class StageBuilder {
   // fsdp_gather: tensor gathers as DeepSpeed did in 2021: torch.distributed.all_gather into a
   // list of one view per rank of a zero-filled buffer, which PyTorch's NCCL process group then
   // ran as a gather into a new flat buffer followed by one copy per list entry on its stream.
+  // The host building that list over `ranks` after `after`, as task `name`; returns it.
+  TaskId build_gather_list(const BlockRef& b, int microbatch, TaskId after, int ranks, const std::string& name);
   // The copies after `gather` of `size` bytes over `ranks`, as task `name`; returns it.
   TaskId copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, int ranks,
                          const std::string& name);
@@ -431,8 +433,10 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
 TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
                                     const std::vector<Bytes>& sizes, bool held) {
   const std::vector<int> group = c_.layout.placement(GroupKind::kDataShard, stage_);
+  const bool per_tensor_list = c_.scenario.parallelism.fsdp_gather == FsdpGather::kTensor;
   TaskId last = after;
   for (const Bytes size : sizes) {
+    if (per_tensor_list) last = build_gather_list(b, microbatch, last, static_cast<int>(group.size()), name + ".list");
     LoneTask spec;
     spec.duration = c_.collectives.time(Collective::kAllGather, size, group);
     spec.name = name;
@@ -447,11 +451,30 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.block = b.block;
     spec.microbatch = microbatch;
     last = add(spec);
-    if (c_.scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
+    if (per_tensor_list) {
       last = copy_out_gather(b, microbatch, last, size, static_cast<int>(group.size()), name + ".copies");
     }
   }
   return last;
+}
+
+TaskId StageBuilder::build_gather_list(const BlockRef& b, int microbatch, TaskId after, int ranks,
+                                       const std::string& name) {
+  // DeepSpeed's _allgather_param synchronized the GPU, then looped in Python over the ranks, each
+  // iteration one narrow() view of the buffer and one torch.distributed.get_rank(group) call
+  // (deepspeed/runtime/zero/partition_parameters.py of 2021), with nothing queued on the GPU. A
+  // Python-level PyTorch op costs about 2 us of host time without autograd (pytorch/pytorch issue
+  // 41383, a PyTorch maintainer: "approx 2 us. Approx half of it is python parsing overhead";
+  // the reporter measured 5 us); get_rank's chain of Python calls and dictionary lookups is taken
+  // as 1 us more (judgment). The copies' launches after the gather overlap the gather itself.
+  constexpr Seconds kHostTimePerListEntry = Seconds(3e-6);
+  LoneTask list;
+  list.duration = kHostTimePerListEntry * static_cast<double>(ranks);
+  list.name = name;
+  list.deps = {after};
+  list.block = b.block;
+  list.microbatch = microbatch;
+  return add(list);
 }
 
 TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, int ranks,
@@ -459,7 +482,7 @@ TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId g
   LoneTask copies;
   // A zero-filled buffer, then one copy per rank out of the flat buffer NCCL gathered into: the
   // fill writes the bytes once, the copies read and write them. Each kernel pays the GPU's
-  // launch overhead; the host dispatching the copies one by one is slower still, and not counted.
+  // launch overhead; the host dispatches them while the gather runs.
   copies.duration = c_.pricer.timer().memory_bound(MemoryKernel::kElementwise, size * 3.0, ranks + 1).time;
   copies.name = name;
   copies.deps = {gather};

@@ -255,18 +255,27 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   // projection is the tied embedding).
   ASSERT_EQ(gathers.size(), static_cast<size_t>(4 * layers + 2));
   for (size_t i = 1; i < gathers.size(); ++i) EXPECT_GE(gathers[i].first, gathers[i - 1].second) << i;
-  // Each gather's result is copied out one rank's share at a time before the next gather: a
-  // fill and 8 copies, each at least the H100's 2 us kernel overhead.
-  std::vector<std::pair<double, double>> copies;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (t.rank[i] == 0 && t.names[t.name[i]] == "fsdp.forward_weight_gather.copies") copies.emplace_back(t.start_s[i], t.end_s[i]);
-  }
-  std::sort(copies.begin(), copies.end());
+  // Before each gather the host builds its list of 8 views, 3 us each, the GPU idle; after it,
+  // the result is copied out one rank's share at a time before the next list: a fill and 8
+  // copies, each at least the H100's 2 us kernel overhead.
+  const auto spans = [&](const char* name) {
+    std::vector<std::pair<double, double>> found;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.rank[i] == 0 && t.names[t.name[i]] == name) found.emplace_back(t.start_s[i], t.end_s[i]);
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+  };
+  const std::vector<std::pair<double, double>> lists = spans("fsdp.forward_weight_gather.list");
+  const std::vector<std::pair<double, double>> copies = spans("fsdp.forward_weight_gather.copies");
+  ASSERT_EQ(lists.size(), gathers.size());
   ASSERT_EQ(copies.size(), gathers.size());
   for (size_t i = 0; i < copies.size(); ++i) {
+    EXPECT_NEAR(lists[i].second - lists[i].first, 8 * 3e-6, 1e-12) << i;
+    EXPECT_GE(gathers[i].first, lists[i].second) << i;
     EXPECT_GE(copies[i].first, gathers[i].second) << i;
     if (i + 1 < gathers.size()) {
-      EXPECT_GE(gathers[i + 1].first, copies[i].second) << i;
+      EXPECT_GE(lists[i + 1].first, copies[i].second) << i;
     }
     EXPECT_GE(copies[i].second - copies[i].first, 9 * 2e-6) << i;
   }
