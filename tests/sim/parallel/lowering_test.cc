@@ -242,22 +242,7 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
 )";
   const Prediction p = simulate(scenario_of(text));
   const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
-  std::vector<std::pair<double, double>> gathers;
-  double gathered_s = 0.0;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (t.rank[i] != 0 || t.names[t.name[i]] != "fsdp.forward_weight_gather") continue;
-    gathers.emplace_back(t.start_s[i], t.end_s[i]);
-    gathered_s += t.end_s[i] - t.start_s[i];
-  }
-  std::sort(gathers.begin(), gathers.end());
-  const int layers = 24;
-  // The layers' four weights, the embedding table and the learned positions (the head's
-  // projection is the tied embedding).
-  ASSERT_EQ(gathers.size(), static_cast<size_t>(4 * layers + 2));
-  for (size_t i = 1; i < gathers.size(); ++i) EXPECT_GE(gathers[i].first, gathers[i - 1].second) << i;
-  // Before each gather the host builds its list of 8 views, 3 us each, the GPU idle; after it,
-  // the result is copied out one rank's share at a time before the next list: a fill and 8
-  // copies, each at least the H100's 2 us kernel overhead.
+  // Rank 0's tasks of one name, as (start, end) in time order.
   const auto spans = [&](const char* name) {
     std::vector<std::pair<double, double>> found;
     for (size_t i = 0; i < t.size(); ++i) {
@@ -266,6 +251,17 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
     std::sort(found.begin(), found.end());
     return found;
   };
+  const std::vector<std::pair<double, double>> gathers = spans("fsdp.forward_weight_gather");
+  double gathered_s = 0.0;
+  for (const auto& [start, end] : gathers) gathered_s += end - start;
+  const int layers = 24;
+  // The layers' four weights, the embedding table and the learned positions (the head's
+  // projection is the tied embedding).
+  ASSERT_EQ(gathers.size(), static_cast<size_t>(4 * layers + 2));
+  for (size_t i = 1; i < gathers.size(); ++i) EXPECT_GE(gathers[i].first, gathers[i - 1].second) << i;
+  // Before each gather the host builds its list of 8 views, 3 us each, the GPU idle; after it,
+  // the result is copied out one rank's share at a time before the next list: a fill and 8
+  // copies, each at least the H100's 2 us kernel overhead.
   const std::vector<std::pair<double, double>> lists = spans("fsdp.forward_weight_gather.list");
   const std::vector<std::pair<double, double>> copies = spans("fsdp.forward_weight_gather.copies");
   ASSERT_EQ(lists.size(), gathers.size());
