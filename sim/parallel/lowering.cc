@@ -57,6 +57,29 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
+FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
+  const Parallelism& p = scenario.parallelism;
+  const double weight_bytes = parameter_bytes(scenario.training).weight;
+  FsdpGathers gathers;
+  if (p.fsdp_gather == FsdpGather::kBlock) {
+    gathers.sizes = {Bytes(static_cast<double>(graph.parameters) * weight_bytes)};
+    return gathers;
+  }
+  const std::vector<int64_t>& tensors = graph.weight_tensors;
+  const bool recomputed = scenario.training.recompute == Recompute::kFull && graph.flop(Phase::kRecompute) > Flop(0);
+  // DeepSpeed traces the modules in use order: after a tensor's use in the recomputed forward
+  // come the later tensors' forward uses, then their backward uses, then its own.
+  int64_t used_after = std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
+  for (const int64_t elements : tensors) {
+    used_after -= elements;
+    if (elements <= p.fsdp_persistence_threshold) continue;
+    const Bytes size(static_cast<double>(elements) * weight_bytes);
+    gathers.sizes.push_back(size);
+    if (recomputed && 2 * used_after >= p.fsdp_reuse_distance) gathers.regather_sizes.push_back(size);
+  }
+  return gathers;
+}
+
 OptimizerStep optimizer_step(const Training& t, double gradient_bytes, double weight_bytes) {
   const bool adam = t.optimizer == Optimizer::kAdam;
   if (t.optimizer_kernels == OptimizerKernels::kFused) {
@@ -95,13 +118,10 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
-  // The bytes each all-gather of its weights moves (all of them at once, or with ZeRO-3's
-  // fsdp_gather: tensor each weight tensor above the persistence threshold), and their sum.
+  // The bytes each all-gather of its weights moves and their sum, and the gathers again for
+  // backward (fsdp_gathers).
   std::vector<Bytes> gather_sizes;
   int64_t gathered_bytes = 0;
-  // With fsdp_gather: tensor and full recompute, the gathered tensors released after the
-  // recomputed forward and gathered again for backward: those whose next use lies at least
-  // fsdp_reuse_distance elements of other weights away.
   std::vector<Bytes> regather_sizes;
 };
 
@@ -132,25 +152,9 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
   block.expert_parameters = expert_parameters;
-  const Parallelism& p = c.scenario.parallelism;
-  const double weight_bytes = parameter_bytes(c.scenario.training).weight;
-  if (p.fsdp_gather == FsdpGather::kBlock) {
-    block.gather_sizes = {Bytes(static_cast<double>(block.parameters) * weight_bytes)};
-  } else {
-    const std::vector<int64_t>& tensors = block.graph->weight_tensors;
-    const bool recomputed =
-        c.scenario.training.recompute == Recompute::kFull && block.graph->flop(Phase::kRecompute) > Flop(0);
-    // DeepSpeed traces the modules in use order: after a tensor's use in the recomputed forward
-    // come the later tensors' forward uses, then their backward uses, then its own.
-    int64_t used_after = std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
-    for (const int64_t elements : tensors) {
-      used_after -= elements;
-      if (elements <= p.fsdp_persistence_threshold) continue;
-      const Bytes size(static_cast<double>(elements) * weight_bytes);
-      block.gather_sizes.push_back(size);
-      if (recomputed && 2 * used_after >= p.fsdp_reuse_distance) block.regather_sizes.push_back(size);
-    }
-  }
+  FsdpGathers gathers = fsdp_gathers(c.scenario, *block.graph);
+  block.gather_sizes = std::move(gathers.sizes);
+  block.regather_sizes = std::move(gathers.regather_sizes);
   for (const Bytes size : block.gather_sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));

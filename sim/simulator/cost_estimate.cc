@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include "hardware/collective_model.h"
@@ -70,54 +71,82 @@ CostEstimate estimate_cost(const Scenario& s) {
   const OpPricer pricer(timer, collectives, layout);
   const LayerShard shard = layer_shard(s);
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
+  // Under FSDP without pipelining, per block and micro-batch: the gathers of its weights for
+  // forward and for backward and those gathered again for backward (fsdp_gathers), each with the
+  // host's list and the copies out of it under fsdp_gather: tensor, and the reduce-scatter of its
+  // gradients (all-reduced buckets are bounded per micro-batch below).
+  const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
+  const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   auto block_tasks = [&](const LayerGraph& graph) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
         zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
-    return tasks(PassKind::kForward) + backward;
+    double fsdp = 0.0;
+    if (fsdp_per_microbatch) {
+      const FsdpGathers gathers = fsdp_gathers(s, graph);
+      const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
+      fsdp = tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
+             (reduce_scatter ? 1.0 : 0.0);
+    }
+    return tasks(PassKind::kForward) + backward + fsdp;
   };
-  const double embedding = block_tasks(build_embedding(s.model, shard));
-  const double head = block_tasks(build_output_head(s.model, shard));
+  auto gradients = [](const LayerGraph& graph) {
+    return static_cast<double>(std::accumulate(graph.weight_tensors.begin(), graph.weight_tensors.end(), int64_t{0}));
+  };
+  const LayerGraph embedding_graph = build_embedding(s.model, shard);
+  const LayerGraph head_graph = build_output_head(s.model, shard);
+  const double embedding = block_tasks(embedding_graph);
+  const double head = block_tasks(head_graph);
   // A layer's tasks, by whether it is an MoE layer and whether it is recomputed: each kind
   // counted once, on first use.
-  std::map<std::pair<bool, bool>, double> layer_tasks;
-  const auto tasks_of_layer = [&](bool moe, bool recomputed) {
-    auto [it, added] = layer_tasks.try_emplace({moe, recomputed}, 0.0);
+  // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is
+  // recomputed: each kind counted once, on first use.
+  std::map<std::pair<bool, bool>, std::pair<double, double>> layer_counts;
+  const auto counts_of_layer = [&](bool moe, bool recomputed) {
+    auto [it, added] = layer_counts.try_emplace({moe, recomputed});
     if (added) {
       const LayerShard graph_shard = recomputed ? shard : kept_layer_shard(s);
-      it->second = block_tasks(build_transformer_layer(s.model, graph_shard, moe));
+      const LayerGraph graph = build_transformer_layer(s.model, graph_shard, moe);
+      it->second = {block_tasks(graph), gradients(graph)};
     }
     return it->second;
   };
 
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
-  // micro-batch and virtual stage: at most four pipeline transfers, and under FSDP without
-  // pipelining two weight gathers and a gradient reduce-scatter per block; per step and
-  // block: at most a weight gather and three gradient reductions (under that FSDP, which
-  // reduces per micro-batch, at most a replica and an expert reduction); per step: the tied
-  // embedding exchange, the gradient norm, the optimizer and a final weight gather.
+  // micro-batch and virtual stage: at most four pipeline transfers; per step and block: at most
+  // a weight gather and three gradient reductions (under FSDP without pipelining, which reduces
+  // per micro-batch, at most a replica and an expert reduction); per step: the tied embedding
+  // exchange, the gradient norm, the optimizer and a final weight gather.
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
-  const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
   std::vector<double> stage_tasks(p.pp, 4.0);
   int layer = 0;
   const int virtual_total = static_cast<int>(p.layers_per_stage.size());
   for (int vs = 0; vs < virtual_total; ++vs) {
     double per_microbatch = 4.0;
     double blocks = 0.0;
+    double gradient_elements = 0.0;  // of the virtual stage's blocks, for all-reduced buckets
     if (vs == 0) {
       per_microbatch += embedding;
+      gradient_elements += gradients(embedding_graph);
       blocks += 1.0;
     }
     for (int i = 0; i < p.layers_per_stage[vs]; ++i) {
-      per_microbatch += tasks_of_layer(s.model.is_moe_layer(layer + i), s.training.recomputes_layer(i));
+      const auto [tasks, elements] = counts_of_layer(s.model.is_moe_layer(layer + i), s.training.recomputes_layer(i));
+      per_microbatch += tasks;
+      gradient_elements += elements;
     }
     blocks += p.layers_per_stage[vs];
     layer += p.layers_per_stage[vs];
     if (vs == virtual_total - 1) {
       per_microbatch += head;
+      gradient_elements += gradients(head_graph);
       blocks += 1.0;
     }
-    if (fsdp_per_microbatch) per_microbatch += 3.0 * blocks;
+    if (fsdp_per_microbatch && !reduce_scatter) {
+      // A bucket is sent off when the next gradient would overflow it, so two buckets in a row
+      // hold more than its size: at most 2·elements/size + 1 all-reduces, the last at the end.
+      per_microbatch += std::floor(2.0 * gradient_elements / static_cast<double>(s.training.grad_bucket_parameters)) + 1.0;
+    }
     stage_tasks[vs % p.pp] += per_microbatch * microbatches + (fsdp_per_microbatch ? 2.0 : 4.0) * blocks;
   }
 

@@ -82,6 +82,26 @@ TEST(CostEstimate, CountsTheTasksLoweringBuilds) {
   }
 }
 
+TEST(CostEstimate, CountsDeepSpeedPerTensorGathersAndBucketedReductions) {
+  // DeepSpeed's 2021 ZeRO-3: each weight tensor gathered on its own (the host's list, the
+  // gather, the copies), some gathered again for backward under full recompute, and gradients
+  // all-reduced in buckets.
+  const std::string base = R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 8, nic_bandwidth: 200 Gb/s}}
+parallelism: {dp: 16, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor, fsdp_gradient_reduce: all_reduce}
+training: {global_batch: 32, micro_batch: 1, seq_len: 2048, grad_bucket_parameters: 50000000)";
+  for (const char* recompute : {"none", "full"}) {
+    for (const char* reuse : {"1000000000", "0"}) {
+      SCOPED_TRACE(std::string("recompute ") + recompute + ", reuse distance " + reuse);
+      const std::string text = std::string(base) + ", recompute: " + recompute + "}\n" +
+                               "simulation: {fidelity: full}\n";
+      Scenario s = load_scenario_text(text, "deepspeed.yaml");
+      s.parallelism.fsdp_reuse_distance = std::stoll(reuse);
+      expect_counts_the_lowered_tasks(s);
+    }
+  }
+}
+
 // Llama 3.1 405B as in scenarios/llama3.1-405b-16384xh100.yaml, on `nodes` nodes of 8.
 std::string llama405b(int nodes, int64_t global_batch, const char* fidelity) {
   return "model: llama3.1-405b\n"
