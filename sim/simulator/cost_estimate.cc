@@ -97,8 +97,6 @@ CostEstimate estimate_cost(const Scenario& s) {
   const LayerGraph head_graph = build_output_head(s.model, shard);
   const double embedding = block_tasks(embedding_graph);
   const double head = block_tasks(head_graph);
-  // A layer's tasks, by whether it is an MoE layer and whether it is recomputed: each kind
-  // counted once, on first use.
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is
   // recomputed: each kind counted once, on first use.
   std::map<std::pair<bool, bool>, std::pair<double, double>> layer_counts;

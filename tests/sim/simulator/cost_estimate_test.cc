@@ -2,6 +2,7 @@
 // the programs lowering then builds, and the limits simulate() enforces with it.
 #include "sim/simulator/cost_estimate.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,12 +92,12 @@ cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per
 parallelism: {dp: 16, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor, fsdp_gradient_reduce: all_reduce}
 training: {global_batch: 32, micro_batch: 1, seq_len: 2048, grad_bucket_parameters: 50000000)";
   for (const char* recompute : {"none", "full"}) {
-    for (const char* reuse : {"1000000000", "0"}) {
-      SCOPED_TRACE(std::string("recompute ") + recompute + ", reuse distance " + reuse);
+    for (const int64_t reuse : {int64_t{1'000'000'000}, int64_t{0}}) {
+      SCOPED_TRACE(fmt::format("recompute {}, reuse distance {}", recompute, reuse));
       const std::string text = std::string(base) + ", recompute: " + recompute + "}\n" +
                                "simulation: {fidelity: full}\n";
       Scenario s = load_scenario_text(text, "deepspeed.yaml");
-      s.parallelism.fsdp_reuse_distance = std::stoll(reuse);
+      s.parallelism.fsdp_reuse_distance = reuse;
       expect_counts_the_lowered_tasks(s);
     }
   }
