@@ -4,12 +4,16 @@
 Short microbenchmarks (paceline-calibrate) time kernels at the clock a cool GPU boosts to; a
 training run holds the board at its power limit for hours, where the clock is lower. This script
 runs, one after the other: a training loop of a Llama-shaped model (embedding, decoder blocks of
-layer_torch.py, head, cross-entropy, fused AdamW), an idle pause, back-to-back bf16 GEMMs and
-back-to-back fp8 GEMMs, timing every iteration or one-second window while nvidia-smi samples the
-SM clock, power and temperature twice a second. It also records the caching allocator's peak
-allocated and reserved bytes of the training loop.
+layer_torch.py, head, cross-entropy, fused AdamW), an idle pause, back-to-back bf16 GEMMs,
+back-to-back fp8 GEMMs and back-to-back causal attention (forward and backward) through PyTorch's
+FlashAttention-2 and cuDNN backends, timing every iteration or one-second window while
+nvidia-smi samples the SM clock, power and temperature twice a second. It also records the
+caching allocator's peak allocated and reserved bytes of the training loop. A kernel that keeps
+the tensor cores less busy than a GEMM may draw less power and hold a higher clock at the limit:
+the attention phases measure how much of its short-burst speed each backend keeps.
 
   sustained_torch.py --output sustained.json [--train-s 120] [--idle-s 20] [--gemm-s 90] [--fp8-s 45]
+                     [--attention-s 40]
 
 Needs only torch and nvidia-smi. Clocks are left as they are.
 """
@@ -156,6 +160,27 @@ def gemm_fp8(n):
     return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
 
 
+def attention(backend, heads, seq, head_dim=128):
+    """Causal bf16 attention, forward then backward, through one SDPA backend ("flash" is
+    FlashAttention-2, "cudnn" cuDNN's fused kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    q, k, v = (torch.randn(1, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    grad = torch.randn(1, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16)
+
+    def call():
+        with sdpa_kernel(chosen):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.autograd.grad(out, (q, k, v), grad)
+    return call
+
+
+def attention_flop(heads, seq, head_dim=128):
+    """The causal half of QK^T and PV forward (2 s^2 d a head), and backward 2.5 times that."""
+    return 3.5 * 2.0 * heads * seq * seq * head_dim
+
+
 def summary(rows, value, first_s=5.0, last_s=30.0):
     """Medians over the first and over the last seconds of a phase."""
     if not rows:
@@ -174,6 +199,9 @@ def main():
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--gemm-s", type=float, default=90.0)
     parser.add_argument("--fp8-s", type=float, default=45.0)
+    parser.add_argument("--attention-s", type=float, default=40.0, help="seconds for each attention backend")
+    parser.add_argument("--attention-heads", type=int, default=32)
+    parser.add_argument("--attention-seq", type=int, default=16384)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--seq", type=int, default=8192)
     parser.add_argument("--gemm-n", type=int, default=8192)
@@ -196,6 +224,13 @@ def main():
     if args.fp8_s > 0:
         phases.append(("gemm_fp8", lambda: run_windows(gemm_fp8(args.gemm_n), 2.0 * args.gemm_n ** 3, args.fp8_s,
                                                        origin)))
+    if args.attention_s > 0:
+        flop = attention_flop(args.attention_heads, args.attention_seq)
+        for backend in ("flash", "cudnn"):
+            phases.append((f"attention_{backend}",
+                           lambda backend=backend: run_windows(attention(backend, args.attention_heads,
+                                                                         args.attention_seq),
+                                                               flop, args.attention_s, origin)))
     for margin in args.capacity_margins:
         phases.append((f"training_capped_{margin}",
                        lambda margin=margin: run_training(args, origin, args.capped_s, margin)))
@@ -219,7 +254,7 @@ def main():
             for value in ("seconds", "forward_backward_s", "optimizer_s"):
                 shown[value] = summary(result[name]["iterations"], value)
             shown["memory"] = result[name]["memory"]
-        elif name.startswith("gemm") and isinstance(result[name], list):
+        elif name.startswith(("gemm", "attention")) and isinstance(result[name], list):
             shown["tflops"] = summary(result[name], "tflops")
         result.setdefault("summary", {})[name] = shown
         print(f"{name} ({begin:.0f}-{end:.0f} s): {json.dumps(shown)}", flush=True)
