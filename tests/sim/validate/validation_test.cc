@@ -48,10 +48,13 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_TRUE(by_id("mbridge2511_Qwen3-30B-A3B_16gpu_FP8-CS").training.gradients_in_bf16);
   EXPECT_TRUE(by_id("nemo2407_Nemotron-22B_64gpu").parallelism.tp_comm_overlap);
   EXPECT_FALSE(by_id("nemo2407_GPT3-175B_128gpu").parallelism.tp_comm_overlap);
+  EXPECT_TRUE(by_id("nemo2407_GPT3-175B_512gpu").parallelism.tp_comm_overlap);
   EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").training.attention, AttentionKernel::kFlashTriton);
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_8gpu").training.attention, AttentionKernel::kFlash2);
   EXPECT_EQ(by_id("korthikanti_22B_selective_sp").training.attention, AttentionKernel::kUnfused);
   EXPECT_EQ(by_id("mlm_readme_h100_7.1B").training.attention, AttentionKernel::kFlash);
+  EXPECT_EQ(by_id("nemo2407_LLAMA3-8B_8gpu").training.attention, AttentionKernel::kFlash);
+  EXPECT_EQ(by_id("nemo_longseq_llama2_7b_1024k_1024gpu").training.attention, AttentionKernel::kFlash2);
   EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_prefetch, 0);
   EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_prefetch, 1);
   EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_gather, FsdpGather::kTensor);
