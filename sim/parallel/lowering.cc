@@ -118,11 +118,10 @@ struct BlockPlans {
   uint32_t backward_weight = kNoId;
   int64_t parameters = 0;         // held by one rank after TP and EP
   int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
-  // The bytes each all-gather of its weights moves and their sum, and the gathers again for
-  // backward (fsdp_gathers).
-  std::vector<Bytes> gather_sizes;
+  // The bytes each all-gather of its weights moves, and the gathers again for backward; the
+  // sum of the first.
+  FsdpGathers gathers;
   int64_t gathered_bytes = 0;
-  std::vector<Bytes> regather_sizes;
 };
 
 // One block occurrence on a stage: which kind and which layer.
@@ -152,10 +151,8 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
   block.expert_parameters = expert_parameters;
-  FsdpGathers gathers = fsdp_gathers(c.scenario, *block.graph);
-  block.gather_sizes = std::move(gathers.sizes);
-  block.regather_sizes = std::move(gathers.regather_sizes);
-  for (const Bytes size : block.gather_sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
+  block.gathers = fsdp_gathers(c.scenario, *block.graph);
+  for (const Bytes size : block.gathers.sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -503,7 +500,7 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
     if (fsdp_pass.gathers[j] != kNoId) continue;
     const TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
     fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, fmt::format("fsdp.{}_weight_gather", pass),
-                                          plans_of(blocks[j]).gather_sizes, true);
+                                          plans_of(blocks[j]).gathers.sizes, true);
   }
   return fsdp_pass.gathers[i];
 }
@@ -563,9 +560,9 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
       // timed after the block's gathers, ahead of its pass: with its synchronized gathers
       // (fsdp_prefetch: 0) the pass waits for them either way. They hold no more memory than
       // the copies released before them.
-      if (!plans.regather_sizes.empty()) {
-        gathered = gather_weights(block, microbatch, gathered, "fsdp.backward_weight_regather", plans.regather_sizes,
-                                  false);
+      if (!plans.gathers.regather_sizes.empty()) {
+        gathered = gather_weights(block, microbatch, gathered, "fsdp.backward_weight_regather",
+                                  plans.gathers.regather_sizes, false);
       }
       entry.push_back(gathered);
       // Under zero-bubble the weights stay gathered until the W pass.
@@ -715,7 +712,7 @@ StageProgram StageBuilder::build() {
     for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
       for (const BlockRef& block : chunk_blocks(chunk)) {
         // fsdp_gather: tensor needs ZeRO-3 without pipelining, so each block here is one gather.
-        const Bytes size = plans_of(block).gather_sizes.front();
+        const Bytes size = plans_of(block).gathers.sizes.front();
         start_gathers_[block.block] = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
                                                       "dp.weight_all_gather", {});
         if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(size / Bytes(1)));

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <vector>
 
 #include "hardware/collective_model.h"
@@ -90,9 +89,6 @@ CostEstimate estimate_cost(const Scenario& s) {
     }
     return tasks(PassKind::kForward) + backward + fsdp;
   };
-  auto gradients = [](const LayerGraph& graph) {
-    return static_cast<double>(std::accumulate(graph.weight_tensors.begin(), graph.weight_tensors.end(), int64_t{0}));
-  };
   const LayerGraph embedding_graph = build_embedding(s.model, shard);
   const LayerGraph head_graph = build_output_head(s.model, shard);
   const double embedding = block_tasks(embedding_graph);
@@ -105,7 +101,7 @@ CostEstimate estimate_cost(const Scenario& s) {
     if (added) {
       const LayerShard graph_shard = recomputed ? shard : kept_layer_shard(s);
       const LayerGraph graph = build_transformer_layer(s.model, graph_shard, moe);
-      it->second = {block_tasks(graph), gradients(graph)};
+      it->second = {block_tasks(graph), static_cast<double>(graph.parameters)};
     }
     return it->second;
   };
@@ -125,7 +121,7 @@ CostEstimate estimate_cost(const Scenario& s) {
     double gradient_elements = 0.0;  // of the virtual stage's blocks, for all-reduced buckets
     if (vs == 0) {
       per_microbatch += embedding;
-      gradient_elements += gradients(embedding_graph);
+      gradient_elements += static_cast<double>(embedding_graph.parameters);
       blocks += 1.0;
     }
     for (int i = 0; i < p.layers_per_stage[vs]; ++i) {
@@ -137,7 +133,7 @@ CostEstimate estimate_cost(const Scenario& s) {
     layer += p.layers_per_stage[vs];
     if (vs == virtual_total - 1) {
       per_microbatch += head;
-      gradient_elements += gradients(head_graph);
+      gradient_elements += static_cast<double>(head_graph.parameters);
       blocks += 1.0;
     }
     if (fsdp_per_microbatch && !reduce_scatter) {
