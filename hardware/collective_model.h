@@ -76,6 +76,10 @@ class CollectiveModel {
   Seconds time(Collective collective, Bytes size, std::span<const int> members) const;
   // The time of a plan alone on the network.
   Seconds time(const CollectivePlan& plan) const;
+  // The SMs its kernel holds while it runs over the communicator `members` (global GPU
+  // indices): a send/recv's channels, fewer when the communicator spans NVLink domains, else
+  // the GPU's figure for collectives.
+  int64_t kernel_sms(Collective collective, std::span<const int> members) const;
 
   const Topology& topology() const { return topology_; }
 

@@ -126,6 +126,22 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   if (k.gemm_persistent && k.communication_sms == 0) {
     map.fail("communication_sms", "is required when kernels.gemm.persistent is true (the SMs communication holds)");
   }
+  if (k.communication_interference > 0.0 && k.communication_sms == 0) {
+    map.fail("communication_sms", "is required when kernels.communication_interference is above 0 (the SMs of the "
+                                  "collectives that slow compute by it)");
+  }
+  for (auto [key, sms] : {std::pair{"send_recv_network_sms", &k.send_recv_network_sms},
+                          std::pair{"send_recv_nvlink_sms", &k.send_recv_nvlink_sms}}) {
+    if (!map.has(key)) {
+      *sms = k.communication_sms;
+      continue;
+    }
+    *sms = *sourced<int64_t>(map, key, gpu, "kernels.");
+    if (k.communication_sms == 0) map.fail(key, "needs kernels.communication_sms (a collective's SMs) beside it");
+    if (*sms < 1 || *sms >= gpu.sm_count) {
+      map.fail(key, fmt::format("= {} must be from 1 to the GPU's {} SMs less one", *sms, gpu.sm_count));
+    }
+  }
   YamlMap memory = map.map("memory_bound");
   k.memory_bandwidth_efficiency = fraction(memory, "bandwidth_efficiency", gpu, "kernels.memory_bound.");
   memory.finish();

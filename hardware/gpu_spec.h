@@ -76,15 +76,21 @@ struct KernelEfficiency {
   // The spread of that sustained throughput from chip to chip, one standard deviation as a
   // fraction of the mean: at the same power limit chips hold different clocks (0: not known).
   double sustained_compute_spread = 0.0;
-  // How much longer compute takes while communication kernels run beside it on the same GPU
-  // (they take SMs and memory bandwidth): time × (1 + communication_interference).
+  // How much longer compute takes while a collective's kernel runs beside it on the same GPU,
+  // holding `communication_sms` SMs (it takes SMs and memory bandwidth): time × (1 +
+  // communication_interference). A kernel that holds fewer SMs slows compute in proportion.
   double communication_interference = 0.0;
   // GEMM kernels launch one thread block per SM, each working through a fixed share of the
   // tiles (persistent kernels with a static schedule, as Hopper's cuBLAS runs them). While a
   // communication kernel holds `communication_sms` SMs, the blocks that find none wait until
   // others finish: the GEMM runs in two waves.
   bool gemm_persistent = false;
-  int64_t communication_sms = 0;  // SMs a communication (NCCL) kernel holds, sharing none
+  int64_t communication_sms = 0;  // SMs a collective's (NCCL) kernel holds, sharing none
+  // SMs a send/recv kernel holds: NCCL runs every peer of a communicator on the channels (a
+  // thread block each) of its slowest path, few when the communicator spans NVLink domains and
+  // more when it lies within one. Where the catalog does not say, communication_sms.
+  int64_t send_recv_network_sms = 0;
+  int64_t send_recv_nvlink_sms = 0;
 };
 
 struct GpuSpec {

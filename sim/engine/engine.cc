@@ -45,8 +45,9 @@ struct RankState {
   std::vector<double> remaining_ps;           // full-speed work left at `since`
   std::vector<SimTime> since;
   std::vector<uint8_t> victim_running;
-  int aggressors = 0;                         // aggressor tasks running on the rank
-  int sm_holders = 0;                         // of those, the ones that hold SMs
+  // Aggressors running on the rank: how many hold each number of SMs (a few distinct counts).
+  std::vector<std::pair<uint16_t, int>> aggressor_sms;
+  int sm_holders = 0;  // of those, the ones whose tag is in Interference::sm_holder_tags
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
   RankOutcome outcome;
@@ -199,25 +200,33 @@ class RunState {
   }
 
   bool is_victim(uint8_t tag) const { return (options_.interference.victim_tags >> tag) & 1; }
-  bool is_aggressor(uint8_t tag) const { return (options_.interference.aggressor_tags >> tag) & 1; }
   bool holds_sms(uint8_t tag) const { return (options_.interference.sm_holder_tags >> tag) & 1; }
   // Whether any aggressor could ever slow `t`.
   bool may_slow(const Task& t) const {
     const Interference& i = options_.interference;
     const bool persistent = i.persistent_slowdown > 0.0 && t.persistent_duration > SimTime::zero();
-    return is_victim(t.tag) && (i.slowdown > 0.0 || persistent);
+    return is_victim(t.tag) && (i.slowdown_per_sm > 0.0 || persistent);
   }
-  // The speed of victim `t` while `aggressors` run beside it, `sm_holders` of them holding SMs.
-  double rate(int aggressors, int sm_holders, const Task& t) const {
+  static uint16_t most_sms(const RankState& state) {
+    uint16_t most = 0;
+    for (const auto& [sms, running] : state.aggressor_sms) {
+      if (running > 0) most = std::max(most, sms);
+    }
+    return most;
+  }
+  // The speed of victim `t` while aggressors holding at most `sms` SMs run beside it,
+  // `sm_holders` of them in sm_holder_tags.
+  double rate(uint16_t sms, int sm_holders, const Task& t) const {
     const Interference& i = options_.interference;
+    const double slowdown = i.slowdown_per_sm * sms;
     if (sm_holders > 0 && t.persistent_duration > SimTime::zero()) {
       const double persistent_share = static_cast<double>(t.persistent_duration.picoseconds()) /
                                       static_cast<double>(t.duration.picoseconds());
-      return 1.0 / (1.0 + i.slowdown + persistent_share * (i.persistent_slowdown - i.slowdown));
+      return 1.0 / (1.0 + slowdown + persistent_share * (i.persistent_slowdown - slowdown));
     }
-    return aggressors > 0 ? 1.0 / (1.0 + i.slowdown) : 1.0;
+    return 1.0 / (1.0 + slowdown);
   }
-  double rate(const RankState& state, const Task& t) const { return rate(state.aggressors, state.sm_holders, t); }
+  double rate(const RankState& state, const Task& t) const { return rate(most_sms(state), state.sm_holders, t); }
 
   // A local task takes `duration` at full speed; a victim of interference may take longer.
   void schedule_completion(uint32_t rank, TaskId task, const Task& t) {
@@ -240,27 +249,30 @@ class RunState {
 
   // Aggressors starting and ending change the speed of the rank's running victims.
   void start_running(uint32_t rank, const Task& t) {
-    if (is_aggressor(t.tag)) change_aggressors(rank, t, +1);
+    if (t.sms > 0) change_aggressors(rank, t, +1);
   }
   void stop_running(uint32_t rank, const Task& t) {
     RankState& state = ranks_[rank];
     state.victim_running[t.stream] = 0;
-    if (is_aggressor(t.tag)) change_aggressors(rank, t, -1);
+    if (t.sms > 0) change_aggressors(rank, t, -1);
   }
   void change_aggressors(uint32_t rank, const Task& aggressor, int delta) {
     RankState& state = ranks_[rank];
-    const int aggressors_before = state.aggressors;
+    const uint16_t sms_before = most_sms(state);
     const int sm_holders_before = state.sm_holders;
-    state.aggressors += delta;
+    auto held = std::find_if(state.aggressor_sms.begin(), state.aggressor_sms.end(),
+                             [&](const auto& entry) { return entry.first == aggressor.sms; });
+    if (held == state.aggressor_sms.end()) held = state.aggressor_sms.insert(held, {aggressor.sms, 0});
+    held->second += delta;
     if (holds_sms(aggressor.tag)) state.sm_holders += delta;
-    // Rates depend only on whether any aggressor, and any SM holder, runs.
-    if ((aggressors_before > 0) == (state.aggressors > 0) && (sm_holders_before > 0) == (state.sm_holders > 0)) return;
+    // Rates depend only on the most SMs held and on whether any SM holder runs.
+    if (sms_before == most_sms(state) && (sm_holders_before > 0) == (state.sm_holders > 0)) return;
     const Program& p = program(rank);
     for (StreamId s = 0; s < p.num_streams(); ++s) {
       if (!state.victim_running[s]) continue;
       const TaskId victim = p.stream_tasks(s)[state.stream_next[s]];
       const Task& v = p.kind(victim);
-      const double old_rate = rate(aggressors_before, sm_holders_before, v);
+      const double old_rate = rate(sms_before, sm_holders_before, v);
       if (old_rate == rate(state, v)) continue;
       state.remaining_ps[s] -= static_cast<double>((now_ - state.since[s]).picoseconds()) * old_rate;
       state.remaining_ps[s] = std::max(0.0, state.remaining_ps[s]);

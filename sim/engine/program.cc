@@ -14,7 +14,8 @@ bool same_kind(const Task& a, const Task& b) {
   return a.stream == b.stream && a.duration == b.duration && a.resource == b.resource &&
          a.alloc_at_start_bytes == b.alloc_at_start_bytes &&
          a.free_at_end_bytes == b.free_at_end_bytes && a.transient_bytes == b.transient_bytes &&
-         a.tag == b.tag && a.external == b.external && a.persistent_duration == b.persistent_duration;
+         a.tag == b.tag && a.sms == b.sms && a.external == b.external &&
+         a.persistent_duration == b.persistent_duration;
 }
 
 }  // namespace
@@ -35,7 +36,7 @@ size_t ProgramBuilder::slot_of(const Task& kind) const {
                                static_cast<uint64_t>(kind.alloc_at_start_bytes),
                                static_cast<uint64_t>(kind.free_at_end_bytes),
                                static_cast<uint64_t>(kind.transient_bytes),
-                               uint64_t{kind.tag} << 1 | uint64_t{kind.external},
+                               uint64_t{kind.sms} << 9 | uint64_t{kind.tag} << 1 | uint64_t{kind.external},
                                static_cast<uint64_t>(kind.persistent_duration.picoseconds())}) {
     h = (h ^ field) * 0x9E3779B97F4A7C15ULL;
   }

@@ -49,6 +49,9 @@ struct Task {
   int64_t transient_bytes = 0;
   uint32_t label = 0;  // opaque to the engine: the caller's description of the task
   uint8_t tag = 0;     // opaque to the engine: the caller's activity class
+  // SMs its kernel holds beside the rank's other work (a communication kernel's thread
+  // blocks): above 0 it slows the rank's compute while it runs (Interference).
+  uint16_t sms = 0;
   // Of `duration`, the time in persistent kernels (a thread block per SM, each over a fixed
   // share of the work): those whose blocks find SMs held by another kernel wait for them.
   SimTime persistent_duration;

@@ -141,6 +141,7 @@ struct Context {
   std::vector<std::vector<BlockRef>> virtual_stage_blocks;  // by virtual stage
   std::array<uint32_t, kNumGroupKinds> members{};           // simulated ranks per group, by kind
   std::array<bool, kNumGroupKinds> networked{};             // collectives timed by the shared network
+  uint16_t pipeline_sms = 0;  // SMs a pipeline send/recv holds: its communicator is one rank a stage
   int64_t microbatches = 0;
   int virtual_stages_total = 1;
   bool zero_bubble = false;
@@ -195,6 +196,7 @@ class StageBuilder {
     bool synchronized = false;  // a rendezvous of `group` (when it has more than one member)
     uint32_t sequence = 0;
     Collective collective = Collective::kNone;  // what a communication task runs
+    uint16_t sms = 0;                           // the SMs its kernel holds (Task::sms)
     Bytes size;
     int64_t alloc_bytes = 0;
     int64_t transient_bytes = 0;
@@ -209,6 +211,7 @@ class StageBuilder {
     task.alloc_at_start_bytes = spec.alloc_bytes;
     task.transient_bytes = spec.transient_bytes;
     task.tag = static_cast<uint8_t>(spec.tag);
+    task.sms = spec.sms;
     task.label = static_cast<uint32_t>(labels_.size());
     const uint32_t members = c_.members[static_cast<int>(spec.group)];
     if (spec.synchronized) {
@@ -236,7 +239,9 @@ class StageBuilder {
   TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string_view name,
                          std::vector<TaskId> deps) {
     LoneTask spec;
-    spec.duration = c_.collectives.time(kind, size, c_.layout.placement(group, stage_));
+    const std::vector<int> members = c_.layout.placement(group, stage_);
+    spec.duration = c_.collectives.time(kind, size, members);
+    spec.sms = static_cast<uint16_t>(c_.collectives.kernel_sms(kind, members));
     spec.name = name;
     spec.deps = std::move(deps);
     spec.group = group;
@@ -310,6 +315,7 @@ class StageBuilder {
     transfer.deps = std::move(deps);
     transfer.group = group;
     transfer.collective = Collective::kSendRecv;
+    transfer.sms = c_.pipeline_sms;
     transfer.size = activation;
     transfer.synchronized = true;
     transfer.sequence = static_cast<uint32_t>(microbatch * c_.virtual_stages_total + vs);
@@ -393,6 +399,7 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
     task.free_at_end_bytes = t.free_bytes + (i == plan.last_compute ? free_at_exit : 0);
     task.transient_bytes = t.transient_bytes;
     task.tag = static_cast<uint8_t>(t.tag);
+    task.sms = t.sms;
     task.label = static_cast<uint32_t>(labels_.size());
     if (t.stream != StreamKind::kCompute) {
       const uint32_t members = c_.members[static_cast<int>(t.group)];
@@ -444,6 +451,7 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.deps = {last};
     spec.group = GroupKind::kDataShard;
     spec.collective = Collective::kAllGather;
+    spec.sms = static_cast<uint16_t>(c_.collectives.kernel_sms(Collective::kAllGather, group));
     spec.size = size;
     spec.synchronized = true;
     spec.sequence = next_sequence(GroupKind::kDataShard);
@@ -760,7 +768,7 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   const Parallelism& p = s.parallelism;
   const RankLayout layout(p, s.cluster.gpus_per_node);
   const OpPricer pricer(timer, collectives, layout);
-  Context c{s, layout, pricer, collectives, {}, {}, {}, {}, {}, 0, p.pp * p.virtual_stages,
+  Context c{s, layout, pricer, collectives, {}, {}, {}, {}, {}, 0, 0, p.pp * p.virtual_stages,
             p.schedule == Schedule::kZeroBubble};
   c.microbatches = s.training.num_microbatches(p.dp);
 
@@ -806,6 +814,9 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
         std::ranges::count_if(members, [&](int rank) { return fold.represents(layout.coord(rank)); }));
     c.networked[k] = options.shared_network && members.size() > 1;
   }
+  std::vector<int> pipeline;
+  for (int stage = 0; stage < p.pp; ++stage) pipeline.push_back(layout.link_members(stage, true).front());
+  c.pipeline_sms = static_cast<uint16_t>(collectives.kernel_sms(Collective::kSendRecv, pipeline));
 
   Lowering lowering;
   lowering.microbatches = c.microbatches;

@@ -130,6 +130,10 @@ KernelTime OpPricer::price(const Op& op) const {
   return {};
 }
 
+uint16_t OpPricer::kernel_sms(const Op& op) const {
+  return static_cast<uint16_t>(collectives_.kernel_sms(op.comm.collective, placement(group_of(op.comm.group))));
+}
+
 TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, std::string name) {
   TaskPlan plan;
   plan.name = std::move(name);
@@ -198,7 +202,10 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       TaskTemplate task;
       task.stream = stream;
       task.group = op.kind == OpKind::kCommunication ? group_of(op.comm.group) : GroupKind::kTensor;
-      if (op.kind == OpKind::kCommunication) task.comm = op.comm;
+      if (op.kind == OpKind::kCommunication) {
+        task.comm = op.comm;
+        task.sms = pricer.kernel_sms(op);
+      }
       task.tag = tag_of(op);
       task.entry = boundary;
       task.first_op = static_cast<uint32_t>(plan.ops.size());

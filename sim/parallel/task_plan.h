@@ -88,6 +88,7 @@ struct TaskTemplate {
   int64_t free_bytes = 0;
   int64_t transient_bytes = 0;
   ActivityTag tag = ActivityTag::kCompute;
+  uint16_t sms = 0;       // communication tasks: the SMs their kernel holds (Task::sms)
   uint32_t first_op = 0;  // its ops: ops[first_op, first_op + num_ops)
   uint32_t num_ops = 0;
   Flop flop;
@@ -108,6 +109,8 @@ class OpPricer {
  public:
   OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout);
   KernelTime price(const Op& op) const;
+  // The SMs the kernel of a communication op holds while it runs.
+  uint16_t kernel_sms(const Op& op) const;
   const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
   const OpTimer& timer() const { return timer_; }
   const CollectiveModel& collectives() const { return collectives_; }

@@ -82,20 +82,24 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     }
   }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
-  // Communication kernels take SMs and memory bandwidth from compute they overlap (the GPU
-  // catalog's communication_interference).
+  // Communication kernels take SMs and memory bandwidth from compute they overlap: a
+  // collective's kernel slows it by the GPU catalog's communication_interference, one that holds
+  // fewer SMs (a send/recv across the network) by as much less.
   for (const ActivityTag tag : {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
     engine_options.interference.victim_tags |= uint64_t{1} << static_cast<int>(tag);
   }
-  for (int tag = 0; tag < kNumActivityTags; ++tag) {
-    if (is_communication(static_cast<ActivityTag>(tag))) engine_options.interference.aggressor_tags |= uint64_t{1} << tag;
+  const KernelEfficiency& kernels = scenario->cluster.gpu.kernels;
+  if (kernels.communication_sms > 0) {
+    engine_options.interference.slowdown_per_sm =
+        kernels.communication_interference / static_cast<double>(kernels.communication_sms);
   }
-  engine_options.interference.slowdown = scenario->cluster.gpu.kernels.communication_interference;
   // NCCL kernels hold their SMs for the whole collective; a persistent GEMM beside one runs in
   // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
   // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies
   // with the copy engines.
-  engine_options.interference.sm_holder_tags = engine_options.interference.aggressor_tags;
+  for (int tag = 0; tag < kNumActivityTags; ++tag) {
+    if (is_communication(static_cast<ActivityTag>(tag))) engine_options.interference.sm_holder_tags |= uint64_t{1} << tag;
+  }
   if (scenario->parallelism.tp_comm_overlap) {
     engine_options.interference.sm_holder_tags &= ~(uint64_t{1} << static_cast<int>(ActivityTag::kTensorComm));
   }

@@ -66,6 +66,17 @@ TEST(CollectiveModel, RingAllReduceInsideANode) {
   EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 8)) / Seconds(1), expected, 1e-12);
 }
 
+TEST(CollectiveModel, SendRecvKernelsHoldTheChannelsOfTheirCommunicatorsSlowestPath) {
+  // The H100 catalog: collectives hold 16 SMs; a send/recv 2 (one block per channel, 2 channels
+  // per network peer) when its communicator spans nodes, 32 when it lies within one.
+  const ClusterSpec c = cluster_of(2);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  EXPECT_EQ(model.kernel_sms(Collective::kAllGather, range(0, 16, 8)), 16);
+  EXPECT_EQ(model.kernel_sms(Collective::kSendRecv, range(0, 16, 4)), 2);
+  EXPECT_EQ(model.kernel_sms(Collective::kSendRecv, range(0, 8, 2)), 32);
+}
+
 TEST(CollectiveModel, AllGatherAndReduceScatterAreHalfAnAllReduce) {
   const ClusterSpec c = cluster_of(1);
   const Topology topology(c);

@@ -223,21 +223,46 @@ namespace paceline {
 namespace {
 
 TEST(Engine, CommunicationSlowsOverlappingCompute) {
-  // Compute A (tag 0) runs 10 us; communication X (tag 1) runs 4 us from 2 us. With a slowdown
-  // of 0.25, A advances at 1/1.25 while X runs: by 2 us it has done 2, from 2 to 6 us it does
-  // 4/1.25 = 3.2, and the last 4.8 us of work run at full speed: A ends at 6 + 4.8 = 10.8 us.
+  // Compute A (tag 0) runs 10 us; communication X (tag 1, holding 16 SMs) runs 4 us from 2 us.
+  // At 0.25/16 a held SM, A advances at 1/1.25 while X runs: by 2 us it has done 2, from 2 to 6
+  // us it does 4/1.25 = 3.2, and the last 4.8 us of work run at full speed: A ends at 10.8 us.
   ProgramBuilder b;
   const StreamId compute = b.add_stream("compute");
   const StreamId comm = b.add_stream("comm");
   const StreamId timer = b.add_stream("timer");
   b.add_task({.stream = compute, .duration = us(10), .tag = 0});
   const TaskId delay = b.add_task({.stream = timer, .duration = us(2)});
-  const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = 1});
+  const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = 1, .sms = 16});
   b.add_dependency(delay, x);
   EngineOptions options;
-  options.interference = Interference{.victim_tags = 1u << 0, .aggressor_tags = 1u << 1, .slowdown = 0.25};
+  options.interference = Interference{.victim_tags = 1u << 0, .slowdown_per_sm = 0.25 / 16};
   const RunResult r = Engine({rank_of(share(std::move(b)))}, options).run();
   EXPECT_EQ(span_end(r, 0, 0), us(10.8));
+}
+
+TEST(Engine, CommunicationSlowsComputeByTheMostSmsHeld) {
+  // As above, with X holding 2 SMs: A does 4/1.03125 from 2 to 6 us and ends at 6 + (8 -
+  // 4/1.03125). With X (16 SMs, 2 to 6 us) and Y (2 SMs, 2 to 10 us) both: 3.2 from 2 to 6 us
+  // at the slowdown of the most SMs, 4/1.03125 from 6 to 10 us, the rest at full speed.
+  const auto end_of_a = [](std::vector<std::pair<uint16_t, double>> aggressors) {
+    ProgramBuilder b;
+    const StreamId compute = b.add_stream("compute");
+    const StreamId timer = b.add_stream("timer");
+    b.add_task({.stream = compute, .duration = us(10), .tag = 0});
+    const TaskId delay = b.add_task({.stream = timer, .duration = us(2)});
+    for (const auto& [sms, duration_us] : aggressors) {
+      const StreamId comm = b.add_stream(fmt::format("comm{}", sms));
+      const TaskId x = b.add_task({.stream = comm, .duration = us(duration_us), .tag = 1, .sms = sms});
+      b.add_dependency(delay, x);
+    }
+    EngineOptions options;
+    options.interference = Interference{.victim_tags = 1u << 0, .slowdown_per_sm = 0.25 / 16};
+    return static_cast<double>(span_end(Engine({rank_of(share(std::move(b)))}, options).run(), 0, 0).picoseconds()) /
+           1e6;
+  };
+  EXPECT_NEAR(end_of_a({{2, 4.0}}), 6.0 + (8.0 - 4.0 / 1.03125), 1e-6);
+  EXPECT_NEAR(end_of_a({{16, 4.0}, {2, 8.0}}), 10.0 + (4.8 - 4.0 / 1.03125), 1e-6);
+  EXPECT_NEAR(end_of_a({{2, 8.0}, {16, 4.0}}), 10.0 + (4.8 - 4.0 / 1.03125), 1e-6);
 }
 
 TEST(Engine, SmHoldingCommunicationPushesPersistentWorkIntoASecondWave) {
@@ -253,12 +278,11 @@ TEST(Engine, SmHoldingCommunicationPushesPersistentWorkIntoASecondWave) {
     const StreamId timer = b.add_stream("timer");
     b.add_task({.stream = compute, .duration = us(10), .tag = 0, .persistent_duration = us(persistent_us)});
     const TaskId delay = b.add_task({.stream = timer, .duration = us(2)});
-    const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = aggressor_tag});
+    const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = aggressor_tag, .sms = 16});
     b.add_dependency(delay, x);
     EngineOptions options;
     options.interference = Interference{.victim_tags = 1u << 0,
-                                        .aggressor_tags = (1u << 1) | (1u << 2),
-                                        .slowdown = 0.25,
+                                        .slowdown_per_sm = 0.25 / 16,
                                         .sm_holder_tags = 1u << 1,
                                         .persistent_slowdown = 1.0};
     return span_end(Engine({rank_of(share(std::move(b)))}, options).run(), 0, 0);

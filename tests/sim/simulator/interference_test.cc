@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "sim/simulator/simulator.h"
 
 namespace paceline {
@@ -49,6 +51,43 @@ training: {global_batch: 1, seq_len: 8192, recompute: full}
   const Result persistent = simulate_gemms(text, true);
   EXPECT_GT(plain.breakdown.overlap_slowdown, Seconds(0));
   EXPECT_EQ(persistent.iteration_time, plain.iteration_time);
+}
+
+// The overlap slowdown of Llama 3 8B's ring attention over cp 4, on `nodes` nodes, with the
+// catalog's send/recv SMs replaced and GEMMs not persistent (whose second wave any SMs held cause).
+Seconds ring_overlap_slowdown(int nodes, int64_t network_sms, int64_t nvlink_sms) {
+  Scenario scenario = load_scenario_text(fmt::format(R"(model: llama3-8b
+cluster: {{gpu: h100-sxm5-80gb, nodes: {}, gpus_per_node: {}, inter_node: {{nics_per_node: 4, nic_bandwidth: 400 Gb/s}}}}
+parallelism: {{cp: 4}}
+training: {{global_batch: 1, seq_len: 65536}}
+)",
+                                                     nodes, 4 / nodes),
+                                         "s.yaml");
+  scenario.cluster.gpu.kernels.send_recv_network_sms = network_sms;
+  scenario.cluster.gpu.kernels.send_recv_nvlink_sms = nvlink_sms;
+  scenario.cluster.gpu.kernels.gemm_persistent = false;
+  return simulate(std::make_shared<const Scenario>(std::move(scenario))).result.breakdown.overlap_slowdown;
+}
+
+TEST(Interference, SendRecvSlowsComputeByTheSmsItHolds) {
+  // The ring's key/value exchanges overlap the attention kernels (the gradient all-reduce over
+  // the cp ranks overlaps the backward too). Their send/recv kernel holds the network figure
+  // when the ring spans nodes and the NVLink one within a node, and slows compute beside it by
+  // communication_interference in proportion to those SMs over a collective's 16: the ring's
+  // share of the overlap slowdown (beyond a ring holding none) scales with them.
+  const auto ring_share = [](int nodes, int64_t network_sms, int64_t nvlink_sms, bool across) {
+    const Seconds none = across ? ring_overlap_slowdown(nodes, 0, nvlink_sms)  //
+                                : ring_overlap_slowdown(nodes, network_sms, 0);
+    const Seconds collective_like = across ? ring_overlap_slowdown(nodes, 16, nvlink_sms)  //
+                                           : ring_overlap_slowdown(nodes, network_sms, 16);
+    return (ring_overlap_slowdown(nodes, network_sms, nvlink_sms) - none) / (collective_like - none);
+  };
+  EXPECT_GT(ring_overlap_slowdown(2, 16, 32), ring_overlap_slowdown(2, 0, 32));
+  EXPECT_NEAR(ring_share(2, 2, 32, true), 2.0 / 16.0, 0.2 * 2.0 / 16.0);
+  EXPECT_NEAR(ring_share(1, 2, 32, false), 32.0 / 16.0, 0.2 * 32.0 / 16.0);
+  // Across nodes the NVLink figure plays no part, and within one node the network figure none.
+  EXPECT_EQ(ring_overlap_slowdown(2, 2, 32), ring_overlap_slowdown(2, 2, 8));
+  EXPECT_EQ(ring_overlap_slowdown(1, 2, 32), ring_overlap_slowdown(1, 8, 32));
 }
 
 }  // namespace
