@@ -24,10 +24,11 @@ std::string_view to_string(CollectiveAlgorithm algorithm) {
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const Topology& topology)
     : cluster_(cluster), topology_(topology), capacity_(topology.capacities()) {}
 
-int64_t CollectiveModel::kernel_sms(Collective collective, std::span<const int> members) const {
+uint16_t CollectiveModel::kernel_sms(Collective collective, std::span<const int> members) const {
+  // The catalog keeps each figure below the GPU's SM count.
   const KernelEfficiency& k = cluster_.gpu.kernels;
-  if (collective != Collective::kSendRecv) return k.communication_sms;
-  return by_domain(members).size() > 1 ? k.send_recv_network_sms : k.send_recv_nvlink_sms;
+  if (collective != Collective::kSendRecv) return static_cast<uint16_t>(k.communication_sms);
+  return static_cast<uint16_t>(by_domain(members).size() > 1 ? k.send_recv_network_sms : k.send_recv_nvlink_sms);
 }
 
 std::vector<std::vector<int>> CollectiveModel::by_domain(std::span<const int> members) const {

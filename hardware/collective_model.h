@@ -78,8 +78,9 @@ class CollectiveModel {
   Seconds time(const CollectivePlan& plan) const;
   // The SMs its kernel holds while it runs over the communicator `members` (global GPU
   // indices): a send/recv's channels, fewer when the communicator spans NVLink domains, else
-  // the GPU's figure for collectives.
-  int64_t kernel_sms(Collective collective, std::span<const int> members) const;
+  // the GPU's figure for collectives (an all-to-all, whose sends reach every peer, spreads over
+  // all of the communicator's channels).
+  uint16_t kernel_sms(Collective collective, std::span<const int> members) const;
 
   const Topology& topology() const { return topology_; }
 

@@ -127,8 +127,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
     map.fail("communication_sms", "is required when kernels.gemm.persistent is true (the SMs communication holds)");
   }
   if (k.communication_interference > 0.0 && k.communication_sms == 0) {
-    map.fail("communication_sms", "is required when kernels.communication_interference is above 0 (the SMs of the "
-                                  "collectives that slow compute by it)");
+    map.fail("communication_interference",
+             fmt::format("= {} needs kernels.communication_sms, the SMs of the collectives that slow compute by it",
+                         k.communication_interference));
   }
   for (auto [key, sms] : {std::pair{"send_recv_network_sms", &k.send_recv_network_sms},
                           std::pair{"send_recv_nvlink_sms", &k.send_recv_nvlink_sms}}) {
@@ -137,7 +138,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
       continue;
     }
     *sms = *sourced<int64_t>(map, key, gpu, "kernels.");
-    if (k.communication_sms == 0) map.fail(key, "needs kernels.communication_sms (a collective's SMs) beside it");
+    if (k.communication_sms == 0) {
+      map.fail(key, fmt::format("= {} needs kernels.communication_sms (a collective's SMs) beside it", *sms));
+    }
     if (*sms < 1 || *sms >= gpu.sm_count) {
       map.fail(key, fmt::format("= {} must be from 1 to the GPU's {} SMs less one", *sms, gpu.sm_count));
     }

@@ -76,9 +76,9 @@ struct KernelEfficiency {
   // The spread of that sustained throughput from chip to chip, one standard deviation as a
   // fraction of the mean: at the same power limit chips hold different clocks (0: not known).
   double sustained_compute_spread = 0.0;
-  // How much longer compute takes while a collective's kernel runs beside it on the same GPU,
-  // holding `communication_sms` SMs (it takes SMs and memory bandwidth): time × (1 +
-  // communication_interference). A kernel that holds fewer SMs slows compute in proportion.
+  // How much longer compute takes while a kernel holding `communication_sms` SMs or more (a
+  // collective's) runs beside it on the same GPU, taking SMs and memory bandwidth: time × (1 +
+  // communication_interference). A kernel that holds fewer slows compute in proportion.
   double communication_interference = 0.0;
   // GEMM kernels launch one thread block per SM, each working through a fixed share of the
   // tiles (persistent kernels with a static schedule, as Hopper's cuBLAS runs them). While a

@@ -205,7 +205,7 @@ class RunState {
   bool may_slow(const Task& t) const {
     const Interference& i = options_.interference;
     const bool persistent = i.persistent_slowdown > 0.0 && t.persistent_duration > SimTime::zero();
-    return is_victim(t.tag) && (i.slowdown_per_sm > 0.0 || persistent);
+    return is_victim(t.tag) && (i.slowdown > 0.0 || persistent);
   }
   static uint16_t most_sms(const RankState& state) {
     uint16_t most = 0;
@@ -218,7 +218,7 @@ class RunState {
   // `sm_holders` of them in sm_holder_tags.
   double rate(uint16_t sms, int sm_holders, const Task& t) const {
     const Interference& i = options_.interference;
-    const double slowdown = i.slowdown_per_sm * sms;
+    const double slowdown = i.slowdown * std::min(1.0, static_cast<double>(sms) / i.full_slowdown_sms);
     if (sm_holders > 0 && t.persistent_duration > SimTime::zero()) {
       const double persistent_share = static_cast<double>(t.persistent_duration.picoseconds()) /
                                       static_cast<double>(t.duration.picoseconds());

@@ -34,13 +34,14 @@ struct RankSetup {
 
 // Compute slowed by concurrent communication on the same rank. A task that holds SMs (Task::sms
 // above 0) is an aggressor: while aggressors run, tasks whose tag is in `victim_tags` progress
-// at 1/(1 + slowdown_per_sm × s) of their speed, s the most SMs a running aggressor holds (bit t
-// of a mask stands for tag t). While an aggressor whose tag is in `sm_holder_tags` runs, the
-// part of a victim spent in persistent kernels (Task::persistent_duration) is slowed by
-// `persistent_slowdown` instead.
+// at 1/(1 + slowdown × min(1, s / full_slowdown_sms)) of their speed, s the most SMs a running
+// aggressor holds (bit t of a mask stands for tag t). While an aggressor whose tag is also in
+// `sm_holder_tags` runs, the part of a victim spent in persistent kernels
+// (Task::persistent_duration) is slowed by `persistent_slowdown` instead.
 struct Interference {
   uint64_t victim_tags = 0;
-  double slowdown_per_sm = 0.0;
+  double slowdown = 0.0;
+  uint16_t full_slowdown_sms = 1;
   uint64_t sm_holder_tags = 0;
   double persistent_slowdown = 0.0;
 };

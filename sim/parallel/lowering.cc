@@ -241,7 +241,7 @@ class StageBuilder {
     LoneTask spec;
     const std::vector<int> members = c_.layout.placement(group, stage_);
     spec.duration = c_.collectives.time(kind, size, members);
-    spec.sms = static_cast<uint16_t>(c_.collectives.kernel_sms(kind, members));
+    spec.sms = c_.collectives.kernel_sms(kind, members);
     spec.name = name;
     spec.deps = std::move(deps);
     spec.group = group;
@@ -451,7 +451,7 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.deps = {last};
     spec.group = GroupKind::kDataShard;
     spec.collective = Collective::kAllGather;
-    spec.sms = static_cast<uint16_t>(c_.collectives.kernel_sms(Collective::kAllGather, group));
+    spec.sms = c_.collectives.kernel_sms(Collective::kAllGather, group);
     spec.size = size;
     spec.synchronized = true;
     spec.sequence = next_sequence(GroupKind::kDataShard);
@@ -768,8 +768,12 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   const Parallelism& p = s.parallelism;
   const RankLayout layout(p, s.cluster.gpus_per_node);
   const OpPricer pricer(timer, collectives, layout);
-  Context c{s, layout, pricer, collectives, {}, {}, {}, {}, {}, 0, 0, p.pp * p.virtual_stages,
-            p.schedule == Schedule::kZeroBubble};
+  Context c{.scenario = s,
+            .layout = layout,
+            .pricer = pricer,
+            .collectives = collectives,
+            .virtual_stages_total = p.pp * p.virtual_stages,
+            .zero_bubble = p.schedule == Schedule::kZeroBubble};
   c.microbatches = s.training.num_microbatches(p.dp);
 
   // Blocks of each virtual stage, in order.
@@ -815,8 +819,8 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
     c.networked[k] = options.shared_network && members.size() > 1;
   }
   std::vector<int> pipeline;
-  for (int stage = 0; stage < p.pp; ++stage) pipeline.push_back(layout.link_members(stage, true).front());
-  c.pipeline_sms = static_cast<uint16_t>(collectives.kernel_sms(Collective::kSendRecv, pipeline));
+  for (int stage = 0; stage < p.pp; ++stage) pipeline.push_back(layout.rank_of(RankCoord{0, 0, 0, stage}));
+  c.pipeline_sms = collectives.kernel_sms(Collective::kSendRecv, pipeline);
 
   Lowering lowering;
   lowering.microbatches = c.microbatches;

@@ -131,7 +131,7 @@ KernelTime OpPricer::price(const Op& op) const {
 }
 
 uint16_t OpPricer::kernel_sms(const Op& op) const {
-  return static_cast<uint16_t>(collectives_.kernel_sms(op.comm.collective, placement(group_of(op.comm.group))));
+  return collectives_.kernel_sms(op.comm.collective, placement(group_of(op.comm.group)));
 }
 
 TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, std::string name) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -82,17 +83,15 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     }
   }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
-  // Communication kernels take SMs and memory bandwidth from compute they overlap: a
-  // collective's kernel slows it by the GPU catalog's communication_interference, one that holds
-  // fewer SMs (a send/recv across the network) by as much less.
+  // Communication kernels take SMs and memory bandwidth from compute they overlap: a kernel
+  // holding a collective's SMs slows it by the GPU catalog's communication_interference, one that
+  // holds fewer (a send/recv across the network) by as much less.
   for (const ActivityTag tag : {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
     engine_options.interference.victim_tags |= uint64_t{1} << static_cast<int>(tag);
   }
   const KernelEfficiency& kernels = scenario->cluster.gpu.kernels;
-  if (kernels.communication_sms > 0) {
-    engine_options.interference.slowdown_per_sm =
-        kernels.communication_interference / static_cast<double>(kernels.communication_sms);
-  }
+  engine_options.interference.slowdown = kernels.communication_interference;
+  engine_options.interference.full_slowdown_sms = static_cast<uint16_t>(std::max<int64_t>(1, kernels.communication_sms));
   // NCCL kernels hold their SMs for the whole collective; a persistent GEMM beside one runs in
   // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
   // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies

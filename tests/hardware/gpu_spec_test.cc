@@ -169,8 +169,8 @@ TEST(GpuSpec, PersistentGemmsNeedTheSmsCommunicationHolds) {
 
 TEST(GpuSpec, InterferenceNeedsTheSmsOfCollectivesAndSendRecvDefaultsToThem) {
   EXPECT_EQ(small_gpu_error("", "", "  communication_interference: 0.189\n"),
-            "gpu.yaml:7:3: gpu.kernels.communication_sms is required when kernels.communication_interference is "
-            "above 0 (the SMs of the collectives that slow compute by it)");
+            "gpu.yaml:11:31: gpu.kernels.communication_interference = 0.189 needs kernels.communication_sms, the SMs "
+            "of the collectives that slow compute by it");
   const GpuSpec collectives = read_small_gpu("", "", "  communication_interference: 0.189\n  communication_sms: 16\n");
   EXPECT_EQ(collectives.kernels.send_recv_network_sms, 16);
   EXPECT_EQ(collectives.kernels.send_recv_nvlink_sms, 16);
@@ -181,8 +181,8 @@ TEST(GpuSpec, InterferenceNeedsTheSmsOfCollectivesAndSendRecvDefaultsToThem) {
   EXPECT_EQ(both.kernels.send_recv_network_sms, 2);
   EXPECT_EQ(both.kernels.send_recv_nvlink_sms, 32);
   EXPECT_EQ(small_gpu_error("", "", "  send_recv_network_sms: 2\n"),
-            "gpu.yaml:11:26: gpu.kernels.send_recv_network_sms needs kernels.communication_sms (a collective's SMs) "
-            "beside it");
+            "gpu.yaml:11:26: gpu.kernels.send_recv_network_sms = 2 needs kernels.communication_sms (a collective's "
+            "SMs) beside it");
   EXPECT_EQ(small_gpu_error("", "", "  communication_sms: 16\n  send_recv_nvlink_sms: 0\n"),
             "gpu.yaml:12:25: gpu.kernels.send_recv_nvlink_sms = 0 must be from 1 to the GPU's 100 SMs less one");
 }

@@ -224,8 +224,8 @@ namespace {
 
 TEST(Engine, CommunicationSlowsOverlappingCompute) {
   // Compute A (tag 0) runs 10 us; communication X (tag 1, holding 16 SMs) runs 4 us from 2 us.
-  // At 0.25/16 a held SM, A advances at 1/1.25 while X runs: by 2 us it has done 2, from 2 to 6
-  // us it does 4/1.25 = 3.2, and the last 4.8 us of work run at full speed: A ends at 10.8 us.
+  // With a slowdown of 0.25 beside 16 SMs, A advances at 1/1.25 while X runs: by 2 us it has done
+  // 2, from 2 to 6 us it does 4/1.25 = 3.2, and the last 4.8 us run at full speed: 10.8 us.
   ProgramBuilder b;
   const StreamId compute = b.add_stream("compute");
   const StreamId comm = b.add_stream("comm");
@@ -235,15 +235,16 @@ TEST(Engine, CommunicationSlowsOverlappingCompute) {
   const TaskId x = b.add_task({.stream = comm, .duration = us(4), .tag = 1, .sms = 16});
   b.add_dependency(delay, x);
   EngineOptions options;
-  options.interference = Interference{.victim_tags = 1u << 0, .slowdown_per_sm = 0.25 / 16};
+  options.interference = Interference{.victim_tags = 1u << 0, .slowdown = 0.25, .full_slowdown_sms = 16};
   const RunResult r = Engine({rank_of(share(std::move(b)))}, options).run();
   EXPECT_EQ(span_end(r, 0, 0), us(10.8));
 }
 
 TEST(Engine, CommunicationSlowsComputeByTheMostSmsHeld) {
-  // As above, with X holding 2 SMs: A does 4/1.03125 from 2 to 6 us and ends at 6 + (8 -
-  // 4/1.03125). With X (16 SMs, 2 to 6 us) and Y (2 SMs, 2 to 10 us) both: 3.2 from 2 to 6 us
-  // at the slowdown of the most SMs, 4/1.03125 from 6 to 10 us, the rest at full speed.
+  // As above, with X holding 2 SMs, 2/16 of the slowdown: A does 4/1.03125 from 2 to 6 us and
+  // ends at 6 + (8 - 4/1.03125). Holding 32, no more than 16 do. With X (16 SMs, 2 to 6 us) and
+  // Y (2 SMs, 2 to 10 us) both: 3.2 from 2 to 6 us at the slowdown of the most SMs, 4/1.03125
+  // from 6 to 10 us, the rest at full speed.
   const auto end_of_a = [](std::vector<std::pair<uint16_t, double>> aggressors) {
     ProgramBuilder b;
     const StreamId compute = b.add_stream("compute");
@@ -256,11 +257,12 @@ TEST(Engine, CommunicationSlowsComputeByTheMostSmsHeld) {
       b.add_dependency(delay, x);
     }
     EngineOptions options;
-    options.interference = Interference{.victim_tags = 1u << 0, .slowdown_per_sm = 0.25 / 16};
+    options.interference = Interference{.victim_tags = 1u << 0, .slowdown = 0.25, .full_slowdown_sms = 16};
     return static_cast<double>(span_end(Engine({rank_of(share(std::move(b)))}, options).run(), 0, 0).picoseconds()) /
            1e6;
   };
   EXPECT_NEAR(end_of_a({{2, 4.0}}), 6.0 + (8.0 - 4.0 / 1.03125), 1e-6);
+  EXPECT_NEAR(end_of_a({{32, 4.0}}), 10.8, 1e-6);
   EXPECT_NEAR(end_of_a({{16, 4.0}, {2, 8.0}}), 10.0 + (4.8 - 4.0 / 1.03125), 1e-6);
   EXPECT_NEAR(end_of_a({{2, 8.0}, {16, 4.0}}), 10.0 + (4.8 - 4.0 / 1.03125), 1e-6);
 }
@@ -282,7 +284,8 @@ TEST(Engine, SmHoldingCommunicationPushesPersistentWorkIntoASecondWave) {
     b.add_dependency(delay, x);
     EngineOptions options;
     options.interference = Interference{.victim_tags = 1u << 0,
-                                        .slowdown_per_sm = 0.25 / 16,
+                                        .slowdown = 0.25,
+                                        .full_slowdown_sms = 16,
                                         .sm_holder_tags = 1u << 1,
                                         .persistent_slowdown = 1.0};
     return span_end(Engine({rank_of(share(std::move(b)))}, options).run(), 0, 0);

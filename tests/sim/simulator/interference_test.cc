@@ -73,21 +73,22 @@ TEST(Interference, SendRecvSlowsComputeByTheSmsItHolds) {
   // The ring's key/value exchanges overlap the attention kernels (the gradient all-reduce over
   // the cp ranks overlaps the backward too). Their send/recv kernel holds the network figure
   // when the ring spans nodes and the NVLink one within a node, and slows compute beside it by
-  // communication_interference in proportion to those SMs over a collective's 16: the ring's
-  // share of the overlap slowdown (beyond a ring holding none) scales with them.
-  const auto ring_share = [](int nodes, int64_t network_sms, int64_t nvlink_sms, bool across) {
-    const Seconds none = across ? ring_overlap_slowdown(nodes, 0, nvlink_sms)  //
-                                : ring_overlap_slowdown(nodes, network_sms, 0);
-    const Seconds collective_like = across ? ring_overlap_slowdown(nodes, 16, nvlink_sms)  //
-                                           : ring_overlap_slowdown(nodes, network_sms, 16);
-    return (ring_overlap_slowdown(nodes, network_sms, nvlink_sms) - none) / (collective_like - none);
+  // communication_interference in proportion to those SMs over a collective's 16, at most all of
+  // it: the ring's share of the overlap slowdown (beyond a ring holding none) scales with them.
+  const auto ring_share = [](int nodes, int64_t sms) {
+    const bool across = nodes > 1;
+    const auto with = [&](int64_t ring_sms) {
+      return across ? ring_overlap_slowdown(nodes, ring_sms, 32) : ring_overlap_slowdown(nodes, 2, ring_sms);
+    };
+    return (with(sms) - with(0)) / (with(16) - with(0));
   };
   EXPECT_GT(ring_overlap_slowdown(2, 16, 32), ring_overlap_slowdown(2, 0, 32));
-  EXPECT_NEAR(ring_share(2, 2, 32, true), 2.0 / 16.0, 0.2 * 2.0 / 16.0);
-  EXPECT_NEAR(ring_share(1, 2, 32, false), 32.0 / 16.0, 0.2 * 32.0 / 16.0);
+  EXPECT_NEAR(ring_share(2, 2), 2.0 / 16.0, 0.2 * 2.0 / 16.0);
+  EXPECT_NEAR(ring_share(1, 8), 8.0 / 16.0, 0.2 * 8.0 / 16.0);
+  EXPECT_EQ(ring_overlap_slowdown(1, 2, 32), ring_overlap_slowdown(1, 2, 16));
   // Across nodes the NVLink figure plays no part, and within one node the network figure none.
   EXPECT_EQ(ring_overlap_slowdown(2, 2, 32), ring_overlap_slowdown(2, 2, 8));
-  EXPECT_EQ(ring_overlap_slowdown(1, 2, 32), ring_overlap_slowdown(1, 8, 32));
+  EXPECT_EQ(ring_overlap_slowdown(1, 2, 8), ring_overlap_slowdown(1, 8, 8));
 }
 
 }  // namespace
