@@ -265,15 +265,16 @@ class RunState {
     if (held == state.aggressor_sms.end()) held = state.aggressor_sms.insert(held, {aggressor.sms, 0});
     held->second += delta;
     if (holds_sms(aggressor.tag)) state.sm_holders += delta;
+    const uint16_t sms_after = most_sms(state);
     // Rates depend only on the most SMs held and on whether any SM holder runs.
-    if (sms_before == most_sms(state) && (sm_holders_before > 0) == (state.sm_holders > 0)) return;
+    if (sms_before == sms_after && (sm_holders_before > 0) == (state.sm_holders > 0)) return;
     const Program& p = program(rank);
     for (StreamId s = 0; s < p.num_streams(); ++s) {
       if (!state.victim_running[s]) continue;
       const TaskId victim = p.stream_tasks(s)[state.stream_next[s]];
       const Task& v = p.kind(victim);
       const double old_rate = rate(sms_before, sm_holders_before, v);
-      if (old_rate == rate(state, v)) continue;
+      if (old_rate == rate(sms_after, state.sm_holders, v)) continue;
       state.remaining_ps[s] -= static_cast<double>((now_ - state.since[s]).picoseconds()) * old_rate;
       state.remaining_ps[s] = std::max(0.0, state.remaining_ps[s]);
       state.since[s] = now_;
