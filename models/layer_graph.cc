@@ -271,15 +271,19 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         break;
       }
       case Recipe::kCommunication: {
+        // What a collective keeps (its output, per operator; the inputs its kept readers read
+        // again) is freed once the gradient has passed back through it.
         if (f.backward_comm.collective == Collective::kNone) {
           // The gradient passes through unchanged (e.g. after a forward all-reduce).
           grad_in[r] = grad_out;
+          if (!grad_out.empty()) g.graph_[saver].released_by = grad_out.back();
           break;
         }
         Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kCommunication);
         bwd.comm = f.backward_comm;
         bwd.transient = f.backward_comm.size;
         grad_in[r] = {add_vertex(g, bwd, after)};
+        g.graph_[saver].released_by = grad_in[r].front();
         break;
       }
       case Recipe::kNoGradient:
@@ -297,6 +301,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     g.graph_[forward_id[input_holder_]].released_by = holder_release.back();
   }
 
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    PACELINE_CHECK(g.graph_[id].saved <= Bytes(0) || g.graph_[id].released_by != UINT32_MAX,
+                   "an op keeps activations that no backward op frees");
+  }
   // The construction above only adds edges forward in insertion order; check it is a DAG.
   std::vector<OpId> order;
   boost::topological_sort(g.graph_, std::back_inserter(order));

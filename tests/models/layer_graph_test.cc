@@ -150,6 +150,24 @@ TEST(LayerGraph, PerOperatorRecomputeKeepsEveryOtherMatmulAndTheAttentionOutput)
   EXPECT_GT(g.saved_activations(), build_transformer_layer(m, shard(1, false, Recompute::kFull), false).saved_activations());
 }
 
+TEST(LayerGraph, EveryKeptActivationIsFreedByABackwardOp) {
+  // Per operator with sequence parallelism the reduce-scatters keep their output; like every
+  // op that keeps bytes, they must name the backward op that frees them, or each micro-batch
+  // would leave its share behind.
+  const ModelSpec m = llama_like();
+  for (const Recompute recompute :
+       {Recompute::kNone, Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kFull}) {
+    const LayerGraph g = build_transformer_layer(m, shard(4, /*sp=*/true, recompute), false);
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      const Op& op = g.op(id);
+      if (op.saved <= Bytes(0)) continue;
+      ASSERT_NE(op.released_by, UINT32_MAX) << op.name;
+      EXPECT_NE(g.op(op.released_by).phase, Phase::kForward) << op.name;
+      EXPECT_NE(g.op(op.released_by).phase, Phase::kRecompute) << op.name;
+    }
+  }
+}
+
 TEST(LayerGraph, ForwardFlopsAreTwiceMatmulParametersPlusAttention) {
   // Llama 3 8B, one rank: forward FLOPs per token = 2·(matmul parameters of a layer) +
   // attention 4·s·d·heads·½ (causal) per token; element-wise ops add a little on top, so
