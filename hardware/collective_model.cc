@@ -70,23 +70,34 @@ CollectivePlan CollectiveModel::ring(Collective collective, Bytes size, std::spa
     plan.latency = cluster_.intra_node.latency * (passes * (n - 1.0));
     return plan;
   }
-  // One channel per rail the group's GPUs of a domain own: channel c enters each domain at
-  // its c-th member and leaves from the one before, so every rail carries one ring.
-  std::map<int, int> rails;
-  for (const int m : domains.front()) rails.emplace(topology_.rail_of(m), m);
-  const int channels = static_cast<int>(rails.size());
-  for (int c = 0; c < channels; ++c) {
+  // NCCL gives each channel a NIC of its own: channel c leaves every domain from the GPU at the
+  // position of the first of the group's GPUs behind NIC c in the first domain, so each NIC the
+  // group's GPUs own carries one ring (as many channels as NICs, however many GPUs share one).
+  const std::vector<size_t> exits = channel_exits(domains.front());
+  const double channels = static_cast<double>(exits.size());
+  for (const size_t exit : exits) {
     std::vector<int> order;
     for (const auto& domain : domains) {
       const size_t k = domain.size();
-      for (size_t i = 0; i < k; ++i) order.push_back(domain[(i + static_cast<size_t>(c)) % k]);
+      for (size_t i = 1; i <= k; ++i) order.push_back(domain[(exit + i) % k]);
     }
     for (size_t i = 0; i < order.size(); ++i) add_flow(phase, order[i], order[(i + 1) % order.size()], per_edge / channels);
   }
   plan.phases.push_back(std::move(phase.flows));
+  // NCCL's ring latency: of each pass's n − 1 steps, nodes − 1 cross the network.
   const Seconds network = cluster_.inter_node->nic.latency;
-  plan.latency = (cluster_.intra_node.latency * (n - nodes) + network * static_cast<double>(nodes)) * passes;
+  plan.latency = (cluster_.intra_node.latency * (n - nodes) + network * (nodes - 1.0)) * passes;
   return plan;
+}
+
+std::vector<size_t> CollectiveModel::channel_exits(std::span<const int> domain) const {
+  std::map<std::pair<int, int>, size_t> first_behind;  // (node, rail) → position
+  for (size_t j = 0; j < domain.size(); ++j) {
+    first_behind.emplace(std::make_pair(topology_.node_of(domain[j]), topology_.rail_of(domain[j])), j);
+  }
+  std::vector<size_t> exits;
+  for (const auto& [nic, position] : first_behind) exits.push_back(position);
+  return exits;
 }
 
 CollectivePlan CollectiveModel::tree(Bytes size, std::span<const int> members) const {
@@ -102,24 +113,27 @@ CollectivePlan CollectiveModel::tree(Bytes size, std::span<const int> members) c
       add_flow(phase, domain[i], domain[i + 1], size);
     }
   }
-  // Two binary trees over the domains, mirrored, each reducing and broadcasting half the data;
-  // tree t uses each domain's t-th member (another rail) as its leader.
-  for (int t = 0; t < 2; ++t) {
-    auto leader = [&](int position) {
-      const int d = t == 0 ? position : nodes - 1 - position;
-      const auto& domain = domains[d];
-      return domain[static_cast<size_t>(t) % domain.size()];
-    };
-    for (int child = 1; child < nodes; ++child) {
-      const int parent = (child - 1) / 2;
-      add_flow(phase, leader(child), leader(parent), size / 2.0);
-      add_flow(phase, leader(parent), leader(child), size / 2.0);
+  // Two binary trees over the domains, mirrored (NCCL's double binary tree), on every channel:
+  // each NIC of the group's GPUs carries both, each with its share of half the data.
+  const std::vector<size_t> exits = channel_exits(domains.front());
+  const Bytes per_tree = size / (2.0 * static_cast<double>(exits.size()));
+  for (const size_t exit : exits) {
+    for (int t = 0; t < 2; ++t) {
+      auto leader = [&](int position) {
+        const auto& domain = domains[t == 0 ? position : nodes - 1 - position];
+        return domain[exit % domain.size()];
+      };
+      for (int child = 1; child < nodes; ++child) {
+        const int parent = (child - 1) / 2;
+        add_flow(phase, leader(child), leader(parent), per_tree);
+        add_flow(phase, leader(parent), leader(child), per_tree);
+      }
     }
   }
   plan.phases.push_back(std::move(phase.flows));
   const double k = static_cast<double>(domains.front().size());
   plan.latency = cluster_.intra_node.latency * (2.0 * (k - 1.0)) +
-                 cluster_.inter_node->nic.latency * (2.0 * std::ceil(std::log2(static_cast<double>(nodes))));
+                 cluster_.inter_node->nic.latency * (2.0 * std::floor(std::log2(static_cast<double>(nodes))));
   return plan;
 }
 

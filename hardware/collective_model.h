@@ -5,9 +5,10 @@
 //
 //   ring          all-reduce, all-gather, reduce-scatter. Each member sends to the next; edges
 //                 carry 2(n−1)/n·S (all-reduce) or (n−1)/n·S. Across NVLink domains the ring is
-//                 split into channels, one per rail the group's GPUs own, each carrying S/C.
+//                 split into channels, one per NIC the group's GPUs sit behind, each carrying S/C.
 //   tree          all-reduce across domains: a chain inside each domain and two binary trees
-//                 over the domains (NCCL's double binary tree), each carrying half the data.
+//                 over the domains (NCCL's double binary tree), each carrying half the data,
+//                 on every NIC the group's GPUs sit behind.
 //   hierarchical  all-reduce: reduce-scatter inside each domain, all-reduce of each 1/k shard
 //                 across domains (k rings, one per local GPU), all-gather inside each domain.
 //   nvls          all-reduce inside an NVLink domain whose switches reduce (NVLink SHARP):
@@ -106,6 +107,9 @@ class CollectiveModel {
   CollectivePlan direct(Collective collective, Bytes size, std::span<const int> members) const;
   // The members grouped by NVLink domain, in group order.
   std::vector<std::vector<int>> by_domain(std::span<const int> members) const;
+  // One channel per NIC the domain's members sit behind: the position of the first member
+  // behind each, in (node, rail) order.
+  std::vector<size_t> channel_exits(std::span<const int> domain) const;
 
   const ClusterSpec& cluster_;
   const Topology& topology_;

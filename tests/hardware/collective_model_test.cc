@@ -103,18 +103,53 @@ TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
   const Topology topology(c);
   const CollectiveModel model(c, topology);
   const CollectivePlan ring = model.plan(Collective::kAllReduce, GiB(1), range(0, 128, 8), CollectiveAlgorithm::kRing);
-  // 2(n−1)/n·S at 50 GB/s plus 2·16 network steps of 10 us.
-  EXPECT_NEAR(model.time(ring) / Seconds(1), 2.0 * 15 / 16 * (GiB(1) / Bytes(1)) / 50e9 + 2 * 16 * 10e-6, 1e-9);
+  // 2(n−1)/n·S at 50 GB/s plus NCCL's 2·(16 − 1) network steps of 10 us.
+  EXPECT_NEAR(model.time(ring) / Seconds(1), 2.0 * 15 / 16 * (GiB(1) / Bytes(1)) / 50e9 + 2 * 15 * 10e-6, 1e-9);
+}
+
+TEST(CollectiveModel, RingChannelsLeaveThroughEveryNicWhenGpusShareThem) {
+  // 3 nodes of 8 GPUs with 4 NICs (two GPUs behind each): 4 channels, one per NIC, each
+  // carrying a quarter of 2(n−1)/n·S across the network: 4 NICs of 50 GB/s, not 2 of them.
+  const YamlDocument doc = load_yaml_text(
+      "gpu: h100-sxm5-80gb\nnodes: 3\ngpus_per_node: 8\n"
+      "intra_node: {bandwidth: 4000 GB/s, latency: 3 us, bandwidth_efficiency: 1.0}\n"
+      "inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}\n",
+      "c.yaml");
+  YamlMap map(doc.root, doc.file, "cluster");
+  const ClusterSpec four_nics = read_cluster(map);
+  const Topology topology(four_nics);
+  const CollectiveModel model(four_nics, topology);
+  const double s = GiB(1) / Bytes(1);
+  const CollectivePlan ring = model.plan(Collective::kAllReduce, GiB(1), range(0, 24), CollectiveAlgorithm::kRing);
+  const double latency = 2 * (24 - 3) * 3e-6 + 2 * 2 * 10e-6;
+  EXPECT_NEAR(model.time(ring) / Seconds(1), 2.0 * 23 / 24 * s / 4 / 50e9 + latency, 1e-9);
+}
+
+TEST(CollectiveModel, TreeAllReduceRunsBothTreesOnEveryNic) {
+  // 16 full nodes: each of the 8 NICs carries both trees with S/16 each way per edge; a node is
+  // interior in one tree and a leaf in the other, so its NIC sends 4·S/16 = S/4 at 50 GB/s,
+  // as long as each GPU's 2·S up and down the chain in its node takes at 400 GB/s. Latency:
+  // 2·7 NVLink steps and 2·log2(16) network steps.
+  const ClusterSpec c = cluster_of(16);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double s = GiB(1) / Bytes(1);
+  const CollectivePlan tree = model.plan(Collective::kAllReduce, GiB(1), range(0, 128), CollectiveAlgorithm::kTree);
+  EXPECT_NEAR(model.time(tree) / Seconds(1), s / 4 / 50e9 + 2 * 7 * 3e-6 + 2 * 4 * 10e-6, 1e-9);
 }
 
 TEST(CollectiveModel, AllReduceAcrossNodesChoosesTheFasterOfRingAndTree) {
   // A small buffer over many nodes is latency-bound: the tree's 2·log2(64) network steps beat
-  // the ring's 2·64; a large one is bandwidth-bound, where the ring's channels win.
+  // the ring's 2·63. Over full nodes a large one moves as many bytes per link either way.
   const ClusterSpec c = cluster_of(64);
   const Topology topology(c);
   const CollectiveModel model(c, topology);
   EXPECT_EQ(model.plan(Collective::kAllReduce, KiB(64), range(0, 512, 8)).algorithm, CollectiveAlgorithm::kTree);
-  EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(4), range(0, 512)).algorithm, CollectiveAlgorithm::kRing);
+  const CollectivePlan ring = model.plan(Collective::kAllReduce, GiB(4), range(0, 512), CollectiveAlgorithm::kRing);
+  const CollectivePlan tree = model.plan(Collective::kAllReduce, GiB(4), range(0, 512), CollectiveAlgorithm::kTree);
+  EXPECT_NEAR((model.time(tree) - tree.latency) / (model.time(ring) - ring.latency), 1.0, 0.01);
+  // The ring's 2·(512 − 64) NVLink and 2·63 network steps then decide.
+  EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(4), range(0, 512)).algorithm, CollectiveAlgorithm::kTree);
 }
 
 TEST(CollectiveModel, HierarchicalAllReduceOver128Nodes) {

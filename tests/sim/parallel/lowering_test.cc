@@ -345,18 +345,19 @@ parallelism: {dp: 16, zero: 3, fsdp_prefetch: 0}
 training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
 )";
 
-// kZero3Gpt with its gradients all-reduced in buckets of `bucket` elements.
+// kZero3Gpt with its gradients all-reduced, on rings, in buckets of `bucket` elements.
 Prediction all_reduced_in_buckets(int64_t bucket) {
   std::string text(kZero3Gpt);
   text.insert(text.find("fsdp_prefetch"), "fsdp_gradient_reduce: all_reduce, ");
+  text.insert(text.find("training"), "collectives: {all_reduce: ring}\n");
   text.insert(text.find("seq_len"), fmt::format("grad_bucket_parameters: {}, ", bucket));
   return simulate(scenario_of(text));
 }
 
 TEST(Lowering, AllReducedGradientsMoveTwiceTheBytesOfReduceScattered) {
   // Each block's gradients reduce-scattered after its backward, or all of them all-reduced in one
-  // bucket after the last: the all-reduce sends each byte twice (reduce, then broadcast), so it
-  // takes about twice as long as the reduce-scatters together, and the step longer.
+  // bucket after the last: the ring all-reduce sends each byte twice (reduce, then broadcast),
+  // so it takes about twice as long as the reduce-scatters together, and the step longer.
   const Prediction scattered = simulate(scenario_of(std::string(kZero3Gpt)));
   const Prediction all = all_reduced_in_buckets(int64_t{10'000'000'000});
   const std::vector<double> scatter_s = span_seconds(scattered, "fsdp.gradient_reduce_scatter");
