@@ -20,6 +20,11 @@ void check_link(YamlMap& map, const LinkSpec& link) {
   if (link.bandwidth_efficiency <= 0.0 || link.bandwidth_efficiency > 1.0) {
     map.fail("bandwidth_efficiency", fmt::format("= {} must be a fraction in (0, 1]", link.bandwidth_efficiency));
   }
+  // Bus bandwidth counts 2(n−1)/n·S against the line rate: NVLS reaches a little over 1.
+  if (link.nvls_bus_efficiency < 0.0 || link.nvls_bus_efficiency > 2.0) {
+    map.fail("nvls_bus_efficiency", fmt::format("= {} must be in (0, 2]", link.nvls_bus_efficiency));
+  }
+  if (link.nvls_latency < Seconds(0)) map.fail("nvls_latency", "must not be negative");
 }
 
 LinkSpec read_link_file(const std::string& path) {
@@ -34,6 +39,8 @@ LinkSpec read_link_file(const std::string& path) {
   link.bandwidth = internal::read_sourced_required<BytesPerSecond>(map, "bandwidth", field_sources, "");
   link.latency = internal::read_sourced_required<Seconds>(map, "latency", field_sources, "");
   link.bandwidth_efficiency = internal::read_sourced_required<double>(map, "bandwidth_efficiency", field_sources, "");
+  link.nvls_bus_efficiency = internal::read_sourced<double>(map, "nvls_bus_efficiency", field_sources, "").value_or(0.0);
+  link.nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", field_sources, "").value_or(Seconds(0));
   check_link(map, link);
   map.finish();
   return link;
@@ -61,7 +68,11 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   link.bandwidth = bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
   link.latency = latency.value_or(base ? base->latency : Seconds(0));
   link.bandwidth_efficiency = efficiency.value_or(base ? base->bandwidth_efficiency : 1.0);
-  if (bandwidth || latency || efficiency) link.name = "inline";
+  const auto nvls_efficiency = internal::read_sourced<double>(map, "nvls_bus_efficiency", unused, "");
+  const auto nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", unused, "");
+  link.nvls_bus_efficiency = nvls_efficiency.value_or(base ? base->nvls_bus_efficiency : 0.0);
+  link.nvls_latency = nvls_latency.value_or(base ? base->nvls_latency : Seconds(0));
+  if (bandwidth || latency || efficiency || nvls_efficiency || nvls_latency) link.name = "inline";
   check_link(map, link);
   return link;
 }
@@ -171,6 +182,11 @@ ClusterSpec read_cluster(YamlMap& map) {
                                           cluster.gpus_per_node));
   }
   cluster.nvls = map.get<bool>("nvls", system ? system->nvls : false);
+  if (cluster.nvls && !(cluster.intra_node.nvls_bus_efficiency > 0.0)) {
+    map.fail("nvls", fmt::format("= true needs NVLS figures on the intra-node link {} (nvls_bus_efficiency and "
+                                 "nvls_latency, as the nvlink4 and nvlink5 catalog links give)",
+                                 cluster.intra_node.name));
+  }
   // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
   // (default: the catalog GPU the profile is named after, else this cluster's GPU).
   const std::string profile = map.get<std::string>("profile", cluster.gpu.profile);

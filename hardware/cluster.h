@@ -27,6 +27,11 @@ struct LinkSpec {
   BytesPerSecond bandwidth;    // per GPU (intra-node) or per NIC (network), per direction
   Seconds latency;             // per step of a collective
   double bandwidth_efficiency = 1.0;  // fraction of `bandwidth` large collectives reach
+  // Intra-node links whose switches reduce (NVLink SHARP): a large NVLS all-reduce's bus
+  // bandwidth (nccl-tests busbw, 2(n−1)/n·S over its time) as a fraction of `bandwidth`, and its
+  // latency, one step for the whole collective. Zero where the link has no figures.
+  double nvls_bus_efficiency = 0.0;
+  Seconds nvls_latency;
   BytesPerSecond effective_bandwidth() const { return bandwidth * bandwidth_efficiency; }
 };
 

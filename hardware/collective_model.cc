@@ -169,11 +169,16 @@ CollectivePlan CollectiveModel::nvls(Bytes size, std::span<const int> members) c
   CollectivePlan plan;
   plan.algorithm = CollectiveAlgorithm::kNvls;
   plan.phases.emplace_back();
+  // Every GPU sends into the switch and receives back; timed at the measured NVLS bus bandwidth
+  // (2(n−1)/n·S at nvls_bus_efficiency of the line rate) on ports that carry bandwidth_efficiency.
+  const LinkSpec& link = cluster_.intra_node;
+  const double n = static_cast<double>(members.size());
+  const Bytes sent = size * (2.0 * (n - 1.0) / n * link.bandwidth_efficiency / link.nvls_bus_efficiency);
   for (const int m : members) {
-    plan.phases.back().push_back(Flow{.path = {topology_.nvlink_tx(m)}, .size = size, .from = m});
-    plan.phases.back().push_back(Flow{.path = {topology_.nvlink_rx(m)}, .size = size, .to = m});
+    plan.phases.back().push_back(Flow{.path = {topology_.nvlink_tx(m)}, .size = sent, .from = m});
+    plan.phases.back().push_back(Flow{.path = {topology_.nvlink_rx(m)}, .size = sent, .to = m});
   }
-  plan.latency = cluster_.intra_node.latency * 2.0;
+  plan.latency = link.nvls_latency;
   return plan;
 }
 
@@ -217,7 +222,15 @@ CollectiveModel::Resolved CollectiveModel::resolve(Collective collective, Bytes 
       if ((chosen == CollectiveAlgorithm::kTree || chosen == CollectiveAlgorithm::kHierarchical) && !one_domain) {
         return {chosen};
       }
-      if (one_domain) return {cluster_.nvls ? CollectiveAlgorithm::kNvls : CollectiveAlgorithm::kRing};
+      if (one_domain && !cluster_.nvls) return {CollectiveAlgorithm::kRing};
+      if (one_domain) {
+        // NVLS's one long step against the ring's many short ones: small groups and small
+        // buffers can be faster on the ring.
+        CollectivePlan by_ring = ring(collective, size, members);
+        CollectivePlan by_nvls = nvls(size, members);
+        if (time(by_ring) < time(by_nvls)) return {CollectiveAlgorithm::kRing, std::move(by_ring)};
+        return {CollectiveAlgorithm::kNvls, std::move(by_nvls)};
+      }
       {
         // Both planned to be timed: the faster plan is the one used.
         CollectivePlan by_ring = ring(collective, size, members);

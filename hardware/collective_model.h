@@ -12,15 +12,16 @@
 //   hierarchical  all-reduce: reduce-scatter inside each domain, all-reduce of each 1/k shard
 //                 across domains (k rings, one per local GPU), all-gather inside each domain.
 //   nvls          all-reduce inside an NVLink domain whose switches reduce (NVLink SHARP):
-//                 each GPU sends S to the switch and receives S back.
+//                 each GPU sends to the switch and receives back, at the link's measured NVLS
+//                 bus bandwidth, in one step of the link's NVLS latency.
 //   direct        all-to-all (every pair exchanges S/(n−1)) and send/recv (a ring shift: each
 //                 member sends S to the next; a pipeline link is the two-member case).
 //
 // Without contention a collective takes its latency plus the time its phases' flows need when
 // they share links max-min fairly (hardware/max_min.h) — the `symmetric` fidelity's cost, and
 // exactly what the flow network of `full` fidelity gives a collective running alone. `auto`
-// picks like NCCL's tuner: the fastest estimate among the algorithms the group can use (NVLS
-// inside a domain that has it, ring or tree across domains), overridable per collective.
+// picks like NCCL's tuner: the fastest estimate among the algorithms the group can use (ring or
+// NVLS inside a domain that has it, ring or tree across domains), overridable per collective.
 //
 // Where the cluster's profile holds a measured link profile for a collective over a group of
 // that size inside one node (paceline-calibrate's nccl-tests-style `collectives` table), it

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // What the collective model divides by and scales with.
   if (!(link.bandwidth > BytesPerSecond(0)) || link.latency < Seconds(0) || !(link.bandwidth_efficiency > 0.0) ||
-      link.bandwidth_efficiency > 1.0) {
+      link.bandwidth_efficiency > 1.0 || !(link.nvls_bus_efficiency >= 0.0) || link.nvls_bus_efficiency > 2.0 ||
+      link.nvls_latency < Seconds(0)) {
     fuzz::fail("a link read with a bandwidth, latency or efficiency out of range");
   }
   return 0;

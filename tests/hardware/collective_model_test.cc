@@ -8,6 +8,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "base/input_error.h"
 #include "base/yaml_reader.h"
 #include "hardware/max_min.h"
 #include "tests/support/temp_path.h"
@@ -86,15 +87,32 @@ TEST(CollectiveModel, AllGatherAndReduceScatterAreHalfAnAllReduce) {
   EXPECT_NEAR(model.time(Collective::kReduceScatter, GiB(1), range(0, 8)) / Seconds(1), expected, 1e-12);
 }
 
-TEST(CollectiveModel, NvlinkSharpSendsTheBufferOnceEachWay) {
-  // NVLS: every GPU sends S into the switch and receives S: S/B + 2α, against a ring's
-  // 2(n−1)/n·S/B.
-  const ClusterSpec c = cluster_of(1, "nvls: true\n");
+TEST(CollectiveModel, NvlinkSharpRunsAtTheLinksMeasuredBusBandwidthInOneStep) {
+  // NVLS: 2(n−1)/n·S at the link's NVLS bus bandwidth (here 1.2 of 400 GB/s) plus its one
+  // 25 us step, against a ring's 2(n−1)/n·S at 400 GB/s plus 2(n−1) steps of 3 us.
+  const YamlDocument doc = load_yaml_text(
+      "gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\n"
+      "intra_node: {bandwidth: 400 GB/s, latency: 3 us, bandwidth_efficiency: 1.0, nvls_bus_efficiency: 1.2, "
+      "nvls_latency: 25 us}\n",
+      "c.yaml");
+  YamlMap map(doc.root, doc.file, "cluster");
+  const ClusterSpec c = read_cluster(map);
   const Topology topology(c);
   const CollectiveModel model(c, topology);
+  const double bus = 2.0 * 7 / 8 * (GiB(1) / Bytes(1));
   EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(1), range(0, 8)).algorithm, CollectiveAlgorithm::kNvls);
-  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 8)) / Seconds(1),
-              (GiB(1) / Bytes(1)) / 400e9 + 2 * 3e-6, 1e-12);
+  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 8)) / Seconds(1), bus / (1.2 * 400e9) + 25e-6,
+              1e-12);
+  // A small buffer over two GPUs: the ring's 2 steps of 3 us beat NVLS's 25 us.
+  EXPECT_EQ(model.plan(Collective::kAllReduce, KiB(64), range(0, 2)).algorithm, CollectiveAlgorithm::kRing);
+}
+
+TEST(CollectiveModel, NvlinkSharpNeedsTheLinksFigures) {
+  const YamlDocument doc = load_yaml_text(
+      "gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\n"
+      "intra_node: {link: nvlink3}\n", "c.yaml");
+  YamlMap map(doc.root, doc.file, "cluster");
+  EXPECT_THROW(read_cluster(map), InputError);
 }
 
 TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
