@@ -678,7 +678,9 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
                                              false, shard.activation_dtype, shard.attention_kernel},
                               4.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S * m.head_dim * 0.5,
                               qkv_bytes, output, statistics, scattered);
-  f.op.saved = qkv_bytes + statistics;
+  // Backward reads the kernel's own output, which the projection, reading it after the
+  // all-to-all, does not keep.
+  f.op.saved = qkv_bytes + statistics + output;
   f.checkpoint_bytes = qkv_bytes;
   const int core = b.add(f);
   // All but this rank's share of the output goes back to the ranks whose tokens it is.
@@ -752,6 +754,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   causal_fraction;
     int previous = last;
     const Bytes kv_block = elements(T * 2.0 * attended_kv_width, d.e);
+    // Backward reads the attention's output too. The projection keeps that very tensor unless
+    // it keeps an fp8 cast of it or an eager copy in token-major layout: then it is kept here.
+    const bool projection_keeps_output = !shard.fp8 && d.fusion != Fusion::kEager;
+    const Bytes kept_output = projection_keeps_output ? Bytes(0) : elements(T * q_width, d.e);
     const bool gathered = shard.cp_comm == ContextComm::kAllGather;
     // An exchange waited for where it is issued sits between the block before it and the block
     // after it: its forward copy and its backward copy each hold up the next block.
@@ -772,8 +778,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                                 m.head_dim, step == 0, false, shard.activation_dtype,
                                                 shard.attention_kernel},
                                  attention_flop, qkv_bytes, elements(T * q_width, d.e), statistics, previous);
-      // Q, K, V and the softmax statistics are kept once.
-      f.op.saved = step == 0 ? qkv_bytes + statistics : Bytes(0);
+      // Q, K, V, the softmax statistics (and the output) are kept once.
+      f.op.saved = step == 0 ? qkv_bytes + statistics + kept_output : Bytes(0);
       f.checkpoint_bytes = step == 0 ? qkv_bytes : Bytes(0);
       f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
       if (kv_in >= 0 && (step > 0 || !beside)) f.inputs.push_back(kv_in);
@@ -847,9 +853,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     av.op.gemm = GemmShape{s, m.head_dim, s, shard.micro_batch * heads, shard.activation_dtype};
     av.op.flop = Flop(2.0 * scores * m.head_dim);
     av.op.bytes = elements(scores + 2.0 * T * q_width, d.e);
-    // Keeps V (its checkpoint) and the (dropped-out) probabilities.
+    // Keeps V (its checkpoint) and the dropped-out probabilities; without dropout it reads the
+    // softmax's output, which the softmax keeps.
     av.checkpoint_bytes = elements(T * attended_kv_width, d.e);
-    av.op.saved = av.checkpoint_bytes + elements(scores, d.e);
+    av.op.saved = av.checkpoint_bytes + (m.dropout > 0.0 ? elements(scores, d.e) : Bytes(0));
     av.recipe = Recipe::kActivationGemm;
     av.recompute_selective = true;
     av.inputs = {probs, last};

@@ -90,6 +90,43 @@ TEST(LayerGraph, UnfusedAttentionKeepsTheScoreTensors) {
   EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1), sbh(m, s) * 34.0 / 2.0);
 }
 
+TEST(LayerGraph, UnfusedAttentionWithoutDropoutKeepsTheProbabilitiesOnce) {
+  // Without attention dropout the softmax's output is the tensor the ·V product reads: kept
+  // once, 2·a·s²·b bytes instead of the 5·a·s²·b of softmax output, mask and dropped-out copy;
+  // the two other dropout masks (sbh each) go too: Korthikanti's 34 + 5as/h becomes 32 + 2as/h.
+  ModelSpec m = gpt_like();
+  m.dropout = 0.0;
+  LayerShard s = shard(1, /*sp=*/false);
+  s.attention_kernel = AttentionKernel::kUnfused;
+  const double a = m.heads, h = static_cast<double>(m.hidden), seq = static_cast<double>(s.seq_len);
+  EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1),
+                   sbh(m, s) * (32.0 + 2.0 * a * seq / h));
+}
+
+TEST(LayerGraph, FusedAttentionKeepsItsOutputWhenTheProjectionKeepsAnotherTensor) {
+  // Flash attention's backward reads its output. In bf16 the output projection keeps that very
+  // tensor; keeping an fp8 cast of it, or (eager) a token-major copy, it does not, and the
+  // attention keeps the 2·T·q bytes of the output itself.
+  const ModelSpec m = llama_like();
+  const LayerShard bf16 = shard(1, false);
+  const double output = 2.0 * 2048 * m.hidden * 2.0;
+  auto kept_by = [](const LayerGraph& g, std::string_view name) {
+    for (const OpId id : g.ops(Phase::kForward)) {
+      if (g.op(id).name == name) return g.op(id).saved / Bytes(1);
+    }
+    return -1.0;
+  };
+  const LayerGraph plain = build_transformer_layer(m, bf16, false);
+  LayerShard fp8 = bf16;
+  fp8.fp8 = true;
+  LayerShard eager = bf16;
+  eager.fusion = Fusion::kEager;
+  for (const LayerShard& other : {fp8, eager}) {
+    const LayerGraph g = build_transformer_layer(m, other, false);
+    EXPECT_DOUBLE_EQ(kept_by(g, "attn.core") - kept_by(plain, "attn.core"), output);
+  }
+}
+
 TEST(LayerGraph, SelectiveRecomputeRunsTheFusedAttentionCoreTwice) {
   // Flash attention under selective recompute: the core's forward runs again before its
   // backward; the layer keeps Q, K, V and the attention output as without, and not the softmax
