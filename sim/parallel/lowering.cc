@@ -262,8 +262,15 @@ class StageBuilder {
   // once the block holding its last gradient has finished its backward.
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
     if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
-      step_collective(Collective::kReduceScatter, gradient_bytes(plans.parameters), GroupKind::kDataShard,
-                      "fsdp.gradient_reduce_scatter", {backward_done});
+      step_collective(Collective::kReduceScatter, gradient_bytes(plans.parameters - plans.expert_parameters),
+                      GroupKind::kDataShard, "fsdp.gradient_reduce_scatter", {backward_done});
+      // Experts are sharded over their own data-parallel group (torchtitan shards them with an
+      // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
+      // rank holds the only copy of its experts.
+      if (plans.expert_parameters > 0 && expert_data_ranks() > 1) {
+        step_collective(Collective::kReduceScatter, gradient_bytes(plans.expert_parameters), GroupKind::kExpertData,
+                        "fsdp.expert_gradient_reduce_scatter", {backward_done});
+      }
       return;
     }
     const std::vector<int64_t>& tensors = plans.graph->weight_tensors;
@@ -280,6 +287,12 @@ class StageBuilder {
     step_collective(Collective::kAllReduce, gradient_bytes(gradient_bucket_elements_), GroupKind::kDataShard,
                     "fsdp.gradient_all_reduce", {gradient_bucket_ready_});
     gradient_bucket_elements_ = 0;
+  }
+
+  // The ranks holding copies of the same experts.
+  int expert_data_ranks() const {
+    const Parallelism& p = c_.scenario.parallelism;
+    return p.tp * p.dp * p.cp / p.ep;
   }
 
   // The bytes of `elements` gradients in the training's gradient dtype.
@@ -659,7 +672,8 @@ void StageBuilder::step() {
                                            GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,
                                            {fsdp() ? last_compute_ : reductions.back()}));
     }
-    if (bucket.expert > 0 && p.tp * p.dp * p.cp / p.ep > 1) {
+    // Per-micro-batch ZeRO-3 reduced the experts' gradients with the rest of their block's.
+    if (bucket.expert > 0 && expert_data_ranks() > 1 && !fsdp()) {
       reductions.push_back(step_collective(p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
                                            GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket.ready));
     }

@@ -284,16 +284,20 @@ double LayoutBounds::fsdp_stream_s(const Layout& l) {
   // As sim/parallel/lowering.cc sizes them: weights at the working precision, gradients at the
   // accumulation precision, over the ZeRO shard group (dp·cp ranks).
   const ParameterBytes bytes = parameter_bytes(base_.training);
+  // Experts' gradients are reduce-scattered over the ranks holding the same experts.
   const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
+  const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
   double per_microbatch = 0.0;
   for (const VirtualStage& v : blocks_of(l.virtual_stages)) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
       if (v.count[kind] == 0) continue;
       const double held = static_cast<double>(parameters[kind]);
+      const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
       const Seconds gather =
           collectives_.time(Collective::kAllGather, Bytes(held * bytes.weight), shard);
       const Seconds reduce =
-          collectives_.time(Collective::kReduceScatter, Bytes(held * bytes.gradient), shard);
+          collectives_.time(Collective::kReduceScatter, Bytes((held - experts) * bytes.gradient), shard) +
+          collectives_.time(Collective::kReduceScatter, Bytes(experts * bytes.gradient), expert_data);
       per_microbatch += v.count[kind] * (2.0 * (gather / Seconds(1)) + reduce / Seconds(1));
     }
   }

@@ -578,3 +578,35 @@ training: {global_batch: 8, seq_len: 4096}
 
 }  // namespace
 }  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(Lowering, FsdpReducesExpertGradientsOnceOverTheirOwnGroup) {
+  // ZeRO-3 without pipelining, experts over EP 4 of 8 data-parallel ranks: each micro-batch
+  // reduce-scatters the block's other gradients over the 8 and its experts' over the 2 ranks
+  // holding the same experts; the step reduces nothing again.
+  const Prediction p = simulate(scenario_of(R"(model:
+  name: moe
+  layers: 2
+  hidden: 2048
+  heads: 16
+  ffn_hidden: 8192
+  vocab: 32000
+  seq_len: 2048
+  activation: swiglu
+  norm: rmsnorm
+  position: rope
+  moe: {experts: 8, top_k: 2, ffn_hidden: 4096}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, ep: 4, zero: 3}
+training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
+)"));
+  const size_t per_step = 2 * 2;  // micro-batches × MoE blocks
+  EXPECT_EQ(span_seconds(p, "fsdp.expert_gradient_reduce_scatter").size(), per_step);
+  EXPECT_GE(span_seconds(p, "fsdp.gradient_reduce_scatter").size(), per_step);
+  EXPECT_TRUE(span_seconds(p, "dp.expert_gradient_reduce bucket 0").empty());
+}
+
+}  // namespace
+}  // namespace paceline
