@@ -35,7 +35,7 @@ ParameterBytes parameter_bytes(const Training& training);
 // Which of a rank's states are divided over its ZeRO shard group.
 struct Sharding {
   bool weights = false;    // ZeRO-3
-  bool gradients = false;  // ZeRO-2 (and ZeRO-3 without pipelining)
+  bool gradients = false;  // ZeRO-2 and ZeRO-3 without pipelining
   bool optimizer = false;  // ZeRO-1 and up
 };
 

@@ -33,7 +33,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.repeat_kv = s.training.repeat_kv;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
-  shard.gradient_buffer = gradient_buffer(s.training, s.parallelism.zero);
+  shard.gradient_buffer = gradient_buffer(s.training, s.parallelism);
   return shard;
 }
 
@@ -43,8 +43,8 @@ LayerShard kept_layer_shard(const Scenario& s) {
   return shard;
 }
 
-std::optional<DType> gradient_buffer(const Training& training, int zero) {
-  if (zero >= 3) return std::nullopt;
+std::optional<DType> gradient_buffer(const Training& training, const Parallelism& parallelism) {
+  if (parallelism.zero >= 3 || parallelism.reduces_gradients_per_microbatch()) return std::nullopt;
   return training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
 }
 
@@ -348,6 +348,7 @@ class StageBuilder {
   // gradients reduced after the last micro-batch (torchtitan's policy for FSDP with PP: no
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
+  bool per_microbatch_reduce() const { return c_.scenario.parallelism.reduces_gradients_per_microbatch(); }
   // All-gathers of `sizes` for a pass over block `b`, the first after `after`, each after the one
   // before (DeepSpeed synchronized the GPU before each); returns the last. `held`: the gathered
   // weights stay until the pass over the block ends, else they take the place of ones freed.
@@ -597,10 +598,10 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     gradient = instance.exits;
     if (!input_only) {
       last_backward_[{chunk, block.block}] = instance.last_compute;
-      if (fsdp()) reduce_block_gradients(plans, instance.last_compute);
+      if (per_microbatch_reduce()) reduce_block_gradients(plans, instance.last_compute);
     }
   }
-  if (fsdp() && !input_only) reduce_gradient_bucket();
+  if (per_microbatch_reduce() && !input_only) reduce_gradient_bucket();
   if (vs > 0) {
     pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(), microbatch,
                       vs, gradient);
@@ -619,9 +620,9 @@ void StageBuilder::weight(int microbatch, int chunk) {
                                           nullptr, free_at_exit);
     backward_ops_.erase(key);
     last_backward_[{chunk, block.block}] = instance.last_compute;
-    if (fsdp()) reduce_block_gradients(plans, instance.last_compute);
+    if (per_microbatch_reduce()) reduce_block_gradients(plans, instance.last_compute);
   }
-  if (fsdp()) reduce_gradient_bucket();
+  if (per_microbatch_reduce()) reduce_gradient_bucket();
 }
 
 // After the last backward: data-parallel gradient reduction, the tied-embedding gradient
@@ -662,7 +663,7 @@ void StageBuilder::step() {
     if (p.zero == 0) {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
                                            "dp.gradient_all_reduce" + suffix, bucket.ready));
-    } else if (!fsdp()) {
+    } else if (!per_microbatch_reduce()) {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                            "dp.gradient_reduce_scatter" + suffix, bucket.ready));
     }
@@ -670,10 +671,10 @@ void StageBuilder::step() {
       // HSDP: shards are all-reduced across the replicas.
       reductions.push_back(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
                                            GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,
-                                           {fsdp() ? last_compute_ : reductions.back()}));
+                                           {per_microbatch_reduce() ? last_compute_ : reductions.back()}));
     }
-    // Per-micro-batch ZeRO-3 reduced the experts' gradients with the rest of their block's.
-    if (bucket.expert > 0 && expert_data_ranks() > 1 && !fsdp()) {
+    // Reduced per micro-batch, the experts' gradients went with the rest of their block's.
+    if (bucket.expert > 0 && expert_data_ranks() > 1 && !per_microbatch_reduce()) {
       reductions.push_back(step_collective(p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
                                            GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket.ready));
     }
@@ -702,7 +703,7 @@ void StageBuilder::step() {
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
   const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
   // The step also zeroes the gradient buffer for the next one.
-  const double zeroed = p.zero >= 2 ? bytes.gradient / shard : bytes.gradient;
+  const double zeroed = per_microbatch_reduce() ? bytes.gradient / shard : bytes.gradient;
   LoneTask optimizer;
   optimizer.stream = StreamKind::kCompute;
   optimizer.duration = c_.pricer.timer()

@@ -100,9 +100,10 @@ struct OptimizerStep {
 };
 OptimizerStep optimizer_step(const Training& training, double gradient_bytes, double weight_bytes);
 
-// The buffer that weight-gradient GEMMs add into, in its dtype: below ZeRO-3 the gradients are
-// accumulated in place (Megatron-LM's gradient-accumulation fusion); under it, none.
-std::optional<DType> gradient_buffer(const Training& training, int zero);
+// The buffer that weight-gradient GEMMs add into, in its dtype: where a stage accumulates whole
+// gradients below ZeRO-3 they are accumulated in place (Megatron-LM's gradient-accumulation
+// fusion); under ZeRO-3, or where each micro-batch's gradients are reduced, none.
+std::optional<DType> gradient_buffer(const Training& training, const Parallelism& parallelism);
 
 // Whether ZeRO stage `zero` over `pp` pipeline stages gathers weights and reduces gradients per
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.

@@ -69,6 +69,12 @@ struct Parallelism {
   int zero_shard = 1;  // shard over groups of this many data-parallel ranks (HSDP when < dp·cp)
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
   std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
+
+  // Whether each micro-batch's gradients are reduced as its backward produces them, every rank
+  // accumulating only its shard: ZeRO-2 and ZeRO-3 without pipelining (DeepSpeed's stage 2
+  // reduces every micro-step, PyTorch FSDP reduce-scatters every backward). With pipelining a
+  // stage keeps whole gradients over the micro-batches and reduces them in the step.
+  bool reduces_gradients_per_microbatch() const { return zero >= 2 && pp == 1; }
 };
 
 struct Training {

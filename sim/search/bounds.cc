@@ -67,11 +67,11 @@ std::unique_ptr<LayoutBounds> LayoutBounds::fork() const {
 }
 
 LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
-  // One graph serves layouts with and without a gradient buffer (ZeRO-3 or not): its weight
-  // gradients write fresh tensors, and are priced a second time adding into the buffer.
+  // One graph serves layouts with and without a gradient buffer: its weight gradients write
+  // fresh tensors, and are priced a second time adding into the buffer (as without ZeRO).
   LayerShard shard = layer_shard(with_layout(base_, layout));
   shard.gradient_buffer.reset();
-  const std::optional<DType> buffer = gradient_buffer(base_.training, /*zero=*/0);
+  const std::optional<DType> buffer = gradient_buffer(base_.training, Parallelism{});
   auto facts_of = [&](LayerGraph graph) {
     auto facts = std::make_shared<BlockFacts>();
     facts->graph = std::make_shared<const LayerGraph>(std::move(graph));
@@ -124,7 +124,7 @@ const LayoutBounds::ShardFacts& LayoutBounds::shard_facts(const Layout& l) {
 const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& LayoutBounds::block_times(
     const Layout& l, Detail detail) {
   const bool zero_bubble = l.schedule == Schedule::kZeroBubble;
-  const bool buffered = gradient_buffer(base_.training, l.zero).has_value();
+  const bool buffered = gradient_buffer(base_.training, layout_parallelism(l, base_)).has_value();
   if (detail == Detail::kKernels) {
     const auto key = std::make_tuple(shard_key(l), zero_bubble, buffered);
     if (auto it = kernel_times_.find(key); it != kernel_times_.end()) return it->second;

@@ -73,26 +73,28 @@ CostEstimate estimate_cost(const Scenario& s) {
   // Under FSDP without pipelining, per block and micro-batch: the gathers of its weights for
   // forward and for backward and those gathered again for backward (fsdp_gathers), each with the
   // host's list and the copies out of it under fsdp_gather: tensor, and the reduce-scatter of its
-  // gradients (all-reduced buckets are bounded per micro-batch below).
+  // gradients (all-reduced buckets are bounded per micro-batch below); under ZeRO-2 without
+  // pipelining the reduce-scatters alone. Either reduce-scatters a block's experts apart.
   const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
+  const bool reduce_per_microbatch = p.reduces_gradients_per_microbatch();
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
-  auto block_tasks = [&](const LayerGraph& graph) {
+  const bool experts_reduced = p.tp * p.dp * p.cp / p.ep > 1;
+  auto block_tasks = [&](const LayerGraph& graph, bool moe) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
         zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
-    double fsdp = 0.0;
+    double fsdp = reduce_per_microbatch && reduce_scatter ? (moe && experts_reduced ? 2.0 : 1.0) : 0.0;
     if (fsdp_per_microbatch) {
       const FsdpGathers gathers = fsdp_gathers(s, graph);
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
-      fsdp = tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
-             (reduce_scatter ? 1.0 : 0.0);
+      fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size());
     }
     return tasks(PassKind::kForward) + backward + fsdp;
   };
   const LayerGraph embedding_graph = build_embedding(s.model, shard);
   const LayerGraph head_graph = build_output_head(s.model, shard);
-  const double embedding = block_tasks(embedding_graph);
-  const double head = block_tasks(head_graph);
+  const double embedding = block_tasks(embedding_graph, false);
+  const double head = block_tasks(head_graph, false);
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is
   // recomputed: each kind counted once, on first use.
   std::map<std::pair<bool, bool>, std::pair<double, double>> layer_counts;
@@ -101,15 +103,15 @@ CostEstimate estimate_cost(const Scenario& s) {
     if (added) {
       const LayerShard graph_shard = recomputed ? shard : kept_layer_shard(s);
       const LayerGraph graph = build_transformer_layer(s.model, graph_shard, moe);
-      it->second = {block_tasks(graph), static_cast<double>(graph.parameters)};
+      it->second = {block_tasks(graph, moe), static_cast<double>(graph.parameters)};
     }
     return it->second;
   };
 
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers; per step and block: at most
-  // a weight gather and three gradient reductions (under FSDP without pipelining, which reduces
-  // per micro-batch, at most a replica and an expert reduction); per step: the tied embedding
+  // a weight gather and three gradient reductions (reducing per micro-batch, at most a replica
+  // all-reduce and a weight gather); per step: the tied embedding
   // exchange, the gradient norm, the optimizer and a final weight gather.
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
   std::vector<double> stage_tasks(p.pp, 4.0);
@@ -141,7 +143,7 @@ CostEstimate estimate_cost(const Scenario& s) {
       // hold more than its size: at most 2·elements/size + 1 all-reduces, the last at the end.
       per_microbatch += std::floor(2.0 * gradient_elements / static_cast<double>(s.training.grad_bucket_parameters)) + 1.0;
     }
-    stage_tasks[vs % p.pp] += per_microbatch * microbatches + (fsdp_per_microbatch ? 2.0 : 4.0) * blocks;
+    stage_tasks[vs % p.pp] += per_microbatch * microbatches + (reduce_per_microbatch ? 2.0 : 4.0) * blocks;
   }
 
   CostEstimate cost;

@@ -610,3 +610,32 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
 
 }  // namespace
 }  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(Lowering, ZeroTwoReducesEveryMicroBatchIntoItsGradientShard) {
+  // ZeRO-2 shards the gradients, so each micro-batch's are reduce-scattered as its backward
+  // produces them (DeepSpeed's stage 2 reduces every micro-step): 4 micro-batches × 26 blocks,
+  // none left for the step. ZeRO-1 accumulates whole gradients and reduces them once.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: ZERO}
+training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
+)";
+  auto with_zero = [&](const char* zero) {
+    std::string t = text;
+    t.replace(t.find("ZERO"), 4, zero);
+    return simulate(scenario_of(t));
+  };
+  const Prediction two = with_zero("2");
+  EXPECT_EQ(span_seconds(two, "fsdp.gradient_reduce_scatter").size(), 4u * 26u);
+  EXPECT_TRUE(span_seconds(two, "dp.gradient_reduce_scatter bucket 0").empty());
+  const Prediction one = with_zero("1");
+  EXPECT_TRUE(span_seconds(one, "fsdp.gradient_reduce_scatter").empty());
+  EXPECT_FALSE(span_seconds(one, "dp.gradient_reduce_scatter bucket 0").empty());
+  EXPECT_LT(two.result.stages[0].gradient_bytes, one.result.stages[0].gradient_bytes);
+}
+
+}  // namespace
+}  // namespace paceline
