@@ -1087,10 +1087,12 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
     b.add(memory_op("embedding.dropout", MemoryKernel::kElementwise, Bytes(rows * (2.0 * d.e + 1.0)), Bytes(rows),
                     Bytes(rows * (2.0 * d.e + 1.0)), {last}));
   }
+  // The word embedding is split over TP by vocabulary; learned positions are whole on every rank.
   const ParameterCount count = count_parameters(m);
+  const int64_t positions = m.position == Position::kLearned ? m.seq_len * m.hidden : 0;
   std::vector<int64_t> tensors = {m.vocab * m.hidden / shard.tp};
-  if (m.position == Position::kLearned) tensors.push_back(m.seq_len * m.hidden / shard.tp);
-  return b.build(count.embedding / shard.tp, count.embedding, std::move(tensors));
+  if (positions > 0) tensors.push_back(positions);
+  return b.build((count.embedding - positions) / shard.tp + positions, count.embedding, std::move(tensors));
 }
 
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
@@ -1134,10 +1136,11 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
   const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  const int64_t output = count.output > 0 || !shard.head_apart_from_embedding ? count.output : m.vocab * m.hidden;
   std::vector<int64_t> tensors;
   add_norm_tensors(tensors, m);
-  if (count.output > 0) tensors.push_back(count.output / shard.tp);
-  return b.build(count.output / shard.tp + norm_params, count.output + norm_params, std::move(tensors));
+  if (output > 0) tensors.push_back(output / shard.tp);
+  return b.build(output / shard.tp + norm_params, output + norm_params, std::move(tensors));
 }
 
 std::string_view to_string(CommGroup group) {

@@ -73,6 +73,10 @@ struct LayerShard {
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.
   Fusion cross_entropy = Fusion::kFused;
+  // The output head runs on another pipeline stage than the embedding: with tied embeddings it
+  // keeps its own copy of the word embedding (Megatron-LM's), whose gradient is summed with the
+  // first stage's.
+  bool head_apart_from_embedding = false;
   // The persistent buffer that weight-gradient GEMMs add into, in its dtype (Megatron-LM's
   // gradient-accumulation fusion into main_grad). None under FSDP: autograd's weight gradient is
   // a fresh tensor in the activation dtype.

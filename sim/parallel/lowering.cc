@@ -34,6 +34,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
   shard.gradient_buffer = gradient_buffer(s.training, s.parallelism);
+  shard.head_apart_from_embedding = s.parallelism.pp > 1;
   return shard;
 }
 

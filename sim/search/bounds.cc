@@ -71,6 +71,9 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
   // fresh tensors, and are priced a second time adding into the buffer (as without ZeRO).
   LayerShard shard = layer_shard(with_layout(base_, layout));
   shard.gradient_buffer.reset();
+  // Shared by layouts with and without pipelining: without the head's copy of a tied embedding,
+  // which only adds.
+  shard.head_apart_from_embedding = false;
   const std::optional<DType> buffer = gradient_buffer(base_.training, Parallelism{});
   auto facts_of = [&](LayerGraph graph) {
     auto facts = std::make_shared<BlockFacts>();

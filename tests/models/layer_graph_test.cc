@@ -127,6 +127,29 @@ TEST(LayerGraph, FusedAttentionKeepsItsOutputWhenTheProjectionKeepsAnotherTensor
   }
 }
 
+TEST(LayerGraph, EmbeddingSplitsItsVocabularyOverTensorParallelismNotItsPositions) {
+  // Megatron-LM: the word embedding is vocab-parallel; the learned position embedding is a
+  // plain table every tensor-parallel rank holds whole.
+  ModelSpec m = gpt_like();
+  m.position = Position::kLearned;
+  const LayerGraph g = build_embedding(m, shard(4, /*sp=*/true));
+  EXPECT_EQ(g.parameters, m.vocab * m.hidden / 4 + m.seq_len * m.hidden);
+}
+
+TEST(LayerGraph, AHeadOnAnotherStageKeepsItsOwnCopyOfATiedEmbedding) {
+  // Tied embeddings: with the head on the embedding's stage they are one tensor; on another
+  // pipeline stage the head holds its own copy (Megatron-LM's), split over TP like the table.
+  ModelSpec m = gpt_like();
+  m.tied_embeddings = true;
+  LayerShard s = shard(2, /*sp=*/true);
+  const int64_t norm = 2 * m.hidden;  // LayerNorm weight and bias
+  EXPECT_EQ(build_output_head(m, s).parameters, norm);
+  s.head_apart_from_embedding = true;
+  EXPECT_EQ(build_output_head(m, s).parameters, m.vocab * m.hidden / 2 + norm);
+  m.tied_embeddings = false;
+  EXPECT_EQ(build_output_head(m, s).parameters, m.vocab * m.hidden / 2 + norm);
+}
+
 TEST(LayerGraph, SelectiveRecomputeRunsTheFusedAttentionCoreTwice) {
   // Flash attention under selective recompute: the core's forward runs again before its
   // backward; the layer keeps Q, K, V and the attention output as without, and not the softmax
