@@ -262,9 +262,17 @@ class StageBuilder {
   // gradient that would overflow it and at the end of the backward pass; each bucket here starts
   // once the block holding its last gradient has finished its backward.
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
-    if (c_.scenario.parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
-      step_collective(Collective::kReduceScatter, gradient_bytes(plans.parameters - plans.expert_parameters),
-                      GroupKind::kDataShard, "fsdp.gradient_reduce_scatter", {backward_done});
+    const Parallelism& p = c_.scenario.parallelism;
+    if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
+      const Bytes dense = gradient_bytes(plans.parameters - plans.expert_parameters);
+      const TaskId scattered = step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
+                                               "fsdp.gradient_reduce_scatter", {backward_done});
+      // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
+      // post-backward hook), beside the rest of the backward.
+      if (p.zero_shard < p.dp * p.cp) {
+        step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard), GroupKind::kDataReplica,
+                        "fsdp.replica_all_reduce", {scattered});
+      }
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
@@ -633,6 +641,9 @@ void StageBuilder::step() {
   const Parallelism& p = s.parallelism;
   const ParameterBytes bytes = parameter_bytes(s.training);
   const bool hybrid = p.zero_shard < p.dp * p.cp;
+  // Reduce-scattered per micro-batch, each block's shard was all-reduced across the replicas then.
+  const bool replicas_reduced_per_block =
+      per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   std::vector<TaskId> reductions;
 
   // Buckets of consecutive blocks (in backward order) holding at least the bucket size, each
@@ -668,7 +679,7 @@ void StageBuilder::step() {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                            "dp.gradient_reduce_scatter" + suffix, bucket.ready));
     }
-    if (hybrid && p.zero >= 1) {
+    if (hybrid && p.zero >= 1 && !replicas_reduced_per_block) {
       // HSDP: shards are all-reduced across the replicas.
       reductions.push_back(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
                                            GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,

@@ -74,16 +74,20 @@ CostEstimate estimate_cost(const Scenario& s) {
   // forward and for backward and those gathered again for backward (fsdp_gathers), each with the
   // host's list and the copies out of it under fsdp_gather: tensor, and the reduce-scatter of its
   // gradients (all-reduced buckets are bounded per micro-batch below); under ZeRO-2 without
-  // pipelining the reduce-scatters alone. Either reduce-scatters a block's experts apart.
+  // pipelining the reduce-scatters alone. Either reduce-scatters a block's experts apart and,
+  // under HSDP, all-reduces its shard across the replicas.
   const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
   const bool reduce_per_microbatch = p.reduces_gradients_per_microbatch();
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const bool experts_reduced = p.tp * p.dp * p.cp / p.ep > 1;
+  const bool hybrid = p.zero_shard < p.dp * p.cp;  // each block's shard all-reduced across replicas
   auto block_tasks = [&](const LayerGraph& graph, bool moe) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
         zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
-    double fsdp = reduce_per_microbatch && reduce_scatter ? (moe && experts_reduced ? 2.0 : 1.0) : 0.0;
+    double fsdp = reduce_per_microbatch && reduce_scatter
+                      ? 1.0 + (moe && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
+                      : 0.0;
     if (fsdp_per_microbatch) {
       const FsdpGathers gathers = fsdp_gathers(s, graph);
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;

@@ -639,3 +639,24 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
 
 }  // namespace
 }  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(Lowering, HybridShardingAllReducesEachBlocksShardAcrossReplicasAfterItsReduceScatter) {
+  // HSDP, shards of 8 ranks replicated twice: PyTorch FSDP's post-backward all-reduces each
+  // block's reduce-scattered shard across the replicas at once, every micro-batch, beside the
+  // rest of the backward; the step has none left.
+  const Prediction p = simulate(scenario_of(R"(model: gpt-1.7b
+cluster: {system: dgx-h100, nodes: 2}
+parallelism: {dp: 16, zero: 3, zero_shard: 8}
+training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
+)"));
+  const std::vector<double> scatters = span_seconds(p, "fsdp.gradient_reduce_scatter");
+  EXPECT_EQ(scatters.size(), 2u * 26u);
+  EXPECT_EQ(span_seconds(p, "fsdp.replica_all_reduce").size(), scatters.size());
+  EXPECT_TRUE(span_seconds(p, "dp.replica_all_reduce bucket 0").empty());
+}
+
+}  // namespace
+}  // namespace paceline
