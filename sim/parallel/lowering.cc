@@ -346,6 +346,9 @@ class StageBuilder {
     return add(transfer);
   }
 
+  // All-gathers weights updated in shards: the dense over the data-parallel shard group, the
+  // experts' over the ranks holding the same experts (the last of them is returned).
+  TaskId gather_updated_weights(int64_t parameters, int64_t expert_parameters, std::vector<TaskId> deps);
   void forward(int microbatch, int chunk);
   void backward(int microbatch, int chunk, PipelineAction::Kind kind);
   void weight(int microbatch, int chunk);
@@ -704,25 +707,31 @@ void StageBuilder::step() {
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
                                       reductions);
   int64_t parameters = 0;
+  int64_t expert_parameters = 0;
   int64_t largest_weight = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) {
       const BlockPlans& plans = plans_of(block);
       parameters += plans.parameters;
+      expert_parameters += plans.expert_parameters;
       largest_weight = std::max(largest_weight, plans.graph->largest_weight());
     }
   }
+  // The optimizer updates the states this rank holds: of dense weights a 1/zero_shard share, of
+  // experts a share over at most the ranks holding the same experts (as static memory shards
+  // them).
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
+  const double expert_shard = p.zero >= 1 ? std::max(1, std::min(p.zero_shard, expert_data_ranks())) : 1.0;
+  const double held = static_cast<double>(parameters - expert_parameters) / shard +
+                      static_cast<double>(expert_parameters) / expert_shard;
   const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
   // The step also zeroes the gradient buffer for the next one.
-  const double zeroed = per_microbatch_reduce() ? bytes.gradient / shard : bytes.gradient;
+  const double zeroed = (per_microbatch_reduce() ? held : static_cast<double>(parameters)) * bytes.gradient;
   LoneTask optimizer;
   optimizer.stream = StreamKind::kCompute;
-  optimizer.duration = c_.pricer.timer()
-                           .memory_bound(MemoryKernel::kOptimizer,
-                                         Bytes(static_cast<double>(parameters) * (step_bytes.traffic / shard + zeroed)))
-                           .time;
-  const double temporary_elements = static_cast<double>(step_bytes.per_tensor ? largest_weight : parameters) / shard;
+  optimizer.duration =
+      c_.pricer.timer().memory_bound(MemoryKernel::kOptimizer, Bytes(held * step_bytes.traffic + zeroed)).time;
+  const double temporary_elements = step_bytes.per_tensor ? static_cast<double>(largest_weight) / shard : held;
   optimizer.transient_bytes = static_cast<int64_t>(temporary_elements * step_bytes.transient);
   optimizer.tag = ActivityTag::kOptimizer;
   optimizer.name = "step.optimizer";
@@ -731,9 +740,21 @@ void StageBuilder::step() {
   last_compute_ = update;
   // ZeRO-1/2 without overlap: the updated weights are gathered before the step ends.
   if (p.zero >= 1 && !fsdp() && !s.training.overlap_param_gather) {
-    step_collective(Collective::kAllGather, Bytes(static_cast<double>(parameters) * bytes.weight),
-                    GroupKind::kDataShard, "dp.weight_all_gather", {update});
+    gather_updated_weights(parameters, expert_parameters, {update});
   }
+}
+
+TaskId StageBuilder::gather_updated_weights(int64_t parameters, int64_t expert_parameters, std::vector<TaskId> deps) {
+  const double weight = parameter_bytes(c_.scenario.training).weight;
+  TaskId last = step_collective(Collective::kAllGather,
+                                Bytes(static_cast<double>(parameters - expert_parameters) * weight),
+                                GroupKind::kDataShard, "dp.weight_all_gather", deps);
+  // Experts' weights are sharded over the ranks holding the same experts, and gathered there.
+  if (expert_parameters > 0 && expert_data_ranks() > 1) {
+    last = step_collective(Collective::kAllGather, Bytes(static_cast<double>(expert_parameters) * weight),
+                           GroupKind::kExpertData, "dp.expert_weight_all_gather", deps);
+  }
+  return last;
 }
 
 StageProgram StageBuilder::build() {
@@ -746,11 +767,11 @@ StageProgram StageBuilder::build() {
   if (p.zero >= 1 && !fsdp() && (s.training.overlap_param_gather || p.zero >= 3)) {
     for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
       for (const BlockRef& block : chunk_blocks(chunk)) {
-        // fsdp_gather: tensor needs ZeRO-3 without pipelining, so each block here is one gather.
-        const Bytes size = plans_of(block).gathers.sizes.front();
-        start_gathers_[block.block] = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
-                                                      "dp.weight_all_gather", {});
-        if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(size / Bytes(1)));
+        // fsdp_gather: tensor needs ZeRO-3 without pipelining, so each block here is one gather
+        // (two, with the experts').
+        const BlockPlans& plans = plans_of(block);
+        start_gathers_[block.block] = gather_updated_weights(plans.parameters, plans.expert_parameters, {});
+        if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(plans.gathered_bytes));
       }
     }
   }

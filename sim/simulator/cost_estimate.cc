@@ -114,11 +114,12 @@ CostEstimate estimate_cost(const Scenario& s) {
 
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers; per step and block: at most
-  // a weight gather and three gradient reductions (reducing per micro-batch, at most a replica
-  // all-reduce and a weight gather); per step: the tied embedding
-  // exchange, the gradient norm, the optimizer and a final weight gather.
+  // two weight gathers (its experts' apart) and three gradient reductions (reducing per
+  // micro-batch, the gathers alone); per step: the tied embedding exchange, the gradient norm,
+  // the optimizer and a final weight gather (two, with experts).
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
-  std::vector<double> stage_tasks(p.pp, 4.0);
+  const double expert_gathers = s.model.moe && experts_reduced ? 1.0 : 0.0;
+  std::vector<double> stage_tasks(p.pp, 4.0 + expert_gathers);
   int layer = 0;
   const int virtual_total = static_cast<int>(p.layers_per_stage.size());
   for (int vs = 0; vs < virtual_total; ++vs) {
@@ -147,7 +148,7 @@ CostEstimate estimate_cost(const Scenario& s) {
       // hold more than its size: at most 2·elements/size + 1 all-reduces, the last at the end.
       per_microbatch += std::floor(2.0 * gradient_elements / static_cast<double>(s.training.grad_bucket_parameters)) + 1.0;
     }
-    stage_tasks[vs % p.pp] += per_microbatch * microbatches + (reduce_per_microbatch ? 2.0 : 4.0) * blocks;
+    stage_tasks[vs % p.pp] += per_microbatch * microbatches + ((reduce_per_microbatch ? 1.0 : 4.0) + expert_gathers) * blocks;
   }
 
   CostEstimate cost;

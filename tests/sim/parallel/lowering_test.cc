@@ -660,3 +660,48 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
 
 }  // namespace
 }  // namespace paceline
+
+namespace paceline {
+namespace {
+
+TEST(Lowering, ZeroOneShardsExpertStatesOverTheRanksHoldingThoseExperts) {
+  // 8 data-parallel ranks, experts over EP 4: a dense state is split 8 ways, an expert's 2 ways
+  // (its two copies), so the optimizer updates far more than 1/8 of what it updates unsharded,
+  // and each MoE block's updated expert weights are gathered over those 2 ranks.
+  const std::string text = R"(model:
+  name: moe
+  layers: 2
+  hidden: 2048
+  heads: 16
+  ffn_hidden: 8192
+  vocab: 32000
+  seq_len: 2048
+  activation: swiglu
+  norm: rmsnorm
+  position: rope
+  moe: {experts: 8, top_k: 2, ffn_hidden: 4096}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, ep: 4, zero: ZERO}
+training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
+)";
+  auto with_zero = [&](const char* zero) {
+    std::string t = text;
+    t.replace(t.find("ZERO"), 4, zero);
+    return simulate(scenario_of(t));
+  };
+  const Prediction unsharded = with_zero("0");
+  const Prediction sharded = with_zero("1");
+  const ParameterCount count = count_parameters(sharded.result.scenario->model);
+  const double experts = 2.0 * 8 * count.per_expert / 4;  // held by a rank
+  const double dense = static_cast<double>(count.total - 2 * 8 * count.per_expert);
+  // The step reads and writes the states it holds and zeroes the whole fp32 gradient buffer.
+  const double held = (dense / 8 + experts / 2) / (dense + experts);
+  const double states = optimizer_step(sharded.result.scenario->training, 4.0, 2.0).traffic;
+  const double expected = (held * states + 4.0) / (states + 4.0);
+  const double ratio = span_seconds(sharded, "step.optimizer").front() / span_seconds(unsharded, "step.optimizer").front();
+  EXPECT_NEAR(ratio, expected, 0.02 * expected);
+  EXPECT_EQ(span_seconds(sharded, "dp.expert_weight_all_gather").size(), 2u);
+}
+
+}  // namespace
+}  // namespace paceline
