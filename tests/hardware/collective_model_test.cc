@@ -16,17 +16,21 @@
 namespace paceline {
 namespace {
 
-// `nodes` nodes of 8 GPUs: NVLink 400 GB/s and 3 us per step, 8 NICs of 400 Gb/s (50 GB/s) and
-// 10 us per step, all at full efficiency; `extra` adds cluster fields.
-ClusterSpec cluster_of(int nodes, const std::string& extra = "", const std::string& network = "") {
-  const std::string text = fmt::format(
-      "gpu: h100-sxm5-80gb\nnodes: {}\ngpus_per_node: 8\n{}"
-      "intra_node: {{bandwidth: 400 GB/s, latency: 3 us, bandwidth_efficiency: 1.0}}\n"
-      "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0{}}}\n",
-      nodes, extra, network);
+// The cluster of a scenario's `cluster` mapping.
+ClusterSpec cluster_from(const std::string& text) {
   const YamlDocument doc = load_yaml_text(text, "c.yaml");
   YamlMap map(doc.root, doc.file, "cluster");
   return read_cluster(map);
+}
+
+// `nodes` nodes of 8 GPUs: NVLink 400 GB/s and 3 us per step, 8 NICs of 400 Gb/s (50 GB/s) and
+// 10 us per step, all at full efficiency; `extra` adds cluster fields.
+ClusterSpec cluster_of(int nodes, const std::string& extra = "", const std::string& network = "") {
+  return cluster_from(fmt::format(
+      "gpu: h100-sxm5-80gb\nnodes: {}\ngpus_per_node: 8\n{}"
+      "intra_node: {{bandwidth: 400 GB/s, latency: 3 us, bandwidth_efficiency: 1.0}}\n"
+      "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0{}}}\n",
+      nodes, extra, network));
 }
 
 std::vector<int> range(int from, int to, int step = 1) {
@@ -90,13 +94,10 @@ TEST(CollectiveModel, AllGatherAndReduceScatterAreHalfAnAllReduce) {
 TEST(CollectiveModel, NvlinkSharpRunsAtTheLinksMeasuredBusBandwidthInOneStep) {
   // NVLS: 2(n−1)/n·S at the link's NVLS bus bandwidth (here 1.2 of 400 GB/s) plus its one
   // 25 us step, against a ring's 2(n−1)/n·S at 400 GB/s plus 2(n−1) steps of 3 us.
-  const YamlDocument doc = load_yaml_text(
+  const ClusterSpec c = cluster_from(
       "gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\n"
       "intra_node: {bandwidth: 400 GB/s, latency: 3 us, bandwidth_efficiency: 1.0, nvls_bus_efficiency: 1.2, "
-      "nvls_latency: 25 us}\n",
-      "c.yaml");
-  YamlMap map(doc.root, doc.file, "cluster");
-  const ClusterSpec c = read_cluster(map);
+      "nvls_latency: 25 us}\n");
   const Topology topology(c);
   const CollectiveModel model(c, topology);
   const double bus = 2.0 * 7 / 8 * (GiB(1) / Bytes(1));
@@ -108,11 +109,8 @@ TEST(CollectiveModel, NvlinkSharpRunsAtTheLinksMeasuredBusBandwidthInOneStep) {
 }
 
 TEST(CollectiveModel, NvlinkSharpNeedsTheLinksFigures) {
-  const YamlDocument doc = load_yaml_text(
-      "gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\n"
-      "intra_node: {link: nvlink3}\n", "c.yaml");
-  YamlMap map(doc.root, doc.file, "cluster");
-  EXPECT_THROW(read_cluster(map), InputError);
+  EXPECT_THROW(cluster_from("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\nintra_node: {link: nvlink3}\n"),
+               InputError);
 }
 
 TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
@@ -128,13 +126,10 @@ TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
 TEST(CollectiveModel, RingChannelsLeaveThroughEveryNicWhenGpusShareThem) {
   // 3 nodes of 8 GPUs with 4 NICs (two GPUs behind each): 4 channels, one per NIC, each
   // carrying a quarter of 2(n−1)/n·S across the network: 4 NICs of 50 GB/s, not 2 of them.
-  const YamlDocument doc = load_yaml_text(
+  const ClusterSpec four_nics = cluster_from(
       "gpu: h100-sxm5-80gb\nnodes: 3\ngpus_per_node: 8\n"
       "intra_node: {bandwidth: 4000 GB/s, latency: 3 us, bandwidth_efficiency: 1.0}\n"
-      "inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}\n",
-      "c.yaml");
-  YamlMap map(doc.root, doc.file, "cluster");
-  const ClusterSpec four_nics = read_cluster(map);
+      "inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}\n");
   const Topology topology(four_nics);
   const CollectiveModel model(four_nics, topology);
   const double s = GiB(1) / Bytes(1);

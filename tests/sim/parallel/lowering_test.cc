@@ -576,17 +576,8 @@ training: {global_batch: 8, seq_len: 4096}
   EXPECT_GT(with("2.0"), with("1.0"));
 }
 
-}  // namespace
-}  // namespace paceline
-
-namespace paceline {
-namespace {
-
-TEST(Lowering, FsdpReducesExpertGradientsOnceOverTheirOwnGroup) {
-  // ZeRO-3 without pipelining, experts over EP 4 of 8 data-parallel ranks: each micro-batch
-  // reduce-scatters the block's other gradients over the 8 and its experts' over the 2 ranks
-  // holding the same experts; the step reduces nothing again.
-  const Prediction p = simulate(scenario_of(R"(model:
+// A 2-layer MoE (8 experts, top 2) on one node of 8 H100s, to which a test adds its layout.
+constexpr std::string_view kSmallMoeOnANode = R"(model:
   name: moe
   layers: 2
   hidden: 2048
@@ -599,7 +590,13 @@ TEST(Lowering, FsdpReducesExpertGradientsOnceOverTheirOwnGroup) {
   position: rope
   moe: {experts: 8, top_k: 2, ffn_hidden: 4096}
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, ep: 4, zero: 3}
+)";
+
+TEST(Lowering, FsdpReducesExpertGradientsOnceOverTheirOwnGroup) {
+  // ZeRO-3 without pipelining, experts over EP 4 of 8 data-parallel ranks: each micro-batch
+  // reduce-scatters the block's other gradients over the 8 and its experts' over the 2 ranks
+  // holding the same experts; the step reduces nothing again.
+  const Prediction p = simulate(scenario_of(std::string(kSmallMoeOnANode) + R"(parallelism: {dp: 8, ep: 4, zero: 3}
 training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
 )"));
   const size_t per_step = 2 * 2;  // micro-batches × MoE blocks
@@ -608,11 +605,11 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
   EXPECT_TRUE(span_seconds(p, "dp.expert_gradient_reduce bucket 0").empty());
 }
 
-}  // namespace
-}  // namespace paceline
-
-namespace paceline {
-namespace {
+// The scenario `text` with its ZERO placeholder set to `zero`, simulated.
+Prediction with_zero(std::string text, const char* zero) {
+  text.replace(text.find("ZERO"), 4, zero);
+  return simulate(scenario_of(text));
+}
 
 TEST(Lowering, ZeroTwoReducesEveryMicroBatchIntoItsGradientShard) {
   // ZeRO-2 shards the gradients, so each micro-batch's are reduce-scattered as its backward
@@ -623,25 +620,14 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
 parallelism: {dp: 8, zero: ZERO}
 training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
 )";
-  auto with_zero = [&](const char* zero) {
-    std::string t = text;
-    t.replace(t.find("ZERO"), 4, zero);
-    return simulate(scenario_of(t));
-  };
-  const Prediction two = with_zero("2");
+  const Prediction two = with_zero(text, "2");
   EXPECT_EQ(span_seconds(two, "fsdp.gradient_reduce_scatter").size(), 4u * 26u);
   EXPECT_TRUE(span_seconds(two, "dp.gradient_reduce_scatter bucket 0").empty());
-  const Prediction one = with_zero("1");
+  const Prediction one = with_zero(text, "1");
   EXPECT_TRUE(span_seconds(one, "fsdp.gradient_reduce_scatter").empty());
   EXPECT_FALSE(span_seconds(one, "dp.gradient_reduce_scatter bucket 0").empty());
   EXPECT_LT(two.result.stages[0].gradient_bytes, one.result.stages[0].gradient_bytes);
 }
-
-}  // namespace
-}  // namespace paceline
-
-namespace paceline {
-namespace {
 
 TEST(Lowering, HybridShardingAllReducesEachBlocksShardAcrossReplicasAfterItsReduceScatter) {
   // HSDP, shards of 8 ranks replicated twice: PyTorch FSDP's post-backward all-reduces each
@@ -658,39 +644,15 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
   EXPECT_TRUE(span_seconds(p, "dp.replica_all_reduce bucket 0").empty());
 }
 
-}  // namespace
-}  // namespace paceline
-
-namespace paceline {
-namespace {
-
 TEST(Lowering, ZeroOneShardsExpertStatesOverTheRanksHoldingThoseExperts) {
   // 8 data-parallel ranks, experts over EP 4: a dense state is split 8 ways, an expert's 2 ways
   // (its two copies), so the optimizer updates far more than 1/8 of what it updates unsharded,
   // and each MoE block's updated expert weights are gathered over those 2 ranks.
-  const std::string text = R"(model:
-  name: moe
-  layers: 2
-  hidden: 2048
-  heads: 16
-  ffn_hidden: 8192
-  vocab: 32000
-  seq_len: 2048
-  activation: swiglu
-  norm: rmsnorm
-  position: rope
-  moe: {experts: 8, top_k: 2, ffn_hidden: 4096}
-cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, ep: 4, zero: ZERO}
+  const std::string text = std::string(kSmallMoeOnANode) + R"(parallelism: {dp: 8, ep: 4, zero: ZERO}
 training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
 )";
-  auto with_zero = [&](const char* zero) {
-    std::string t = text;
-    t.replace(t.find("ZERO"), 4, zero);
-    return simulate(scenario_of(t));
-  };
-  const Prediction unsharded = with_zero("0");
-  const Prediction sharded = with_zero("1");
+  const Prediction unsharded = with_zero(text, "0");
+  const Prediction sharded = with_zero(text, "1");
   const ParameterCount count = count_parameters(sharded.result.scenario->model);
   const double experts = 2.0 * 8 * count.per_expert / 4;  // held by a rank
   const double dense = static_cast<double>(count.total - 2 * 8 * count.per_expert);
