@@ -22,7 +22,8 @@ void check_link(YamlMap& map, const LinkSpec& link) {
   }
   // Bus bandwidth counts 2(n−1)/n·S against the line rate: NVLS reaches a little over 1.
   if (link.nvls_bus_efficiency < 0.0 || link.nvls_bus_efficiency > 2.0) {
-    map.fail("nvls_bus_efficiency", fmt::format("= {} must be in (0, 2]", link.nvls_bus_efficiency));
+    map.fail("nvls_bus_efficiency", fmt::format("= {} must be in (0, 2] (or absent: no NVLS figures)",
+                                                link.nvls_bus_efficiency));
   }
   if (link.nvls_latency < Seconds(0)) map.fail("nvls_latency", "must not be negative");
 }
@@ -39,7 +40,8 @@ LinkSpec read_link_file(const std::string& path) {
   link.bandwidth = internal::read_sourced_required<BytesPerSecond>(map, "bandwidth", field_sources, "");
   link.latency = internal::read_sourced_required<Seconds>(map, "latency", field_sources, "");
   link.bandwidth_efficiency = internal::read_sourced_required<double>(map, "bandwidth_efficiency", field_sources, "");
-  link.nvls_bus_efficiency = internal::read_sourced<double>(map, "nvls_bus_efficiency", field_sources, "").value_or(0.0);
+  link.nvls_bus_efficiency =
+      internal::read_sourced<double>(map, "nvls_bus_efficiency", field_sources, "").value_or(0.0);
   link.nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", field_sources, "").value_or(Seconds(0));
   check_link(map, link);
   map.finish();
@@ -182,10 +184,14 @@ ClusterSpec read_cluster(YamlMap& map) {
                                           cluster.gpus_per_node));
   }
   cluster.nvls = map.get<bool>("nvls", system ? system->nvls : false);
-  if (cluster.nvls && !(cluster.intra_node.nvls_bus_efficiency > 0.0)) {
-    map.fail("nvls", fmt::format("= true needs NVLS figures on the intra-node link {} (nvls_bus_efficiency and "
-                                 "nvls_latency, as the nvlink4 and nvlink5 catalog links give)",
-                                 cluster.intra_node.name));
+  const LinkSpec& intra = cluster.intra_node;
+  if (cluster.nvls && !(intra.nvls_bus_efficiency > 0.0 && intra.nvls_latency > Seconds(0))) {
+    const std::string needs = fmt::format("NVLS figures on the intra-node link {}: nvls_bus_efficiency and "
+                                          "nvls_latency, as the nvlink4 and nvlink5 catalog links give",
+                                          intra.name);
+    if (map.has("nvls")) map.fail("nvls", "= true needs " + needs);
+    map.fail("system",
+             fmt::format("= {} reduces in its NVLink switches (nvls), which needs {}", cluster.system, needs));
   }
   // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
   // (default: the catalog GPU the profile is named after, else this cluster's GPU).

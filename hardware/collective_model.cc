@@ -169,11 +169,13 @@ CollectivePlan CollectiveModel::nvls(Bytes size, std::span<const int> members) c
   CollectivePlan plan;
   plan.algorithm = CollectiveAlgorithm::kNvls;
   plan.phases.emplace_back();
-  // Every GPU sends into the switch and receives back; timed at the measured NVLS bus bandwidth
-  // (2(n−1)/n·S at nvls_bus_efficiency of the line rate) on ports that carry bandwidth_efficiency.
+  // Every GPU sends its buffer into the switch and receives the sum back, so its port carries S
+  // each way at least; a large group runs at the measured NVLS bus bandwidth (2(n−1)/n·S at
+  // nvls_bus_efficiency of the line rate), on ports that carry bandwidth_efficiency.
   const LinkSpec& link = cluster_.intra_node;
   const double n = static_cast<double>(members.size());
-  const Bytes sent = size * (2.0 * (n - 1.0) / n * link.bandwidth_efficiency / link.nvls_bus_efficiency);
+  const Bytes sent =
+      size * std::max(1.0, 2.0 * (n - 1.0) / n * link.bandwidth_efficiency / link.nvls_bus_efficiency);
   for (const int m : members) {
     plan.phases.back().push_back(Flow{.path = {topology_.nvlink_tx(m)}, .size = sent, .from = m});
     plan.phases.back().push_back(Flow{.path = {topology_.nvlink_rx(m)}, .size = sent, .to = m});

@@ -181,7 +181,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     std::vector<OpId> grad_out;
     for (const int c : consumers[r]) grad_out.insert(grad_out.end(), grad_in[c].begin(), grad_in[c].end());
     std::vector<OpId> after = grad_out;
-    // A backward op needs what its forward op kept, recomputed (collectives keep nothing).
+    // A backward op needs what its forward op kept, recomputed (a collective's backward needs
+    // nothing of it).
     if (recompute_id[r] != UINT32_MAX && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
     if (f.recipe != Recipe::kCommunication) after.insert(after.end(), recomputed_inputs[r].begin(), recomputed_inputs[r].end());
     // The op whose saved tensors a backward op consumes (and then frees).
@@ -302,8 +303,9 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   }
 
   for (OpId id = 0; id < g.num_ops(); ++id) {
-    PACELINE_CHECK(g.graph_[id].saved <= Bytes(0) || g.graph_[id].released_by != UINT32_MAX,
-                   "an op keeps activations that no backward op frees");
+    const Op& op = g.graph_[id];
+    PACELINE_CHECK(op.saved <= Bytes(0) || op.released_by != UINT32_MAX,
+                   fmt::format("{} keeps activations that no backward op frees", op.name));
   }
   // The construction above only adds edges forward in insertion order; check it is a DAG.
   std::vector<OpId> order;

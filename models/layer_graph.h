@@ -78,8 +78,8 @@ struct LayerShard {
   // first stage's.
   bool head_apart_from_embedding = false;
   // The persistent buffer that weight-gradient GEMMs add into, in its dtype (Megatron-LM's
-  // gradient-accumulation fusion into main_grad). None under FSDP: autograd's weight gradient is
-  // a fresh tensor in the activation dtype.
+  // gradient-accumulation fusion into main_grad). None under FSDP, or where each micro-batch's
+  // gradients are reduced: autograd's weight gradient is a fresh tensor in the activation dtype.
   std::optional<DType> gradient_buffer;
 };
 

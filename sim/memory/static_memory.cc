@@ -32,7 +32,7 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding, i
 
 StaticMemory rank_static_memory(const Training& training, const Parallelism& p, int64_t parameters,
                                 int64_t expert_parameters) {
-  const int expert_shard = std::max(1, std::min(p.zero_shard, p.tp * p.dp * p.cp / p.ep));
+  const int expert_shard = p.expert_zero_shard();
   const Sharding sharding{p.zero >= 3, p.reduces_gradients_per_microbatch(), p.zero >= 1};
   const int64_t dense_parameters = parameters - expert_parameters;
   const StaticMemory dense = static_memory(training, sharding, dense_parameters, dense_parameters, p.zero_shard);

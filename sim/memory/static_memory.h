@@ -46,8 +46,8 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding, i
 
 // The static memory of a rank holding `parameters` (of which `expert_parameters` belong to
 // experts) under the ZeRO stage of `parallelism`: dense states are divided over its zero_shard
-// group, expert states over at most the expert-data group, and ZeRO-3 with pipelining keeps
-// unsharded gradients, accumulated over the micro-batches.
+// group, expert states over at most the expert-data group, and ZeRO-2 and ZeRO-3 with pipelining
+// keep unsharded gradients, accumulated over the micro-batches.
 StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism, int64_t parameters,
                                 int64_t expert_parameters);
 

@@ -58,12 +58,16 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
-FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
+Bytes FsdpGathers::total() const { return std::accumulate(sizes.begin(), sizes.end(), experts); }
+
+FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph, int64_t expert_parameters) {
   const Parallelism& p = scenario.parallelism;
   const double weight_bytes = parameter_bytes(scenario.training).weight;
   FsdpGathers gathers;
   if (p.fsdp_gather == FsdpGather::kBlock) {
-    gathers.sizes = {Bytes(static_cast<double>(graph.parameters) * weight_bytes)};
+    const int64_t sharded_experts = p.expert_zero_shard() > 1 ? expert_parameters : 0;
+    gathers.sizes = {Bytes(static_cast<double>(graph.parameters - expert_parameters) * weight_bytes)};
+    gathers.experts = Bytes(static_cast<double>(sharded_experts) * weight_bytes);
     return gathers;
   }
   const std::vector<int64_t>& tensors = graph.weight_tensors;
@@ -153,8 +157,8 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
   block.expert_parameters = expert_parameters;
-  block.gathers = fsdp_gathers(c.scenario, *block.graph);
-  for (const Bytes size : block.gathers.sizes) block.gathered_bytes += static_cast<int64_t>(size / Bytes(1));
+  block.gathers = fsdp_gathers(c.scenario, *block.graph, expert_parameters);
+  block.gathered_bytes = static_cast<int64_t>(block.gathers.total() / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
     return static_cast<uint32_t>(c.plans.size() - 1);
@@ -254,7 +258,8 @@ class StageBuilder {
     return add(spec);
   }
 
-  // ZeRO-3 reduces gradients after every micro-batch's backward. A reduce-scatter of each block's
+  // ZeRO-2 and ZeRO-3 without pipelining reduce gradients after every micro-batch's backward (each
+  // block's as its backward ends). A reduce-scatter of each block's
   // gradients leaves each rank its shard (PyTorch FSDP). An all-reduce (DeepSpeed's ZeRO-3 without
   // contiguous gradients) moves twice the bytes and leaves every rank the whole sum, of which it
   // keeps its shard. DeepSpeed fills a bucket of `grad_bucket_parameters` elements with the
@@ -276,7 +281,7 @@ class StageBuilder {
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
-      if (plans.expert_parameters > 0 && expert_data_ranks() > 1) {
+      if (plans.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
         step_collective(Collective::kReduceScatter, gradient_bytes(plans.expert_parameters), GroupKind::kExpertData,
                         "fsdp.expert_gradient_reduce_scatter", {backward_done});
       }
@@ -296,12 +301,6 @@ class StageBuilder {
     step_collective(Collective::kAllReduce, gradient_bytes(gradient_bucket_elements_), GroupKind::kDataShard,
                     "fsdp.gradient_all_reduce", {gradient_bucket_ready_});
     gradient_bucket_elements_ = 0;
-  }
-
-  // The ranks holding copies of the same experts.
-  int expert_data_ranks() const {
-    const Parallelism& p = c_.scenario.parallelism;
-    return p.tp * p.dp * p.cp / p.ep;
   }
 
   // The bytes of `elements` gradients in the training's gradient dtype.
@@ -361,11 +360,12 @@ class StageBuilder {
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
   bool per_microbatch_reduce() const { return c_.scenario.parallelism.reduces_gradients_per_microbatch(); }
-  // All-gathers of `sizes` for a pass over block `b`, the first after `after`, each after the one
-  // before (DeepSpeed synchronized the GPU before each); returns the last. `held`: the gathered
-  // weights stay until the pass over the block ends, else they take the place of ones freed.
+  // All-gathers of `sizes` over the shard group for a pass over block `b`, the first after
+  // `after`, each after the one before (DeepSpeed synchronized the GPU before each), then of
+  // `experts` over the expert-data group; returns the last. `held`: the gathered weights stay
+  // until the pass over the block ends, else they take the place of ones freed.
   TaskId gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
-                        const std::vector<Bytes>& sizes, bool held);
+                        const std::vector<Bytes>& sizes, Bytes experts, bool held);
   // fsdp_gather: tensor gathers as DeepSpeed did in 2021: torch.distributed.all_gather into a
   // list of one view per rank of a zero-filled buffer, which PyTorch's NCCL process group then
   // ran as a gather into a new flat buffer followed by one copy per list entry on its stream.
@@ -465,30 +465,36 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
 }
 
 TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
-                                    const std::vector<Bytes>& sizes, bool held) {
-  const std::vector<int> group = c_.layout.placement(GroupKind::kDataShard, stage_);
+                                    const std::vector<Bytes>& sizes, Bytes experts, bool held) {
   const bool per_tensor_list = c_.scenario.parallelism.fsdp_gather == FsdpGather::kTensor;
   TaskId last = after;
-  for (const Bytes size : sizes) {
-    if (per_tensor_list) last = build_gather_list(b, microbatch, last, static_cast<int>(group.size()), name + ".list");
+  auto gather = [&](Bytes size, GroupKind kind, const std::vector<int>& group) {
     LoneTask spec;
     spec.duration = c_.collectives.time(Collective::kAllGather, size, group);
     spec.name = name;
     spec.deps = {last};
-    spec.group = GroupKind::kDataShard;
+    spec.group = kind;
     spec.collective = Collective::kAllGather;
     spec.sms = c_.collectives.kernel_sms(Collective::kAllGather, group);
     spec.size = size;
     spec.synchronized = true;
-    spec.sequence = next_sequence(GroupKind::kDataShard);
+    spec.sequence = next_sequence(kind);
     // Freed by the last task of the pass over the block.
     spec.alloc_bytes = held ? static_cast<int64_t>(size / Bytes(1)) : 0;
     spec.block = b.block;
     spec.microbatch = microbatch;
     last = add(spec);
+  };
+  const std::vector<int> group = c_.layout.placement(GroupKind::kDataShard, stage_);
+  for (const Bytes size : sizes) {
+    if (per_tensor_list) last = build_gather_list(b, microbatch, last, static_cast<int>(group.size()), name + ".list");
+    gather(size, GroupKind::kDataShard, group);
     if (per_tensor_list) {
       last = copy_out_gather(b, microbatch, last, size, static_cast<int>(group.size()), name + ".copies");
     }
+  }
+  if (experts > Bytes(0)) {
+    gather(experts, GroupKind::kExpertData, c_.layout.placement(GroupKind::kExpertData, stage_));
   }
   return last;
 }
@@ -533,8 +539,9 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
   for (size_t j = i; j <= std::min(i + ahead, blocks.size() - 1); ++j) {
     if (fsdp_pass.gathers[j] != kNoId) continue;
     const TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
+    const FsdpGathers& gathers = plans_of(blocks[j]).gathers;
     fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, fmt::format("fsdp.{}_weight_gather", pass),
-                                          plans_of(blocks[j]).gathers.sizes, true);
+                                          gathers.sizes, gathers.experts, true);
   }
   return fsdp_pass.gathers[i];
 }
@@ -596,7 +603,7 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
       // the copies released before them.
       if (!plans.gathers.regather_sizes.empty()) {
         gathered = gather_weights(block, microbatch, gathered, "fsdp.backward_weight_regather",
-                                  plans.gathers.regather_sizes, false);
+                                  plans.gathers.regather_sizes, Bytes(0), false);
       }
       entry.push_back(gathered);
       // Under zero-bubble the weights stay gathered until the W pass.
@@ -644,8 +651,9 @@ void StageBuilder::step() {
   const Parallelism& p = s.parallelism;
   const ParameterBytes bytes = parameter_bytes(s.training);
   const bool hybrid = p.zero_shard < p.dp * p.cp;
-  // Reduce-scattered per micro-batch, each block's shard was all-reduced across the replicas then.
-  const bool replicas_reduced_per_block =
+  // Reduce-scattered per micro-batch, each block's gradients went then: its experts' over their
+  // own group and its shard across the replicas (DeepSpeed's all-reduced buckets went whole).
+  const bool reduced_per_block =
       per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   std::vector<TaskId> reductions;
 
@@ -682,14 +690,13 @@ void StageBuilder::step() {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                            "dp.gradient_reduce_scatter" + suffix, bucket.ready));
     }
-    if (hybrid && p.zero >= 1 && !replicas_reduced_per_block) {
+    if (hybrid && p.zero >= 1 && !reduced_per_block) {
       // HSDP: shards are all-reduced across the replicas.
       reductions.push_back(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
                                            GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,
                                            {per_microbatch_reduce() ? last_compute_ : reductions.back()}));
     }
-    // Reduced per micro-batch, the experts' gradients went with the rest of their block's.
-    if (bucket.expert > 0 && expert_data_ranks() > 1 && !per_microbatch_reduce()) {
+    if (bucket.expert > 0 && p.expert_data_ranks() > 1 && !reduced_per_block) {
       reductions.push_back(step_collective(p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
                                            GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket.ready));
     }
@@ -721,7 +728,7 @@ void StageBuilder::step() {
   // experts a share over at most the ranks holding the same experts (as static memory shards
   // them).
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
-  const double expert_shard = p.zero >= 1 ? std::max(1, std::min(p.zero_shard, expert_data_ranks())) : 1.0;
+  const double expert_shard = p.zero >= 1 ? p.expert_zero_shard() : 1.0;
   const double held = static_cast<double>(parameters - expert_parameters) / shard +
                       static_cast<double>(expert_parameters) / expert_shard;
   const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
@@ -749,8 +756,9 @@ TaskId StageBuilder::gather_updated_weights(int64_t parameters, int64_t expert_p
   TaskId last = step_collective(Collective::kAllGather,
                                 Bytes(static_cast<double>(parameters - expert_parameters) * weight),
                                 GroupKind::kDataShard, "dp.weight_all_gather", deps);
-  // Experts' weights are sharded over the ranks holding the same experts, and gathered there.
-  if (expert_parameters > 0 && expert_data_ranks() > 1) {
+  // Experts' weights are sharded over (at most) the ranks holding the same experts, and
+  // gathered there.
+  if (expert_parameters > 0 && c_.scenario.parallelism.expert_zero_shard() > 1) {
     last = step_collective(Collective::kAllGather, Bytes(static_cast<double>(expert_parameters) * weight),
                            GroupKind::kExpertData, "dp.expert_weight_all_gather", deps);
   }

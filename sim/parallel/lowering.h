@@ -109,16 +109,19 @@ std::optional<DType> gradient_buffer(const Training& training, const Parallelism
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);
 
-// The all-gathers of a block's weights under ZeRO-3: one of all of them, or with fsdp_gather:
-// tensor one per weight tensor above the persistence threshold; and, with that and full
-// recompute, the tensors released after the recomputed forward and gathered again for
+// The all-gathers of a block's weights under ZeRO-3: one of all of them (its `expert_parameters`
+// apart, over the ranks holding the same experts, where their states are sharded), or with
+// fsdp_gather: tensor one per weight tensor above the persistence threshold; and, with that and
+// full recompute, the tensors released after the recomputed forward and gathered again for
 // backward: those whose next use lies at least fsdp_reuse_distance elements of other weights
 // away. Each in bytes of the training's working weights.
 struct FsdpGathers {
-  std::vector<Bytes> sizes;
+  std::vector<Bytes> sizes;  // over the data-parallel shard group
   std::vector<Bytes> regather_sizes;
+  Bytes experts;  // over the expert-data group
+  Bytes total() const;
 };
-FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph);
+FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph, int64_t expert_parameters);
 
 Lowering lower(const Scenario& scenario, const OpTimer& timer, const CollectiveModel& collectives,
                const LoweringOptions& options);

@@ -243,6 +243,9 @@ Json to_json(const Scenario& s) {
     Json json = Json::object();
     json.set("link", l.name).set("bandwidth_bytes_per_s", l.bandwidth / BytesPerSecond(1));
     json.set("latency_s", l.latency / Seconds(1)).set("bandwidth_efficiency", l.bandwidth_efficiency);
+    if (l.nvls_bus_efficiency > 0.0) {
+      json.set("nvls_bus_efficiency", l.nvls_bus_efficiency).set("nvls_latency_s", l.nvls_latency / Seconds(1));
+    }
     return json;
   };
   cluster.set("intra_node", link(c.intra_node));

@@ -3,6 +3,7 @@
 #ifndef PACELINE_SIM_SCENARIO_SCENARIO_H_
 #define PACELINE_SIM_SCENARIO_SCENARIO_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -75,6 +76,10 @@ struct Parallelism {
   // reduces every micro-step, PyTorch FSDP reduce-scatters every backward). With pipelining a
   // stage keeps whole gradients over the micro-batches and reduces them in the step.
   bool reduces_gradients_per_microbatch() const { return zero >= 2 && pp == 1; }
+  // The ranks holding copies of the same experts (experts are not split by TP), and the group
+  // their ZeRO states are sharded over: at most those copies.
+  int expert_data_ranks() const { return tp * dp * cp / ep; }
+  int expert_zero_shard() const { return std::max(1, std::min(zero_shard, expert_data_ranks())); }
 };
 
 struct Training {

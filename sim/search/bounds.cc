@@ -287,8 +287,10 @@ double LayoutBounds::fsdp_stream_s(const Layout& l) {
   // As sim/parallel/lowering.cc sizes them: weights at the working precision, gradients at the
   // accumulation precision, over the ZeRO shard group (dp·cp ranks).
   const ParameterBytes bytes = parameter_bytes(base_.training);
-  // Experts' gradients are reduce-scattered over the ranks holding the same experts.
+  // Experts' weights are gathered (where their states are sharded) and their gradients
+  // reduce-scattered over the ranks holding the same experts.
   const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
+  const bool experts_gathered = layout_parallelism(l, base_).expert_zero_shard() > 1;
   const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
   double per_microbatch = 0.0;
   for (const VirtualStage& v : blocks_of(l.virtual_stages)) {
@@ -297,7 +299,9 @@ double LayoutBounds::fsdp_stream_s(const Layout& l) {
       const double held = static_cast<double>(parameters[kind]);
       const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
       const Seconds gather =
-          collectives_.time(Collective::kAllGather, Bytes(held * bytes.weight), shard);
+          collectives_.time(Collective::kAllGather, Bytes((held - experts) * bytes.weight), shard) +
+          (experts_gathered ? collectives_.time(Collective::kAllGather, Bytes(experts * bytes.weight), expert_data)
+                            : Seconds(0));
       const Seconds reduce =
           collectives_.time(Collective::kReduceScatter, Bytes((held - experts) * bytes.gradient), shard) +
           collectives_.time(Collective::kReduceScatter, Bytes(experts * bytes.gradient), expert_data);
@@ -355,9 +359,12 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
         const BlockFacts& block = *facts[kind];
         parameters += count[kind] * block.parameters;
         kept[chunk] += count[kind] * block.kept_bytes;
+        // Experts whose states are not sharded are held whole, not gathered.
+        const int64_t whole_experts =
+            kind == kMoe && parallelism.expert_zero_shard() <= 1 ? expert_parameters_ / l.ep : 0;
         weights[chunk] +=
             count[kind] *
-            static_cast<int64_t>(Bytes(static_cast<double>(block.parameters) * bytes.weight) /
+            static_cast<int64_t>(Bytes(static_cast<double>(block.parameters - whole_experts) * bytes.weight) /
                                  Bytes(1));
       }
       expert += count[kMoe] * (expert_parameters_ / l.ep);

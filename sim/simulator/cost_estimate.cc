@@ -89,9 +89,11 @@ CostEstimate estimate_cost(const Scenario& s) {
                       ? 1.0 + (moe && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
                       : 0.0;
     if (fsdp_per_microbatch) {
-      const FsdpGathers gathers = fsdp_gathers(s, graph);
+      const int64_t experts = moe ? s.model.moe->experts * count_parameters(s.model).per_expert / p.ep : 0;
+      const FsdpGathers gathers = fsdp_gathers(s, graph, experts);
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
-      fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size());
+      fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
+              (gathers.experts > Bytes(0) ? 2.0 : 0.0);
     }
     return tasks(PassKind::kForward) + backward + fsdp;
   };
@@ -115,8 +117,8 @@ CostEstimate estimate_cost(const Scenario& s) {
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers; per step and block: at most
   // two weight gathers (its experts' apart) and three gradient reductions (reducing per
-  // micro-batch, the gathers alone); per step: the tied embedding exchange, the gradient norm,
-  // the optimizer and a final weight gather (two, with experts).
+  // micro-batch with reduce-scatters, the gathers alone); per step: the tied embedding exchange,
+  // the gradient norm, the optimizer and a final weight gather (two, with experts).
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
   const double expert_gathers = s.model.moe && experts_reduced ? 1.0 : 0.0;
   std::vector<double> stage_tasks(p.pp, 4.0 + expert_gathers);
@@ -148,7 +150,8 @@ CostEstimate estimate_cost(const Scenario& s) {
       // hold more than its size: at most 2·elements/size + 1 all-reduces, the last at the end.
       per_microbatch += std::floor(2.0 * gradient_elements / static_cast<double>(s.training.grad_bucket_parameters)) + 1.0;
     }
-    stage_tasks[vs % p.pp] += per_microbatch * microbatches + ((reduce_per_microbatch ? 1.0 : 4.0) + expert_gathers) * blocks;
+    const double step_tasks_per_block = (reduce_per_microbatch && reduce_scatter ? 1.0 : 4.0) + expert_gathers;
+    stage_tasks[vs % p.pp] += per_microbatch * microbatches + step_tasks_per_block * blocks;
   }
 
   CostEstimate cost;

@@ -104,13 +104,22 @@ TEST(CollectiveModel, NvlinkSharpRunsAtTheLinksMeasuredBusBandwidthInOneStep) {
   EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(1), range(0, 8)).algorithm, CollectiveAlgorithm::kNvls);
   EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 8)) / Seconds(1), bus / (1.2 * 400e9) + 25e-6,
               1e-12);
-  // A small buffer over two GPUs: the ring's 2 steps of 3 us beat NVLS's 25 us.
+  // A small buffer over two GPUs: the ring's 2 steps of 3 us beat NVLS's 25 us. A large one
+  // over two: NVLS still moves S each way through each port, no faster than the ring's S.
   EXPECT_EQ(model.plan(Collective::kAllReduce, KiB(64), range(0, 2)).algorithm, CollectiveAlgorithm::kRing);
+  const CollectivePlan pair = model.plan(Collective::kAllReduce, GiB(1), range(0, 2), CollectiveAlgorithm::kNvls);
+  EXPECT_NEAR(model.time(pair) / Seconds(1), (GiB(1) / Bytes(1)) / 400e9 + 25e-6, 1e-12);
 }
 
 TEST(CollectiveModel, NvlinkSharpNeedsTheLinksFigures) {
-  EXPECT_THROW(cluster_from("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\nintra_node: {link: nvlink3}\n"),
-               InputError);
+  try {
+    cluster_from("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nnvls: true\nintra_node: {link: nvlink3}\n");
+    FAIL() << "nvls over a link without NVLS figures was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "c.yaml:3:7: cluster.nvls = true needs NVLS figures on the intra-node link nvlink3: "
+              "nvls_bus_efficiency and nvls_latency, as the nvlink4 and nvlink5 catalog links give");
+  }
 }
 
 TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
