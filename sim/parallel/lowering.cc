@@ -258,14 +258,14 @@ class StageBuilder {
     return add(spec);
   }
 
-  // ZeRO-2 and ZeRO-3 without pipelining reduce gradients after every micro-batch's backward (each
-  // block's as its backward ends). A reduce-scatter of each block's
-  // gradients leaves each rank its shard (PyTorch FSDP). An all-reduce (DeepSpeed's ZeRO-3 without
-  // contiguous gradients) moves twice the bytes and leaves every rank the whole sum, of which it
-  // keeps its shard. DeepSpeed fills a bucket of `grad_bucket_parameters` elements with the
-  // gradients in the order they are ready (its reduce_bucket_size), reducing the bucket before a
-  // gradient that would overflow it and at the end of the backward pass; each bucket here starts
-  // once the block holding its last gradient has finished its backward.
+  // ZeRO-2 and ZeRO-3 without pipelining reduce gradients after every micro-batch's backward, each
+  // block's as its backward ends. A reduce-scatter of each block's gradients leaves each rank its
+  // shard (PyTorch FSDP). An all-reduce (DeepSpeed's ZeRO-3 without contiguous gradients) moves
+  // twice the bytes and leaves every rank the whole sum, of which it keeps its shard. DeepSpeed
+  // fills a bucket of `grad_bucket_parameters` elements with the gradients in the order they are
+  // ready (its reduce_bucket_size), reducing the bucket before a gradient that would overflow it
+  // and at the end of the backward pass; each bucket here starts once the block holding its last
+  // gradient has finished its backward.
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
     const Parallelism& p = c_.scenario.parallelism;
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
