@@ -213,6 +213,12 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
   return plan;
 }
 
+CollectiveModel::Resolved CollectiveModel::faster(CollectivePlan first, CollectivePlan second) const {
+  if (time(second) < time(first)) std::swap(first, second);
+  const CollectiveAlgorithm algorithm = first.algorithm;
+  return {algorithm, std::move(first)};
+}
+
 CollectiveModel::Resolved CollectiveModel::resolve(Collective collective, Bytes size,
                                                    std::span<const int> members) const {
   const auto chosen = static_cast<CollectiveAlgorithm>(cluster_.algorithms[static_cast<int>(collective)]);
@@ -225,21 +231,10 @@ CollectiveModel::Resolved CollectiveModel::resolve(Collective collective, Bytes 
         return {chosen};
       }
       if (one_domain && !cluster_.nvls) return {CollectiveAlgorithm::kRing};
-      if (one_domain) {
-        // NVLS's one long step against the ring's many short ones: small groups and small
-        // buffers can be faster on the ring.
-        CollectivePlan by_ring = ring(collective, size, members);
-        CollectivePlan by_nvls = nvls(size, members);
-        if (time(by_ring) < time(by_nvls)) return {CollectiveAlgorithm::kRing, std::move(by_ring)};
-        return {CollectiveAlgorithm::kNvls, std::move(by_nvls)};
-      }
-      {
-        // Both planned to be timed: the faster plan is the one used.
-        CollectivePlan by_ring = ring(collective, size, members);
-        CollectivePlan by_tree = tree(size, members);
-        if (time(by_ring) <= time(by_tree)) return {CollectiveAlgorithm::kRing, std::move(by_ring)};
-        return {CollectiveAlgorithm::kTree, std::move(by_tree)};
-      }
+      // NVLS's one long step against the ring's many short ones: small groups and small buffers
+      // can be faster on the ring. Across domains the ring against the tree.
+      if (one_domain) return faster(nvls(size, members), ring(collective, size, members));
+      return faster(ring(collective, size, members), tree(size, members));
     case Collective::kAllGather:
     case Collective::kReduceScatter: return {CollectiveAlgorithm::kRing};
     default: return {CollectiveAlgorithm::kDirect};

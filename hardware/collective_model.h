@@ -93,6 +93,8 @@ class CollectiveModel {
     std::optional<CollectivePlan> plan;
   };
   Resolved resolve(Collective collective, Bytes size, std::span<const int> members) const;
+  // Both planned to be timed: the faster is used, the first on a tie.
+  Resolved faster(CollectivePlan first, CollectivePlan second) const;
   CollectivePlan planned_by(CollectiveAlgorithm algorithm, Collective collective, Bytes size,
                             std::span<const int> members) const;
   // A phase's flows as they are planned, one per (from, to) pair.

@@ -60,7 +60,8 @@ namespace {
 __extension__ typedef __int128 Wide;
 
 struct WideCount {
-  Wide total = 0, active = 0, embedding = 0, output = 0, per_dense_layer = 0, per_moe_layer = 0, per_expert = 0;
+  Wide total = 0, active = 0, embedding = 0, output = 0, per_dense_layer = 0, per_moe_layer = 0, per_expert = 0,
+       routed_experts = 0;
 };
 
 WideCount wide_count(const ModelSpec& m) {
@@ -89,7 +90,8 @@ WideCount wide_count(const ModelSpec& m) {
     count.per_expert = mlp(m.moe->ffn_hidden);
     const Wide router = hidden * m.moe->experts;
     const Wide shared = Wide{m.moe->shared_experts} * mlp(m.moe->shared_ffn_hidden);
-    count.per_moe_layer = common + router + shared + Wide{m.moe->experts} * count.per_expert;
+    count.routed_experts = Wide{m.moe->experts} * count.per_expert;
+    count.per_moe_layer = common + router + shared + count.routed_experts;
     active_moe_layer = common + router + shared + Wide{m.moe->top_k} * count.per_expert;
   }
 
@@ -114,7 +116,7 @@ std::optional<ParameterCount> checked_parameter_count(const ModelSpec& m) {
   };
   const ParameterCount count{narrow(w.total),           narrow(w.active),        narrow(w.embedding),
                              narrow(w.output),          narrow(w.per_dense_layer), narrow(w.per_moe_layer),
-                             narrow(w.per_expert)};
+                             narrow(w.per_expert),      narrow(w.routed_experts)};
   if (!fits) return std::nullopt;
   return count;
 }

@@ -72,6 +72,7 @@ struct ParameterCount {
   int64_t per_dense_layer = 0;
   int64_t per_moe_layer = 0;
   int64_t per_expert = 0;
+  int64_t routed_experts = 0;  // the routed experts of one MoE layer
 };
 // The counts of a model whose sizes its reader accepted. checked_parameter_count is empty when a
 // count would not fit in 64 bits (the readers refuse such a model).

@@ -33,7 +33,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.repeat_kv = s.training.repeat_kv;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
-  shard.gradient_buffer = gradient_buffer(s.training, s.parallelism);
+  shard.gradient_buffer = gradient_buffer(s.training, s.parallelism.zero, s.parallelism.pp);
   shard.head_apart_from_embedding = s.parallelism.pp > 1;
   return shard;
 }
@@ -44,8 +44,8 @@ LayerShard kept_layer_shard(const Scenario& s) {
   return shard;
 }
 
-std::optional<DType> gradient_buffer(const Training& training, const Parallelism& parallelism) {
-  if (parallelism.zero >= 3 || parallelism.reduces_gradients_per_microbatch()) return std::nullopt;
+std::optional<DType> gradient_buffer(const Training& training, int zero, int pp) {
+  if (zero >= 3 || reduces_gradients_per_microbatch(zero, pp)) return std::nullopt;
   return training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
 }
 
@@ -274,7 +274,7 @@ class StageBuilder {
                                                "fsdp.gradient_reduce_scatter", {backward_done});
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
-      if (p.zero_shard < p.dp * p.cp) {
+      if (p.hybrid_sharded()) {
         step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard), GroupKind::kDataReplica,
                         "fsdp.replica_all_reduce", {scattered});
       }
@@ -650,7 +650,7 @@ void StageBuilder::step() {
   const Scenario& s = c_.scenario;
   const Parallelism& p = s.parallelism;
   const ParameterBytes bytes = parameter_bytes(s.training);
-  const bool hybrid = p.zero_shard < p.dp * p.cp;
+  const bool hybrid = p.hybrid_sharded();
   // Reduce-scattered per micro-batch, each block's gradients went then: its experts' over their
   // own group and its shard across the replicas (DeepSpeed's all-reduced buckets went whole).
   const bool reduced_per_block =
@@ -850,7 +850,7 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   const LayerShard shard = layer_shard(s);
   const LayerShard kept = kept_layer_shard(s);
   const ParameterCount count = count_parameters(s.model);
-  const int64_t expert_parameters = s.model.moe ? s.model.moe->experts * count.per_expert / p.ep : 0;
+  const int64_t expert_parameters = count.routed_experts / p.ep;
   c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
   c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
   for (const auto& blocks : c.virtual_stage_blocks) {

@@ -39,6 +39,12 @@ enum class OptimizerKernels { kFused, kUnfused, kForLoop };
 // The four rank dimensions, innermost first in `rank_order`.
 enum class RankDim { kTensor, kContext, kData, kPipeline };
 
+// Whether each micro-batch's gradients are reduced as its backward produces them, every rank
+// accumulating only its shard: ZeRO-2 and ZeRO-3 without pipelining (DeepSpeed's stage 2
+// reduces every micro-step, PyTorch FSDP reduce-scatters every backward). With pipelining a
+// stage keeps whole gradients over the micro-batches and reduces them in the step.
+inline bool reduces_gradients_per_microbatch(int zero, int pp) { return zero >= 2 && pp == 1; }
+
 struct Parallelism {
   int tp = 1;
   int pp = 1;
@@ -71,11 +77,10 @@ struct Parallelism {
   std::vector<int> layers_per_stage;  // per virtual stage, in pipeline order
   std::vector<RankDim> rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
 
-  // Whether each micro-batch's gradients are reduced as its backward produces them, every rank
-  // accumulating only its shard: ZeRO-2 and ZeRO-3 without pipelining (DeepSpeed's stage 2
-  // reduces every micro-step, PyTorch FSDP reduce-scatters every backward). With pipelining a
-  // stage keeps whole gradients over the micro-batches and reduces them in the step.
-  bool reduces_gradients_per_microbatch() const { return zero >= 2 && pp == 1; }
+  // See reduces_gradients_per_microbatch(zero, pp).
+  bool reduces_gradients_per_microbatch() const { return paceline::reduces_gradients_per_microbatch(zero, pp); }
+  // HSDP: ZeRO shards over fewer ranks than the data-parallel ones, the shards replicated.
+  bool hybrid_sharded() const { return zero_shard < dp * cp; }
   // The ranks holding copies of the same experts (experts are not split by TP), and the group
   // their ZeRO states are sharded over: at most those copies.
   int expert_data_ranks() const { return tp * dp * cp / ep; }

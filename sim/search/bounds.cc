@@ -35,7 +35,7 @@ LayoutBounds::LayoutBounds(const Scenario& base)
     moe_before_[layer + 1] = moe_before_[layer] + (base.model.is_moe_layer(layer) ? 1 : 0);
   }
   if (base.model.moe) {
-    expert_parameters_ = base.model.moe->experts * count_parameters(base.model).per_expert;
+    expert_parameters_ = count_parameters(base.model).routed_experts;
   }
 }
 
@@ -74,7 +74,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
   // Shared by layouts with and without pipelining: without the head's copy of a tied embedding,
   // which only adds.
   shard.head_apart_from_embedding = false;
-  const std::optional<DType> buffer = gradient_buffer(base_.training, Parallelism{});
+  const std::optional<DType> buffer = gradient_buffer(base_.training, /*zero=*/0, /*pp=*/1);
   auto facts_of = [&](LayerGraph graph) {
     auto facts = std::make_shared<BlockFacts>();
     facts->graph = std::make_shared<const LayerGraph>(std::move(graph));
@@ -127,7 +127,7 @@ const LayoutBounds::ShardFacts& LayoutBounds::shard_facts(const Layout& l) {
 const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& LayoutBounds::block_times(
     const Layout& l, Detail detail) {
   const bool zero_bubble = l.schedule == Schedule::kZeroBubble;
-  const bool buffered = gradient_buffer(base_.training, layout_parallelism(l, base_)).has_value();
+  const bool buffered = gradient_buffer(base_.training, l.zero, l.pp).has_value();
   if (detail == Detail::kKernels) {
     const auto key = std::make_tuple(shard_key(l), zero_bubble, buffered);
     if (auto it = kernel_times_.find(key); it != kernel_times_.end()) return it->second;

@@ -79,8 +79,8 @@ CostEstimate estimate_cost(const Scenario& s) {
   const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
   const bool reduce_per_microbatch = p.reduces_gradients_per_microbatch();
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
-  const bool experts_reduced = p.tp * p.dp * p.cp / p.ep > 1;
-  const bool hybrid = p.zero_shard < p.dp * p.cp;  // each block's shard all-reduced across replicas
+  const bool experts_reduced = p.expert_data_ranks() > 1;
+  const bool hybrid = p.hybrid_sharded();  // each block's shard all-reduced across replicas
   auto block_tasks = [&](const LayerGraph& graph, bool moe) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
@@ -89,7 +89,7 @@ CostEstimate estimate_cost(const Scenario& s) {
                       ? 1.0 + (moe && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
                       : 0.0;
     if (fsdp_per_microbatch) {
-      const int64_t experts = moe ? s.model.moe->experts * count_parameters(s.model).per_expert / p.ep : 0;
+      const int64_t experts = moe ? count_parameters(s.model).routed_experts / p.ep : 0;
       const FsdpGathers gathers = fsdp_gathers(s, graph, experts);
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
       fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
