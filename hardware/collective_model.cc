@@ -214,7 +214,14 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
 }
 
 CollectiveModel::Resolved CollectiveModel::faster(CollectivePlan first, CollectivePlan second) const {
-  if (time(second) < time(first)) std::swap(first, second);
+  // Timing a plan fills its flows' rates once per flow to finish; bounds that do not overlap
+  // decide without it.
+  const TimeBounds first_bounds = time_bounds(first);
+  const TimeBounds second_bounds = time_bounds(second);
+  const bool second_faster = first_bounds.high <= second_bounds.low    ? false
+                             : second_bounds.high < first_bounds.low ? true
+                                                                     : time(second) < time(first);
+  if (second_faster) std::swap(first, second);
   const CollectiveAlgorithm algorithm = first.algorithm;
   return {algorithm, std::move(first)};
 }
@@ -282,18 +289,33 @@ CollectivePlan CollectiveModel::plan(Collective collective, Bytes size, std::spa
   return planned;
 }
 
+CollectiveModel::PhaseTransfer CollectiveModel::transfer_of(const std::vector<Flow>& phase) {
+  PhaseTransfer transfer;
+  for (const Flow& flow : phase) {
+    transfer.paths.push_back(flow.path);
+    transfer.bytes.push_back(flow.size / Bytes(1));
+  }
+  return transfer;
+}
+
 Seconds CollectiveModel::time(const CollectivePlan& plan) const {
   Seconds total = plan.latency;
   for (const auto& phase : plan.phases) {
-    std::vector<std::vector<uint32_t>> paths;
-    std::vector<double> bytes;
-    for (const Flow& flow : phase) {
-      paths.push_back(flow.path);
-      bytes.push_back(flow.size / Bytes(1));
-    }
-    total += Seconds(transfer_time(paths, bytes, capacity_));
+    const PhaseTransfer transfer = transfer_of(phase);
+    total += Seconds(transfer_time(transfer.paths, transfer.bytes, capacity_));
   }
   return total;
+}
+
+CollectiveModel::TimeBounds CollectiveModel::time_bounds(const CollectivePlan& plan) const {
+  TimeBounds bounds{plan.latency, plan.latency};
+  for (const auto& phase : plan.phases) {
+    const PhaseTransfer transfer = transfer_of(phase);
+    const TransferTimeBounds phase_bounds = transfer_time_bounds(transfer.paths, transfer.bytes, capacity_);
+    bounds.low += Seconds(phase_bounds.low_s);
+    bounds.high += Seconds(phase_bounds.high_s);
+  }
+  return bounds;
 }
 
 Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const int> members) const {

@@ -78,6 +78,12 @@ class CollectiveModel {
   Seconds time(Collective collective, Bytes size, std::span<const int> members) const;
   // The time of a plan alone on the network.
   Seconds time(const CollectivePlan& plan) const;
+  // What time(plan) can be at least and at most, found without filling rates.
+  struct TimeBounds {
+    Seconds low;
+    Seconds high;
+  };
+  TimeBounds time_bounds(const CollectivePlan& plan) const;
   // The SMs its kernel holds while it runs over the communicator `members` (global GPU
   // indices): a send/recv's channels, fewer when the communicator spans NVLink domains, else
   // the GPU's figure for collectives (an all-to-all, whose sends reach every peer, spreads over
@@ -95,6 +101,12 @@ class CollectiveModel {
   Resolved resolve(Collective collective, Bytes size, std::span<const int> members) const;
   // Both planned to be timed: the faster is used, the first on a tie.
   Resolved faster(CollectivePlan first, CollectivePlan second) const;
+  // The paths and bytes of a phase's flows, for the max-min functions.
+  struct PhaseTransfer {
+    std::vector<std::vector<uint32_t>> paths;
+    std::vector<double> bytes;
+  };
+  static PhaseTransfer transfer_of(const std::vector<Flow>& phase);
   CollectivePlan planned_by(CollectiveAlgorithm algorithm, Collective collective, Bytes size,
                             std::span<const int> members) const;
   // A phase's flows as they are planned, one per (from, to) pair.

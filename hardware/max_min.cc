@@ -71,4 +71,21 @@ double transfer_time(std::span<const std::vector<uint32_t>> paths, std::span<con
   return elapsed;
 }
 
+TransferTimeBounds transfer_time_bounds(std::span<const std::vector<uint32_t>> paths, std::span<const double> bytes,
+                                        std::span<const double> capacity) {
+  // No flow is faster than its narrowest link alone. The flows on the first link to fill each
+  // get its share, so their rates over their narrowest capacities add up to at least one: the
+  // sum of bytes left over narrowest capacity falls at least as fast as time passes.
+  TransferTimeBounds bounds;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (paths[i].empty() || bytes[i] <= 0.0) continue;
+    double narrowest = capacity[paths[i].front()];
+    for (const uint32_t link : paths[i]) narrowest = std::min(narrowest, capacity[link]);
+    const double alone_s = bytes[i] / narrowest;
+    bounds.low_s = std::max(bounds.low_s, alone_s);
+    bounds.high_s += alone_s;
+  }
+  return bounds;
+}
+
 }  // namespace paceline

@@ -101,6 +101,15 @@ std::vector<double> max_min_rates(std::span<const std::vector<uint32_t>> paths, 
 double transfer_time(std::span<const std::vector<uint32_t>> paths, std::span<const double> bytes,
                      std::span<const double> capacity);
 
+// What transfer_time can be at least and at most, found without filling rates (each flow's
+// bytes over the narrowest link of its path, alone: the longest and the sum).
+struct TransferTimeBounds {
+  double low_s = 0.0;
+  double high_s = 0.0;
+};
+TransferTimeBounds transfer_time_bounds(std::span<const std::vector<uint32_t>> paths, std::span<const double> bytes,
+                                        std::span<const double> capacity);
+
 }  // namespace paceline
 
 #endif  // PACELINE_HARDWARE_MAX_MIN_H_

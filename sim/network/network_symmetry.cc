@@ -86,6 +86,8 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
   auto move = [&](int rank) { return layout.shifted(rank, dim, step); };
   LinkMap links(collectives.topology().num_links());
   uint64_t groups = 0;
+  // The plans of images not yet visited, by (group, collective): each group is then planned once.
+  std::map<std::pair<int, StageComm>, CollectivePlan> image_plans;
   for (int k = 0; k < kNumGroupKinds; ++k) {
     const auto kind = static_cast<GroupKind>(k);
     // Each group once: a pipeline link is its sender's alone, other groups all their members'.
@@ -98,6 +100,8 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
       }
       std::vector<int> group = layout.members(kind, rank);
       std::vector<int> image = layout.members(kind, move(rank));
+      // A group is visited from its first rank (members come in rank order), a link from its sender.
+      const int group_key = link ? rank : group.front();
       std::set<StageComm> runs;  // the networked collectives the group's members run over it
       for (const int member : group) {
         if (!link || member == rank) covered[member] = 1;
@@ -112,12 +116,16 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
         std::ranges::sort(image);
       }
       if (group != image) return std::nullopt;
+      const int image_key = link ? move(rank) : image.front();
       // ...and each of its collectives onto its image's plan.
-      for (const auto& [_, collective, size] : runs) {
-        const TaskComm comm{static_cast<Collective>(collective), kind, Bytes(size)};
-        const CollectivePlan plan = plan_task_collective(layout, collectives, rank, comm);
-        const CollectivePlan moved = plan_task_collective(layout, collectives, move(rank), comm);
+      for (const StageComm& run : runs) {
+        const TaskComm comm{static_cast<Collective>(std::get<1>(run)), kind, Bytes(std::get<2>(run))};
+        auto planned = image_plans.extract({group_key, run});
+        const CollectivePlan plan =
+            planned ? std::move(planned.mapped()) : plan_task_collective(layout, collectives, rank, comm);
+        CollectivePlan moved = plan_task_collective(layout, collectives, move(rank), comm);
         if (!maps_onto(plan, moved, move, links, collectives.topology())) return std::nullopt;
+        if (!covered[image_key]) image_plans.emplace(std::make_pair(image_key, run), std::move(moved));
       }
     }
   }

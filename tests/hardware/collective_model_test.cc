@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <numeric>
+#include <random>
 
 #include "base/input_error.h"
 #include "base/yaml_reader.h"
@@ -60,6 +61,38 @@ TEST(MaxMin, SkewedTrafficFinishesAtItsMostLoadedLink) {
   const std::vector<double> bytes = {10.0, 20.0, 30.0};
   const std::vector<double> capacity = {10.0};
   EXPECT_NEAR(transfer_time(paths, bytes, capacity), 6.0, 1e-12);
+}
+
+TEST(MaxMin, TransferTimeBoundsAreTheLongestFlowAloneAndAllFlowsInTurn) {
+  // The skewed case: the largest flow alone takes 30/10 s; one after another they take 6 s,
+  // which sharing one link also takes.
+  const std::vector<std::vector<uint32_t>> paths = {{0}, {0}, {0}};
+  const std::vector<double> bytes = {10.0, 20.0, 30.0};
+  const std::vector<double> capacity = {10.0};
+  const TransferTimeBounds bounds = transfer_time_bounds(paths, bytes, capacity);
+  EXPECT_EQ(bounds.low_s, 3.0);
+  EXPECT_EQ(bounds.high_s, 6.0);
+}
+
+TEST(MaxMin, TransferTimeLiesWithinItsBounds) {
+  std::mt19937 random(7);
+  std::uniform_int_distribution<uint32_t> link(0, 7);
+  std::uniform_real_distribution<double> amount(1.0, 100.0);
+  const std::vector<double> capacity = {10.0, 20.0, 5.0, 40.0, 10.0, 25.0, 15.0, 30.0};
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::vector<uint32_t>> paths(1 + trial % 12);
+    std::vector<double> bytes;
+    for (auto& path : paths) {
+      for (uint32_t hop = 0; hop < 1 + link(random) % 3; ++hop) path.push_back(link(random));
+      std::ranges::sort(path);
+      path.erase(std::unique(path.begin(), path.end()), path.end());
+      bytes.push_back(amount(random));
+    }
+    const double time_s = transfer_time(paths, bytes, capacity);
+    const TransferTimeBounds bounds = transfer_time_bounds(paths, bytes, capacity);
+    EXPECT_LE(bounds.low_s, time_s * (1 + 1e-12)) << "trial " << trial;
+    EXPECT_LE(time_s, bounds.high_s * (1 + 1e-12)) << "trial " << trial;
+  }
 }
 
 TEST(CollectiveModel, RingAllReduceInsideANode) {
@@ -172,6 +205,24 @@ TEST(CollectiveModel, AllReduceAcrossNodesChoosesTheFasterOfRingAndTree) {
   EXPECT_NEAR((model.time(tree) - tree.latency) / (model.time(ring) - ring.latency), 1.0, 0.01);
   // The ring's 2·(512 − 64) NVLink and 2·63 network steps then decide.
   EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(4), range(0, 512)).algorithm, CollectiveAlgorithm::kTree);
+}
+
+TEST(CollectiveModel, TimeBoundsBracketEveryAlgorithmsPlan) {
+  const ClusterSpec c = cluster_of(4);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  for (const CollectiveAlgorithm algorithm :
+       {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree, CollectiveAlgorithm::kHierarchical}) {
+    for (const std::vector<int>& members : {range(0, 32), range(0, 32, 8), range(4, 28)}) {
+      const CollectivePlan plan = model.plan(Collective::kAllReduce, MiB(64), members, algorithm);
+      const CollectiveModel::TimeBounds bounds = model.time_bounds(plan);
+      const double time_s = model.time(plan) / Seconds(1);
+      // To rounding: a ring's flows all take as long, and so does the ring.
+      EXPECT_LE(bounds.low / Seconds(1), time_s * (1 + 1e-12)) << to_string(algorithm) << " over " << members.size();
+      EXPECT_LE(time_s, bounds.high / Seconds(1) * (1 + 1e-12)) << to_string(algorithm) << " over " << members.size();
+      EXPECT_LT(bounds.low, bounds.high) << to_string(algorithm) << " over " << members.size();
+    }
+  }
 }
 
 TEST(CollectiveModel, HierarchicalAllReduceOver128Nodes) {
