@@ -26,6 +26,21 @@ void check_link(YamlMap& map, const LinkSpec& link) {
                                                 link.nvls_bus_efficiency));
   }
   if (link.nvls_latency < Seconds(0)) map.fail("nvls_latency", "must not be negative");
+  if (link.mesh && (link.nvls_bus_efficiency > 0.0 || link.nvls_latency > Seconds(0))) {
+    map.fail("fabric", "= mesh has no switch to reduce in: a mesh link takes no NVLS figures");
+  }
+}
+
+// `fabric: switch | mesh`, plainly or with its source.
+std::optional<bool> read_mesh(YamlMap& map, std::map<std::string, std::string>& field_sources) {
+  const std::optional<std::string> fabric = internal::read_sourced<std::string>(map, "fabric", field_sources, "");
+  if (!fabric) return std::nullopt;
+  if (*fabric != "switch" && *fabric != "mesh") {
+    map.fail("fabric", fmt::format("= {} must be switch (a port per GPU into switches) or mesh (a direct link to "
+                                   "every other GPU of the node)",
+                                   *fabric));
+  }
+  return *fabric == "mesh";
 }
 
 LinkSpec read_link_file(const std::string& path) {
@@ -43,6 +58,7 @@ LinkSpec read_link_file(const std::string& path) {
   link.nvls_bus_efficiency =
       internal::read_sourced<double>(map, "nvls_bus_efficiency", field_sources, "").value_or(0.0);
   link.nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", field_sources, "").value_or(Seconds(0));
+  link.mesh = read_mesh(map, field_sources).value_or(false);
   check_link(map, link);
   map.finish();
   return link;
@@ -74,8 +90,11 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   const auto nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", unused, "");
   link.nvls_bus_efficiency = nvls_efficiency.value_or(base ? base->nvls_bus_efficiency : 0.0);
   link.nvls_latency = nvls_latency.value_or(base ? base->nvls_latency : Seconds(0));
-  if (bandwidth || latency || efficiency || nvls_efficiency || nvls_latency) link.name = "inline";
+  const std::optional<bool> mesh = read_mesh(map, unused);
+  link.mesh = mesh.value_or(base ? base->mesh : false);
+  if (bandwidth || latency || efficiency || nvls_efficiency || nvls_latency || mesh) link.name = "inline";
   check_link(map, link);
+  map.finish();
   return link;
 }
 
@@ -183,8 +202,13 @@ ClusterSpec read_cluster(YamlMap& map) {
     map.fail("nvlink_domain", fmt::format("= {} must be a multiple of gpus_per_node = {}", cluster.nvlink_domain,
                                           cluster.gpus_per_node));
   }
-  cluster.nvls = map.get<bool>("nvls", system ? system->nvls : false);
   const LinkSpec& intra = cluster.intra_node;
+  if (intra.mesh && cluster.nvlink_domain != cluster.gpus_per_node) {
+    map.fail("nvlink_domain", fmt::format("= {} must equal gpus_per_node = {}: the intra-node link {} is a mesh of "
+                                          "direct links inside a node",
+                                          cluster.nvlink_domain, cluster.gpus_per_node, intra.name));
+  }
+  cluster.nvls = map.get<bool>("nvls", system ? system->nvls : false);
   if (cluster.nvls && !(intra.nvls_bus_efficiency > 0.0 && intra.nvls_latency > Seconds(0))) {
     const std::string needs = fmt::format("NVLS figures on the intra-node link {}: nvls_bus_efficiency and "
                                           "nvls_latency, as the nvlink4 and nvlink5 catalog links give",

@@ -32,6 +32,9 @@ struct LinkSpec {
   // latency, one step for the whole collective. Zero where the link has no figures.
   double nvls_bus_efficiency = 0.0;
   Seconds nvls_latency;
+  // Intra-node links: each GPU has a direct link to every other GPU of its node (AMD Infinity
+  // Fabric) rather than a port into a switch; `bandwidth` is the sum over its links.
+  bool mesh = false;
   BytesPerSecond effective_bandwidth() const { return bandwidth * bandwidth_efficiency; }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "base/check.h"
 #include "hardware/max_min.h"
@@ -55,6 +56,32 @@ void CollectiveModel::add_flow(PhaseFlows& phase, int from, int to, Bytes size) 
   phase.flows.push_back(std::move(flow));
 }
 
+void CollectiveModel::spread_over_mesh(PhaseFlows& phase) const {
+  if (!topology_.mesh()) return;
+  // RCCL runs rings over a node's direct links in as many orders as it takes to use them all:
+  // what a domain's GPUs send each other, summed, goes evenly over the links between them.
+  std::map<int, std::pair<Bytes, std::set<int>>> within;  // by domain: bytes and GPUs
+  PhaseFlows spread;
+  for (Flow& flow : phase.flows) {
+    if (topology_.domain_of(flow.from) == topology_.domain_of(flow.to)) {
+      auto& [bytes, gpus] = within[topology_.domain_of(flow.from)];
+      bytes += flow.size;
+      gpus.insert({flow.from, flow.to});
+      continue;
+    }
+    spread.index.emplace(std::make_pair(flow.from, flow.to), spread.flows.size());
+    spread.flows.push_back(std::move(flow));
+  }
+  for (const auto& [domain, sent] : within) {
+    const auto& [bytes, gpus] = sent;
+    const double links = static_cast<double>(gpus.size() * (gpus.size() - 1));
+    for (const int from : gpus) {
+      for (const int to : gpus) add_flow(spread, from, to, bytes / links);
+    }
+  }
+  phase = std::move(spread);
+}
+
 CollectivePlan CollectiveModel::ring(Collective collective, Bytes size, std::span<const int> members) const {
   CollectivePlan plan;
   plan.algorithm = CollectiveAlgorithm::kRing;
@@ -66,6 +93,7 @@ CollectivePlan CollectiveModel::ring(Collective collective, Bytes size, std::spa
   PhaseFlows phase;
   if (nodes == 1) {
     for (size_t i = 0; i < members.size(); ++i) add_flow(phase, members[i], members[(i + 1) % members.size()], per_edge);
+    spread_over_mesh(phase);
     plan.phases.push_back(std::move(phase.flows));
     plan.latency = cluster_.intra_node.latency * (passes * (n - 1.0));
     return plan;
@@ -83,6 +111,7 @@ CollectivePlan CollectiveModel::ring(Collective collective, Bytes size, std::spa
     }
     for (size_t i = 0; i < order.size(); ++i) add_flow(phase, order[i], order[(i + 1) % order.size()], per_edge / channels);
   }
+  spread_over_mesh(phase);
   plan.phases.push_back(std::move(phase.flows));
   // NCCL's ring latency: of each pass's n − 1 steps, nodes − 1 cross the network.
   const Seconds network = cluster_.inter_node->nic.latency;
@@ -130,6 +159,7 @@ CollectivePlan CollectiveModel::tree(Bytes size, std::span<const int> members) c
       }
     }
   }
+  spread_over_mesh(phase);
   plan.phases.push_back(std::move(phase.flows));
   const double k = static_cast<double>(domains.front().size());
   plan.latency = cluster_.intra_node.latency * (2.0 * (k - 1.0)) +
@@ -159,6 +189,7 @@ CollectivePlan CollectiveModel::hierarchical(Bytes size, std::span<const int> me
                size / kd * (2.0 * (nodes - 1.0) / nodes));
     }
   }
+  spread_over_mesh(inside);
   plan.phases = {inside.flows, std::move(across.flows), inside.flows};
   const Seconds network = cluster_.inter_node->nic.latency;
   plan.latency = cluster_.intra_node.latency * (2.0 * (kd - 1.0)) + network * (2.0 * (nodes - 1.0));

@@ -115,6 +115,8 @@ class CollectiveModel {
     std::map<std::pair<int, int>, size_t> index;  // of each pair's flow
   };
   void add_flow(PhaseFlows& phase, int from, int to, Bytes size) const;
+  // In a mesh, the phase's flows inside each domain spread evenly over its GPUs' direct links.
+  void spread_over_mesh(PhaseFlows& phase) const;
   CollectivePlan ring(Collective collective, Bytes size, std::span<const int> members) const;
   CollectivePlan tree(Bytes size, std::span<const int> members) const;
   CollectivePlan hierarchical(Bytes size, std::span<const int> members) const;

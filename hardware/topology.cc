@@ -12,11 +12,15 @@ Topology::Topology(const ClusterSpec& cluster)
     : num_gpus_(cluster.num_gpus()),
       gpus_per_node_(cluster.gpus_per_node),
       nvlink_domain_(std::min(cluster.nvlink_domain, cluster.num_gpus())),
+      mesh_(cluster.intra_node.mesh && cluster.gpus_per_node > 1),
       nvlink_latency_(cluster.intra_node.latency) {
-  // NVLink ports: one transmit and one receive link per GPU.
-  for (int gpu = 0; gpu < num_gpus_; ++gpu) {
-    capacity_.push_back(cluster.intra_node.effective_bandwidth());
-    capacity_.push_back(cluster.intra_node.effective_bandwidth());
+  if (mesh_) {
+    // A link to each of the node's other GPUs, by GPU and then by peer.
+    const BytesPerSecond per_peer = cluster.intra_node.effective_bandwidth() / (gpus_per_node_ - 1.0);
+    capacity_.assign(static_cast<size_t>(num_gpus_) * (gpus_per_node_ - 1), per_peer);
+  } else {
+    // NVLink ports: one transmit and one receive link per GPU.
+    capacity_.assign(2 * static_cast<size_t>(num_gpus_), cluster.intra_node.effective_bandwidth());
   }
   nic_base_ = static_cast<LinkId>(capacity_.size());
   leaf_base_ = nic_base_;
@@ -52,10 +56,20 @@ int Topology::leaf_of(int node, int rail) const {
   return rail_optimized_ ? group * nics_per_node_ + rail : group;
 }
 
+LinkId Topology::mesh_link(int from, int to) const {
+  const int local_to = to % gpus_per_node_;
+  const int peer = local_to - (local_to > from % gpus_per_node_ ? 1 : 0);
+  return static_cast<LinkId>(from * (gpus_per_node_ - 1) + peer);
+}
+
 void Topology::route(int from, int to, std::vector<LinkId>& path) const {
   PACELINE_CHECK(from >= 0 && to >= 0 && from < num_gpus_ && to < num_gpus_, "a route between unknown GPUs");
   if (from == to) return;
   if (domain_of(from) == domain_of(to)) {
+    if (mesh_) {
+      path.push_back(mesh_link(from, to));
+      return;
+    }
     path.push_back(nvlink_tx(from));
     path.push_back(nvlink_rx(to));
     return;
@@ -91,6 +105,12 @@ std::vector<double> Topology::capacities() const {
 }
 
 std::string Topology::link_name(LinkId link) const {
+  if (link < nic_base_ && mesh_) {
+    const int from = static_cast<int>(link) / (gpus_per_node_ - 1);
+    const int peer = static_cast<int>(link) % (gpus_per_node_ - 1);
+    const int local_to = peer + (peer >= from % gpus_per_node_ ? 1 : 0);
+    return fmt::format("gpu {} link to gpu {}", from, from - from % gpus_per_node_ + local_to);
+  }
   if (link < nic_base_) return fmt::format("gpu {} nvlink {}", link / 2, link % 2 ? "rx" : "tx");
   if (link < leaf_base_) {
     const int index = static_cast<int>((link - nic_base_) / 2);

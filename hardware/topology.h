@@ -2,7 +2,9 @@
 //
 // Inside an NVLink domain (a node, or a multi-node domain such as GB200 NVL72) every GPU has one
 // port into a non-blocking NVSwitch fabric: a transmit and a receive link of the NVLink
-// bandwidth. Between domains traffic leaves through the NIC serving the GPU (NICs are spread
+// bandwidth. A mesh link (AMD Infinity Fabric) instead gives every GPU one link to each other GPU
+// of its node, each with an equal share of the link's bandwidth, so a pair of GPUs talks over
+// one of them. Between domains traffic leaves through the NIC serving the GPU (NICs are spread
 // evenly over the node's GPUs) into a leaf switch and, when the destination hangs off another
 // leaf, up through the spine: each leaf's uplinks are one aggregate link per direction of
 // (its NIC ports × NIC bandwidth) / oversubscription, as equal-cost multipath spreads flows over
@@ -40,9 +42,12 @@ class Topology {
   // Per-hop latency of the route (NVLink, or NIC plus switch hops).
   Seconds route_latency(int from, int to) const;
 
-  // A GPU's NVLink port into its domain's switches (NVLink SHARP reduces in the switch).
+  // A GPU's NVLink port into its domain's switches (NVLink SHARP reduces in the switch); none
+  // in a mesh.
   LinkId nvlink_tx(int gpu) const { return static_cast<LinkId>(2 * gpu); }
   LinkId nvlink_rx(int gpu) const { return static_cast<LinkId>(2 * gpu + 1); }
+  // Whether GPUs of a node are joined by direct links (a mesh) rather than through switches.
+  bool mesh() const { return mesh_; }
 
   int num_gpus() const { return num_gpus_; }
   int node_of(int gpu) const { return gpu / gpus_per_node_; }
@@ -52,6 +57,8 @@ class Topology {
   int leaf_of(int node, int rail) const;
 
  private:
+  // The direct link from `from` to `to`, GPUs of one node, in a mesh.
+  LinkId mesh_link(int from, int to) const;
   LinkId nic_tx(int node, int rail) const { return nic_base_ + static_cast<LinkId>(2 * (node * nics_per_node_ + rail)); }
   LinkId nic_rx(int node, int rail) const { return nic_tx(node, rail) + 1; }
   LinkId leaf_up(int leaf) const { return leaf_base_ + static_cast<LinkId>(2 * leaf); }
@@ -62,6 +69,7 @@ class Topology {
   int nvlink_domain_ = 1;
   int nics_per_node_ = 0;
   int nodes_per_leaf_ = 1;
+  bool mesh_ = false;
   bool rail_optimized_ = false;
   bool oversubscribed_ = false;
   LinkId nic_base_ = 0;

@@ -246,6 +246,7 @@ Json to_json(const Scenario& s) {
     if (l.nvls_bus_efficiency > 0.0) {
       json.set("nvls_bus_efficiency", l.nvls_bus_efficiency).set("nvls_latency_s", l.nvls_latency / Seconds(1));
     }
+    if (l.mesh) json.set("fabric", "mesh");
     return json;
   };
   cluster.set("intra_node", link(c.intra_node));
@@ -353,8 +354,8 @@ std::string to_text(const Result& r) {
   auto ms = [](Seconds t) { return t / Milliseconds(1); };
   std::string out;
   out += fmt::format("{}\n", s.name);
-  out += fmt::format("  {} on {} × {} ({} nodes × {})\n", s.model.name, s.num_gpus(), s.cluster.gpu.name,
-                     s.cluster.nodes, s.cluster.gpus_per_node);
+  out += fmt::format("  {} on {} × {} ({} node{} × {})\n", s.model.name, s.num_gpus(), s.cluster.gpu.name,
+                     s.cluster.nodes, s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node);
   const std::string context_exchange =
       p.cp > 1 ? fmt::format(" ({}{})", to_string(p.cp_comm), p.cp_comm_overlap ? "" : ", waited") : "";
   out += fmt::format("  tp {} · pp {} · dp {} · cp {}{} · ep {}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,

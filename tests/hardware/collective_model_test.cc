@@ -155,6 +155,65 @@ TEST(CollectiveModel, NvlinkSharpNeedsTheLinksFigures) {
   }
 }
 
+// 8-GPU nodes joined by a mesh: 7 direct links of 64 GB/s per GPU, 2 us per step.
+ClusterSpec mesh_cluster_of(int nodes) {
+  return cluster_from(fmt::format(
+      "gpu: mi300x\nnodes: {}\ngpus_per_node: 8\n"
+      "intra_node: {{bandwidth: 448 GB/s, latency: 2 us, bandwidth_efficiency: 1.0, fabric: mesh}}\n"
+      "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}}\n",
+      nodes));
+}
+
+TEST(CollectiveModel, AMeshGivesAGroupTheLinksBetweenItsGpus) {
+  // A ring's 2(n−1)/n·S per GPU goes over the n − 1 links to the group's other GPUs: 64 GB/s for
+  // a pair, 3 · 64 for four, all 7 (448 GB/s, as through a switch port) for the whole node.
+  const ClusterSpec c = mesh_cluster_of(1);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double s = GiB(1) / Bytes(1);
+  for (const int n : {2, 4, 8}) {
+    const double expected = 2.0 * (n - 1) / n * s / ((n - 1) * 64e9) + 2.0 * (n - 1) * 2e-6;
+    EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, n)) / Seconds(1), expected, 1e-12) << n;
+  }
+  // A copy from one GPU to another has the one link between them.
+  EXPECT_NEAR(model.time(Collective::kSendRecv, GiB(1), std::vector<int>{0, 5}) / Seconds(1), s / 64e9 + 2e-6, 1e-12);
+  std::vector<LinkId> path;
+  topology.route(6, 2, path);
+  ASSERT_EQ(path.size(), 1u);
+  EXPECT_EQ(topology.link_name(path[0]), "gpu 6 link to gpu 2");
+  EXPECT_EQ(topology.capacity(path[0]) / BytesPerSecond(1), 64e9);
+}
+
+TEST(CollectiveModel, AMeshNodeSpreadsItsShareOfARingOverItsLinks) {
+  // Two full nodes: each NIC carries one of 8 rings, 2·(15/16)·S/8 at 50 GB/s, while each GPU's
+  // 2·(15/16)·S·7/8 inside its node spreads over its 7 links (at most 2·S/8 each, 64 GB/s).
+  const ClusterSpec c = mesh_cluster_of(2);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan ring = model.plan(Collective::kAllReduce, GiB(1), range(0, 16), CollectiveAlgorithm::kRing);
+  const double s = GiB(1) / Bytes(1);
+  EXPECT_NEAR((model.time(ring) - ring.latency) / Seconds(1), 2.0 * 15 / 16 * s / 8 / 50e9, 1e-9);
+}
+
+TEST(CollectiveModel, AMeshIsOneNodesAndHasNoSwitchToReduceIn) {
+  auto error_of = [](const std::string& text) {
+    try {
+      cluster_from(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nnvlink_domain: 16\n"),
+            "c.yaml:3:16: cluster.nvlink_domain = 16 must equal gpus_per_node = 8: the intra-node link "
+            "infinity-fabric-mi300x is a mesh of direct links inside a node");
+  EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nintra_node: {nvls_bus_efficiency: 1.0, nvls_latency: 25 us}\n"),
+            "c.yaml:3:13: cluster.intra_node.fabric = mesh has no switch to reduce in: a mesh link takes no NVLS figures");
+  EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nintra_node: {fabric: torus}\n"),
+            "c.yaml:3:22: cluster.intra_node.fabric = torus must be switch (a port per GPU into switches) or mesh (a "
+            "direct link to every other GPU of the node)");
+}
+
 TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
   // 16 nodes, one member each (GPU 0 of each): every ring edge crosses one NIC of 50 GB/s.
   const ClusterSpec c = cluster_of(16);
