@@ -179,6 +179,9 @@ class StageBuilder {
  public:
   StageBuilder(const Context& c, int stage) : c_(c), stage_(stage) {
     for (int k = 0; k < kNumStreams; ++k) builder_.add_stream(std::string(to_string(static_cast<StreamKind>(k))));
+    for (int k = 0; k < static_cast<int>(GroupKind::kForwardSend); ++k) {
+      placements_[k] = c_.layout.placement(static_cast<GroupKind>(k), stage_);
+    }
   }
 
   StageProgram build();
@@ -244,7 +247,7 @@ class StageBuilder {
   TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string_view name,
                          std::vector<TaskId> deps) {
     LoneTask spec;
-    const std::vector<int> members = c_.layout.placement(group, stage_);
+    const std::vector<int>& members = placement(group);
     spec.duration = c_.collectives.time(kind, size, members);
     spec.sms = c_.collectives.kernel_sms(kind, members);
     spec.name = name;
@@ -387,8 +390,12 @@ class StageBuilder {
   TaskId prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
                            const char* pass);
 
+  // The stage's group of `kind` (RankLayout::placement), for the collectives of the whole step.
+  const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
+
   const Context& c_;
   int stage_;
+  std::array<std::vector<int>, kNumGroupKinds> placements_;
   ProgramBuilder builder_;
   std::vector<TaskLabel> labels_;
   std::vector<TaskComm> lone_comms_;
@@ -485,7 +492,7 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.microbatch = microbatch;
     last = add(spec);
   };
-  const std::vector<int> group = c_.layout.placement(GroupKind::kDataShard, stage_);
+  const std::vector<int>& group = placement(GroupKind::kDataShard);
   for (const Bytes size : sizes) {
     if (per_tensor_list) last = build_gather_list(b, microbatch, last, static_cast<int>(group.size()), name + ".list");
     gather(size, GroupKind::kDataShard, group);
@@ -494,7 +501,7 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     }
   }
   if (experts > Bytes(0)) {
-    gather(experts, GroupKind::kExpertData, c_.layout.placement(GroupKind::kExpertData, stage_));
+    gather(experts, GroupKind::kExpertData, placement(GroupKind::kExpertData));
   }
   return last;
 }
@@ -822,7 +829,7 @@ StageProgram StageBuilder::build() {
 Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& collectives,
                const LoweringOptions& options) {
   const Parallelism& p = s.parallelism;
-  const RankLayout layout(p, s.cluster.gpus_per_node);
+  const RankLayout layout(p, s.cluster.nvlink_domain);
   const OpPricer pricer(timer, collectives, layout);
   Context c{.scenario = s,
             .layout = layout,

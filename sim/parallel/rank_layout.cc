@@ -1,13 +1,14 @@
 #include "sim/parallel/rank_layout.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/check.h"
 
 namespace paceline {
 
-RankLayout::RankLayout(const Parallelism& parallelism, int gpus_per_node)
-    : parallelism_(parallelism), gpus_per_node_(gpus_per_node) {
+RankLayout::RankLayout(const Parallelism& parallelism, int nvlink_domain)
+    : parallelism_(parallelism), nvlink_domain_(nvlink_domain) {
   const std::array<int, 4> size = {parallelism.tp, parallelism.cp, parallelism.dp, parallelism.pp};
   int stride = 1;
   for (const RankDim dim : parallelism.rank_order) {
@@ -112,7 +113,53 @@ std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
 }
 
 std::vector<int> RankLayout::placement(GroupKind kind, int stage) const {
-  return members(kind, rank_of(RankCoord{0, 0, 0, stage}));
+  PACELINE_CHECK(kind < GroupKind::kForwardSend, "pipeline links are placed by link_members");
+  // A stage's groups are stage 0's moved by whole stages, and only the move modulo the domain
+  // changes how they straddle domains; a group spanning the stages is the same at each.
+  const bool spans_stages = kind == GroupKind::kModel || kind == GroupKind::kEmbedding;
+  const int stage_stride = stride_[static_cast<int>(RankDim::kPipeline)];
+  std::vector<int> moves;
+  if (spans_stages) {
+    moves = {0};
+  } else if (stage != kEveryStage) {
+    moves = {stage * stage_stride};
+  } else {
+    std::vector<uint8_t> seen(nvlink_domain_, 0);
+    for (int s = 0; s < parallelism_.pp; ++s) {
+      if (!std::exchange(seen[s * stage_stride % nvlink_domain_], 1)) moves.push_back(s * stage_stride);
+    }
+  }
+  std::vector<int> best;
+  int best_domains = 0;
+  int best_first = 0;
+  std::vector<uint8_t> covered(num_ranks_, 0);
+  for (int dp = 0; dp < parallelism_.dp; ++dp) {
+    for (int cp = 0; cp < parallelism_.cp; ++cp) {
+      for (int tp = 0; tp < parallelism_.tp; ++tp) {
+        const int rank = rank_of(RankCoord{tp, cp, dp, 0});
+        if (covered[rank]) continue;
+        const std::vector<int> group = members(kind, rank);
+        for (const int m : group) covered[m] = 1;
+        for (const int move : moves) {
+          int domains = 0;
+          int last = -1;
+          for (const int m : group) {  // in rank order: a new domain starts where the last ends
+            const int domain = (m + move) / nvlink_domain_;
+            domains += domain != last;
+            last = domain;
+          }
+          const int first = group.front() + move;
+          if (best.empty() || domains > best_domains || (domains == best_domains && first < best_first)) {
+            best_domains = domains;
+            best_first = first;
+            best = group;
+            for (int& m : best) m += move;
+          }
+        }
+      }
+    }
+  }
+  return best;
 }
 
 std::vector<int> RankLayout::link_members(int stage, bool forward) const {

@@ -61,20 +61,24 @@ inline constexpr int kNumGroupKinds = 13;
 
 class RankLayout {
  public:
-  RankLayout(const Parallelism& parallelism, int gpus_per_node);
+  // `nvlink_domain`: the GPUs (consecutive ranks) sharing one NVLink fabric.
+  RankLayout(const Parallelism& parallelism, int nvlink_domain);
 
   int num_ranks() const { return num_ranks_; }
   RankCoord coord(int rank) const;
   int rank_of(const RankCoord& coord) const;
   // The rank `steps` further along `dim` (tp, cp or dp), wrapping around.
   int shifted(int rank, RankDim dim, int steps = 1) const;
-  int node(int rank) const { return rank / gpus_per_node_; }
 
   // The members of `rank`'s group of `kind`, in rank order (pipeline links: sender, receiver).
   std::vector<int> members(GroupKind kind, int rank) const;
-  // The members of the group of `kind` containing the first rank of `stage` (the group whose
-  // collectives a stage's program is priced for; groups are alike up to translation).
-  std::vector<int> placement(GroupKind kind, int stage = 0) const;
+  // The group of `kind` whose collectives a stage's program is priced for: of the groups with a
+  // member in `stage` (in any stage by default), the one spread over the most NVLink domains,
+  // whose collectives are the slowest and pace the rest; the lowest-ranked of those. Where the
+  // groups do not fit the domains alike (a context-parallel group of 3 on nodes of 4), some
+  // straddle two.
+  static constexpr int kEveryStage = -1;
+  std::vector<int> placement(GroupKind kind, int stage = kEveryStage) const;
   // The two ends of the pipeline link from `stage` to the next (or previous) stage, in the
   // column of rank 0: {sender, receiver}.
   std::vector<int> link_members(int stage, bool forward) const;
@@ -90,7 +94,7 @@ class RankLayout {
   RankCoord with_expert_index(RankCoord c, int index) const;
 
   Parallelism parallelism_;
-  int gpus_per_node_;
+  int nvlink_domain_;
   int num_ranks_;
   std::array<int, 4> stride_{};  // by RankDim
 };

@@ -118,7 +118,7 @@ class OpPricer {
  private:
   const OpTimer& timer_;
   const CollectiveModel& collectives_;
-  std::array<std::vector<int>, kNumGroupKinds> placements_;  // members of rank 0's groups
+  std::array<std::vector<int>, kNumGroupKinds> placements_;  // RankLayout::placement in any stage
 };
 
 GroupKind group_of(CommGroup group);

@@ -137,7 +137,7 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
   const auto layout_key =
       std::make_tuple(shard_key(l), l.tp, l.cp, l.dp, l.pp, l.ep, zero_bubble, buffered);
   if (auto it = times_by_layout_.find(layout_key); it != times_by_layout_.end()) return *it->second;
-  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.gpus_per_node);
+  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.nvlink_domain);
   auto placed = placements_.find({l.tp, l.cp, l.dp, l.pp, l.ep});
   if (placed == placements_.end()) {
     placed = placements_
@@ -283,7 +283,7 @@ double LayoutBounds::fsdp_stream_s(const Layout& l) {
   }
   const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, parameters);
   if (auto it = fsdp_.find(key); it != fsdp_.end()) return it->second;
-  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.gpus_per_node);
+  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.nvlink_domain);
   // As sim/parallel/lowering.cc sizes them: weights at the working precision, gradients at the
   // accumulation precision, over the ZeRO shard group (dp·cp ranks).
   const ParameterBytes bytes = parameter_bytes(base_.training);

@@ -66,7 +66,7 @@ CostEstimate estimate_cost(const Scenario& s) {
   const OpTimer timer(s.cluster.gpu, s.cluster.profile, s.num_gpus());
   const Topology topology(s.cluster);
   const CollectiveModel collectives(s.cluster, topology);
-  const RankLayout layout(p, s.cluster.gpus_per_node);
+  const RankLayout layout(p, s.cluster.nvlink_domain);
   const OpPricer pricer(timer, collectives, layout);
   const LayerShard shard = layer_shard(s);
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;

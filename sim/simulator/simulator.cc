@@ -60,7 +60,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   const OpTimer timer(scenario->cluster.gpu, scenario->cluster.profile, scenario->num_gpus());
   const Topology topology(scenario->cluster);
   const CollectiveModel collectives(scenario->cluster, topology);
-  const RankLayout layout(scenario->parallelism, scenario->cluster.gpus_per_node);
+  const RankLayout layout(scenario->parallelism, scenario->cluster.nvlink_domain);
   // Full fidelity folds the peers it proves symmetric: lowered for the hoped-for fold first,
   // lowered again only when the proof keeps fewer dimensions.
   auto lower_folded = [&](RankFold fold) {

@@ -39,13 +39,24 @@ TEST(RankLayout, ShiftsMoveOneCoordinateAndWrapAround) {
   EXPECT_EQ(layout.coord(layout.shifted(64 + 7, RankDim::kData)).pp, 1);
 }
 
-TEST(RankLayout, PlacementIsTheFirstStagesGroups) {
+TEST(RankLayout, GroupsThatFitTheNodesAlikeArePlacedAtTheirStagesFirstRank) {
   const RankLayout layout(layout_of(8, 1, 4, 2), 8);
   EXPECT_EQ(layout.placement(GroupKind::kTensor), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(layout.placement(GroupKind::kData), (std::vector<int>{0, 8, 16, 24}));
   // Stage 1's data-parallel group is 32 ranks on; its pipeline link goes back to stage 0.
   EXPECT_EQ(layout.placement(GroupKind::kData, 1), (std::vector<int>{32, 40, 48, 56}));
   EXPECT_EQ(layout.link_members(1, /*forward=*/false), (std::vector<int>{32, 0}));
+}
+
+TEST(RankLayout, PlacementIsTheGroupSpreadOverTheMostDomains) {
+  // cp 3, dp 2, pp 2 on nodes of 4: stage 0's context groups are {0, 1, 2}, in one node, and
+  // {3, 4, 5}, across two; stage 1's are {6, 7, 8}, across two, and {9, 10, 11}, in one.
+  const RankLayout layout(layout_of(1, 3, 2, 2), 4);
+  EXPECT_EQ(layout.placement(GroupKind::kContext, 0), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(layout.placement(GroupKind::kContext, 1), (std::vector<int>{6, 7, 8}));
+  EXPECT_EQ(layout.placement(GroupKind::kContext), (std::vector<int>{3, 4, 5}));
+  // A group spanning the stages is the same at each: all of them straddle two nodes.
+  EXPECT_EQ(layout.placement(GroupKind::kEmbedding, 1), (std::vector<int>{0, 6}));
 }
 
 TEST(RankLayout, GroupInstancesAgreeWithinAGroupAndDifferAcross) {
