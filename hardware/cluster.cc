@@ -50,7 +50,7 @@ LinkSpec read_link_file(const std::string& path) {
   LinkSpec link;
   link.name = map.required<std::string>("name");
   map.get<std::string>("description", "");
-  map.choice("kind", {"intra_node", "network"});
+  link.kind = map.choice("kind", {"intra_node", "network"}) == "network" ? LinkKind::kNetwork : LinkKind::kIntraNode;
   internal::read_sources(map);
   link.bandwidth = internal::read_sourced_required<BytesPerSecond>(map, "bandwidth", field_sources, "");
   link.latency = internal::read_sourced_required<Seconds>(map, "latency", field_sources, "");
@@ -64,14 +64,40 @@ LinkSpec read_link_file(const std::string& path) {
   return link;
 }
 
+std::string_view kind_name(LinkKind kind) { return kind == LinkKind::kNetwork ? "network" : "intra-node"; }
+std::string_view a_link_of(LinkKind kind) { return kind == LinkKind::kNetwork ? "a network link" : "an intra-node link"; }
+
+// The catalog's links of `kind`.
+std::vector<std::string> links_of_kind(const std::string& catalog, LinkKind kind) {
+  std::vector<std::string> names;
+  for (const std::string& name : catalog_links(catalog)) {
+    if (read_link_file(catalog + "/" + name + ".yaml").kind == kind) names.push_back(name);
+  }
+  return names;
+}
+
+// A catalog link by name that must be of `kind`.
+LinkSpec load_link_of_kind(const std::string& name, LinkKind kind, const SourceLocation& where) {
+  const std::string catalog = default_link_catalog();
+  LinkSpec link = load_link(name, catalog, where);
+  if (link.kind != kind) {
+    throw InputError(where, fmt::format("link '{}' is {}, where {} is wanted; {} links: {}", name,
+                                        a_link_of(link.kind), a_link_of(kind), kind_name(kind),
+                                        fmt::join(links_of_kind(catalog, kind), ", ")));
+  }
+  return link;
+}
+
 // A link given by name, or inline with unset fields taken from `defaults`.
 LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<LinkSpec>& defaults) {
   const std::string catalog = default_link_catalog();
   const YAML::Node node = parent.node(key);
-  if (node.IsScalar()) return load_link(node.Scalar(), catalog, location_of(node, parent.file()));
+  if (node.IsScalar()) return load_link_of_kind(node.Scalar(), LinkKind::kIntraNode, location_of(node, parent.file()));
   YamlMap map = parent.map(key);
   std::optional<LinkSpec> base = defaults;
-  if (map.has("link")) base = load_link(map.required<std::string>("link"), catalog, map.location("link"));
+  if (map.has("link")) {
+    base = load_link_of_kind(map.required<std::string>("link"), LinkKind::kIntraNode, map.location("link"));
+  }
   LinkSpec link;
   link.name = base ? base->name : "inline";
   std::map<std::string, std::string> unused;
@@ -81,7 +107,7 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   if (!bandwidth && !base) map.fail("bandwidth", "is required (or name a catalog `link`)");
   if ((!latency || !efficiency) && !base) {
     map.fail_here(fmt::format("give latency and bandwidth_efficiency, or name a catalog `link` (known: {})",
-                              fmt::join(catalog_links(catalog), ", ")));
+                              fmt::join(links_of_kind(catalog, LinkKind::kIntraNode), ", ")));
   }
   link.bandwidth = bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
   link.latency = latency.value_or(base ? base->latency : Seconds(0));
@@ -101,7 +127,7 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
 // The catalog network link whose NIC bandwidth equals `bandwidth`, if any.
 std::optional<LinkSpec> network_link_of_bandwidth(BytesPerSecond bandwidth) {
   const std::string catalog = default_link_catalog();
-  for (const std::string& name : catalog_links(catalog)) {
+  for (const std::string& name : links_of_kind(catalog, LinkKind::kNetwork)) {
     const LinkSpec link = read_link_file(catalog + "/" + name + ".yaml");
     if (std::abs(link.bandwidth / bandwidth - 1.0) < 1e-9) return link;
   }
@@ -112,7 +138,7 @@ std::optional<LinkSpec> network_link_of_bandwidth(BytesPerSecond bandwidth) {
 NetworkSpec system_network(const SystemSpec& system, const SourceLocation& where) {
   NetworkSpec network;
   network.nics_per_node = system.nics_per_node;
-  network.nic = load_link(system.nic, default_link_catalog(), where);
+  network.nic = load_link_of_kind(system.nic, LinkKind::kNetwork, where);
   network.topology = system.topology;
   network.nodes_per_leaf = system.nodes_per_leaf;
   network.oversubscription = system.oversubscription;
@@ -129,9 +155,9 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   const std::string catalog = default_link_catalog();
   std::optional<LinkSpec> base;
   if (map.has("link")) {
-    base = load_link(map.required<std::string>("link"), catalog, map.location("link"));
+    base = load_link_of_kind(map.required<std::string>("link"), LinkKind::kNetwork, map.location("link"));
   } else if (from_system && !map.has("nic_bandwidth")) {
-    base = load_link(system->nic, catalog, map.location());
+    base = load_link_of_kind(system->nic, LinkKind::kNetwork, map.location());
   }
   const std::optional<BytesPerSecond> nic_bandwidth = map.optional<BytesPerSecond>("nic_bandwidth");
   if (!base && !nic_bandwidth) map.fail("nic_bandwidth", "is required (or name a catalog `link`)");
@@ -141,7 +167,8 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   if (!base && (!latency || !efficiency)) {
     map.fail_here(fmt::format("no catalog network link has nic_bandwidth {} Gb/s: give latency and "
                               "bandwidth_efficiency, or name a `link` (known: {})",
-                              *nic_bandwidth / GbitPerSecond(1), fmt::join(catalog_links(catalog), ", ")));
+                              *nic_bandwidth / GbitPerSecond(1),
+                              fmt::join(links_of_kind(catalog, LinkKind::kNetwork), ", ")));
   }
   network.nic.name = base ? base->name : "inline";
   network.nic.bandwidth = nic_bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
@@ -189,7 +216,7 @@ ClusterSpec read_cluster(YamlMap& map) {
 
   std::optional<LinkSpec> intra_default;
   const std::string intra_link = system ? system->intra_node : cluster.gpu.intra_node_link;
-  if (!intra_link.empty()) intra_default = load_link(intra_link, default_link_catalog(), map.location("gpu"));
+  if (!intra_link.empty()) intra_default = load_link_of_kind(intra_link, LinkKind::kIntraNode, map.location("gpu"));
   if (map.has("intra_node")) {
     cluster.intra_node = read_link(map, "intra_node", intra_default);
   } else if (intra_default) {

@@ -22,8 +22,11 @@ namespace paceline {
 
 class YamlMap;
 
+enum class LinkKind { kIntraNode, kNetwork };
+
 struct LinkSpec {
   std::string name;            // catalog name, or "inline"
+  LinkKind kind = LinkKind::kIntraNode;
   BytesPerSecond bandwidth;    // per GPU (intra-node) or per NIC (network), per direction
   Seconds latency;             // per step of a collective
   double bandwidth_efficiency = 1.0;  // fraction of `bandwidth` large collectives reach

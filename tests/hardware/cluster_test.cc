@@ -56,6 +56,21 @@ TEST(Cluster, UnknownLinkListsTheCatalog) {
   EXPECT_NE(message.find("nvlink4"), std::string::npos);
 }
 
+TEST(Cluster, ALinkServesOnlyItsOwnSideOfTheNode) {
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                     "inter_node: {nics_per_node: 8, link: nvlink4}\n"),
+            "c.yaml:4:38: link 'nvlink4' is an intra-node link, where a network link is wanted; network links: "
+            "ib-hdr, ib-ndr, roce-400g");
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nintra_node: ib-ndr\n"),
+            "c.yaml:3:13: link 'ib-ndr' is a network link, where an intra-node link is wanted; intra-node links: "
+            "infinity-fabric-mi300x, nvlink3, nvlink4, nvlink5");
+  // A NIC bandwidth is matched among the network links only: 3600 Gb/s is NVLink 4's 450 GB/s.
+  EXPECT_NE(error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                     "inter_node: {nics_per_node: 8, nic_bandwidth: 3600 Gb/s}\n")
+                .find("no catalog network link has nic_bandwidth 3600 Gb/s"),
+            std::string::npos);
+}
+
 TEST(Cluster, OversubscriptionBelowOneIsRejected) {
   const std::string message = error_of(
       "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
