@@ -265,6 +265,12 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                                       "groups over the ranks of a pipeline stage)", p.ep, p.tp * p.dp * p.cp));
     }
   }
+  if (m.moe && p.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
+    fail_parallel("fsdp_gradient_reduce", fmt::format("= all_reduce (DeepSpeed's ZeRO-3 buckets, all-reduced over the "
+                                                      "whole data-parallel group) takes no mixture-of-experts model "
+                                                      "({} has experts, reduced over their own group); use "
+                                                      "reduce_scatter", m.name));
+  }
   if (m.moe && p.tp > 1 && !p.sequence_parallel) {
     fail_parallel("sequence_parallel", "must be true for a mixture-of-experts model with tp > 1");
   }

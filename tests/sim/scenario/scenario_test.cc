@@ -133,6 +133,11 @@ TEST(ScenarioErrors, InconsistentFields) {
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_gradient_reduce: all_reduce")),
             "s.yaml:13:25: parallelism.fsdp_gradient_reduce = all_reduce needs zero: 3 without pipelining (weights "
             "gathered and gradients reduced per block and micro-batch); here zero = 3, pp = 16");
+  EXPECT_EQ(error_of(replace(replace(kBase, "model: gpt3-175b", "model: mixtral-8x7b"), "  pp: 16",
+                             "  pp: 1\n  zero: 3\n  fsdp_gradient_reduce: all_reduce")),
+            "s.yaml:13:25: parallelism.fsdp_gradient_reduce = all_reduce (DeepSpeed's ZeRO-3 buckets, all-reduced "
+            "over the whole data-parallel group) takes no mixture-of-experts model (mixtral-8x7b has experts, reduced "
+            "over their own group); use reduce_scatter");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gradient_reduce: reduce")),
             "s.yaml:13:25: parallelism.fsdp_gradient_reduce = 'reduce' is unknown; expected one of: reduce_scatter, "
             "all_reduce");
