@@ -76,6 +76,9 @@ class CollectiveModel {
                       CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto) const;
   // Its time alone on the network (cached per collective, size and group).
   Seconds time(Collective collective, Bytes size, std::span<const int> members) const;
+  // The time until the last of `groups` (disjoint) has run it, all starting at once and sharing
+  // the links (cached per collective, size and groups).
+  Seconds time(Collective collective, Bytes size, std::span<const std::vector<int>> groups) const;
   // The time of a plan alone on the network.
   Seconds time(const CollectivePlan& plan) const;
   // What time(plan) can be at least and at most, found without filling rates.

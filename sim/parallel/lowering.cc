@@ -181,6 +181,7 @@ class StageBuilder {
     for (int k = 0; k < kNumStreams; ++k) builder_.add_stream(std::string(to_string(static_cast<StreamKind>(k))));
     for (int k = 0; k < static_cast<int>(GroupKind::kForwardSend); ++k) {
       placements_[k] = c_.layout.placement(static_cast<GroupKind>(k), stage_);
+      sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), static_cast<GroupKind>(k), placements_[k]);
     }
   }
 
@@ -247,9 +248,8 @@ class StageBuilder {
   TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string_view name,
                          std::vector<TaskId> deps) {
     LoneTask spec;
-    const std::vector<int>& members = placement(group);
-    spec.duration = c_.collectives.time(kind, size, members);
-    spec.sms = c_.collectives.kernel_sms(kind, members);
+    spec.duration = collective_time(kind, size, group);
+    spec.sms = c_.collectives.kernel_sms(kind, placement(group));
     spec.name = name;
     spec.deps = std::move(deps);
     spec.group = group;
@@ -392,10 +392,15 @@ class StageBuilder {
 
   // The stage's group of `kind` (RankLayout::placement), for the collectives of the whole step.
   const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
+  // The time of a collective over it, run at once by the groups sharing its NICs.
+  Seconds collective_time(Collective collective, Bytes size, GroupKind kind) const {
+    return c_.collectives.time(collective, size, sharing_[static_cast<int>(kind)]);
+  }
 
   const Context& c_;
   int stage_;
   std::array<std::vector<int>, kNumGroupKinds> placements_;
+  std::array<std::vector<std::vector<int>>, kNumGroupKinds> sharing_;  // sharing_nics of each
   ProgramBuilder builder_;
   std::vector<TaskLabel> labels_;
   std::vector<TaskComm> lone_comms_;
@@ -475,14 +480,14 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
                                     const std::vector<Bytes>& sizes, Bytes experts, bool held) {
   const bool per_tensor_list = c_.scenario.parallelism.fsdp_gather == FsdpGather::kTensor;
   TaskId last = after;
-  auto gather = [&](Bytes size, GroupKind kind, const std::vector<int>& group) {
+  auto gather = [&](Bytes size, GroupKind kind) {
     LoneTask spec;
-    spec.duration = c_.collectives.time(Collective::kAllGather, size, group);
+    spec.duration = collective_time(Collective::kAllGather, size, kind);
     spec.name = name;
     spec.deps = {last};
     spec.group = kind;
     spec.collective = Collective::kAllGather;
-    spec.sms = c_.collectives.kernel_sms(Collective::kAllGather, group);
+    spec.sms = c_.collectives.kernel_sms(Collective::kAllGather, placement(kind));
     spec.size = size;
     spec.synchronized = true;
     spec.sequence = next_sequence(kind);
@@ -492,17 +497,13 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.microbatch = microbatch;
     last = add(spec);
   };
-  const std::vector<int>& group = placement(GroupKind::kDataShard);
+  const auto ranks = static_cast<int>(placement(GroupKind::kDataShard).size());
   for (const Bytes size : sizes) {
-    if (per_tensor_list) last = build_gather_list(b, microbatch, last, static_cast<int>(group.size()), name + ".list");
-    gather(size, GroupKind::kDataShard, group);
-    if (per_tensor_list) {
-      last = copy_out_gather(b, microbatch, last, size, static_cast<int>(group.size()), name + ".copies");
-    }
+    if (per_tensor_list) last = build_gather_list(b, microbatch, last, ranks, name + ".list");
+    gather(size, GroupKind::kDataShard);
+    if (per_tensor_list) last = copy_out_gather(b, microbatch, last, size, ranks, name + ".copies");
   }
-  if (experts > Bytes(0)) {
-    gather(experts, GroupKind::kExpertData, placement(GroupKind::kExpertData));
-  }
+  if (experts > Bytes(0)) gather(experts, GroupKind::kExpertData);
   return last;
 }
 

@@ -110,12 +110,39 @@ GroupKind group_of(CommGroup group) {
   return GroupKind::kTensor;
 }
 
+std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topology& topology, GroupKind kind,
+                                           const std::vector<int>& group) {
+  std::vector<std::vector<int>> groups = {group};
+  // Members come in rank order, and GPU g is rank g: a group crosses domains where its ends do.
+  auto crosses_domains = [&](const std::vector<int>& g) {
+    return !g.empty() && topology.domain_of(g.front()) != topology.domain_of(g.back());
+  };
+  if (kind >= GroupKind::kForwardSend || !topology.has_network() || !crosses_domains(group)) return groups;
+  const bool spans_stages = kind == GroupKind::kModel || kind == GroupKind::kEmbedding;
+  const int stage = layout.coord(group.front()).pp;
+  std::set<std::pair<int, int>> nics;  // (node, rail)
+  for (const int gpu : group) nics.emplace(topology.node_of(gpu), topology.rail_of(gpu));
+  std::set<int> listed(group.begin(), group.end());
+  const int per_node = topology.gpus_per_node();
+  for (const auto& [node, rail] : nics) {
+    for (int gpu = node * per_node; gpu < (node + 1) * per_node; ++gpu) {
+      if (topology.rail_of(gpu) != rail || listed.contains(gpu)) continue;
+      if (!spans_stages && layout.coord(gpu).pp != stage) continue;
+      std::vector<int> other = layout.members(kind, gpu);
+      listed.insert(other.begin(), other.end());
+      if (crosses_domains(other)) groups.push_back(std::move(other));
+    }
+  }
+  return groups;
+}
+
 OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout)
     : timer_(timer), collectives_(collectives) {
   for (int k = 0; k < kNumGroupKinds; ++k) {
     const auto kind = static_cast<GroupKind>(k);
     if (kind >= GroupKind::kForwardSend) continue;  // links are placed per stage
     placements_[k] = layout.placement(kind);
+    sharing_[k] = sharing_nics(layout, collectives.topology(), kind, placements_[k]);
   }
 }
 
@@ -125,7 +152,8 @@ KernelTime OpPricer::price(const Op& op) const {
     case OpKind::kAttention: return timer_.attention(op.attention);
     case OpKind::kMemoryBound: return timer_.memory_bound(op.memory_kernel, op.bytes, op.kernels);
     case OpKind::kCommunication:
-      return {collectives_.time(op.comm.collective, op.comm.size, placement(group_of(op.comm.group))), false};
+      return {collectives_.time(op.comm.collective, op.comm.size, sharing_[static_cast<int>(group_of(op.comm.group))]),
+              false};
   }
   return {};
 }

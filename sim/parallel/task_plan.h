@@ -104,7 +104,15 @@ struct TaskPlan {
   uint32_t last_compute = kNoId;  // the last template on the compute stream
 };
 
-// Prices ops: compute on the op timer, collectives over the group each runs on.
+// `group` of `kind` and the groups of that kind that run the same collectives at the same time
+// (a stage's groups of a kind run theirs at once) through a NIC one of its GPUs sends through:
+// with fewer NICs than GPUs, their traffic shares it. `group` first; alone when it stays in one
+// NVLink domain or no other such group sits behind its NICs.
+std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topology& topology, GroupKind kind,
+                                           const std::vector<int>& group);
+
+// Prices ops: compute on the op timer, collectives over the group each runs on, together with
+// the groups sharing its NICs.
 class OpPricer {
  public:
   OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout);
@@ -119,6 +127,7 @@ class OpPricer {
   const OpTimer& timer_;
   const CollectiveModel& collectives_;
   std::array<std::vector<int>, kNumGroupKinds> placements_;  // RankLayout::placement in any stage
+  std::array<std::vector<std::vector<int>>, kNumGroupKinds> sharing_;  // sharing_nics of each
 };
 
 GroupKind group_of(CommGroup group);

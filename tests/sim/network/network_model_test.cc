@@ -32,6 +32,21 @@ training: {global_batch: 32, seq_len: 4096}
   EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.0, kAgreement);
 }
 
+TEST(NetworkModel, SymmetricChargesGroupsSharingANicTogether) {
+  // One NIC per node of 8: the four data-parallel groups of tp 2 (and the eight of tp 8) leave
+  // each node through it at once, as full fidelity shares it.
+  for (const char* tp : {"2", "8"}) {
+    const std::string scenario = std::string(R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 4, gpus_per_node: 8, inter_node: {nics_per_node: 1, nic_bandwidth: 400 Gb/s}}
+parallelism: {tp: )") + tp + R"(}
+training: {global_batch: 32, seq_len: 4096, micro_batch: 1}
+)";
+    const Result symmetric = run(scenario);
+    const Result full = run(scenario + "simulation: {fidelity: full}\n");
+    EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.0, kAgreement) << "tp " << tp;
+  }
+}
+
 TEST(NetworkModel, AnOversubscribedSpineSlowsCrossLeafDataParallelism) {
   // Data parallelism across 16 nodes, one node per leaf: 4:1 oversubscription squeezes the
   // gradient all-reduce that crosses the spine; full fidelity sees the shared uplinks.

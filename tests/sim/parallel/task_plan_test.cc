@@ -77,5 +77,39 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
   EXPECT_EQ(plan.tasks[0].alloc_bytes, static_cast<int64_t>(graph.saved_activations() / Bytes(1)));
 }
 
+TEST(SharingNics, GroupsBehindOneNicRunTogether) {
+  // tp 2, dp 8 on two nodes of 8 GPUs: data-parallel groups {0, 2, .., 14} and {1, 3, .., 15}.
+  // With one NIC per node both send through it; with a NIC per GPU each has its own.
+  Parallelism parallelism;
+  parallelism.tp = 2;
+  parallelism.dp = 8;
+  parallelism.zero_shard = 8;
+  const RankLayout layout(parallelism, 8);
+  const std::vector<int> group = layout.placement(GroupKind::kData);
+  auto cluster_with_nics = [](int nics) {
+    const YamlDocument doc = load_yaml_text(
+        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " + std::to_string(nics) +
+            ", nic_bandwidth: 400 Gb/s}\n",
+        "c.yaml");
+    YamlMap map(doc.root, doc.file, "cluster");
+    return read_cluster(map);
+  };
+  const ClusterSpec one_nic = cluster_with_nics(1);
+  const Topology shared(one_nic);
+  const std::vector<std::vector<int>> together = sharing_nics(layout, shared, GroupKind::kData, group);
+  ASSERT_EQ(together.size(), 2u);
+  EXPECT_EQ(together[0], group);
+  EXPECT_EQ(together[1], (std::vector<int>{1, 3, 5, 7, 9, 11, 13, 15}));
+  // Together they take about twice as long through the NIC as one alone.
+  const CollectiveModel collectives(one_nic, shared);
+  const Seconds alone = collectives.time(Collective::kAllReduce, GiB(1), group);
+  const Seconds both = collectives.time(Collective::kAllReduce, GiB(1), together);
+  EXPECT_NEAR(both / alone, 2.0, 0.05);
+  const ClusterSpec nic_per_gpu = cluster_with_nics(8);
+  EXPECT_EQ(sharing_nics(layout, Topology(nic_per_gpu), GroupKind::kData, group).size(), 1u);
+  // Tensor-parallel groups stay in a node.
+  EXPECT_EQ(sharing_nics(layout, shared, GroupKind::kTensor, layout.placement(GroupKind::kTensor)).size(), 1u);
+}
+
 }  // namespace
 }  // namespace paceline
