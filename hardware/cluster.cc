@@ -127,9 +127,9 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
 // The catalog network link whose NIC bandwidth equals `bandwidth`, if any.
 std::optional<LinkSpec> network_link_of_bandwidth(BytesPerSecond bandwidth) {
   const std::string catalog = default_link_catalog();
-  for (const std::string& name : links_of_kind(catalog, LinkKind::kNetwork)) {
+  for (const std::string& name : catalog_links(catalog)) {
     const LinkSpec link = read_link_file(catalog + "/" + name + ".yaml");
-    if (std::abs(link.bandwidth / bandwidth - 1.0) < 1e-9) return link;
+    if (link.kind == LinkKind::kNetwork && std::abs(link.bandwidth / bandwidth - 1.0) < 1e-9) return link;
   }
   return std::nullopt;
 }
