@@ -351,37 +351,44 @@ CollectiveModel::TimeBounds CollectiveModel::time_bounds(const CollectivePlan& p
 }
 
 Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const int> members) const {
-  const std::vector<int> group(members.begin(), members.end());
-  return time(collective, size, std::span<const std::vector<int>>(&group, 1));
+  if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
+  return cached(std::make_tuple(static_cast<int>(collective), size / Bytes(1),
+                                std::vector<int>(members.begin(), members.end())),
+                [&] { return time(plan(collective, size, members)); });
 }
 
 Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const std::vector<int>> groups) const {
-  if (groups.empty() || groups.front().size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) {
-    return Seconds(0);
-  }
+  if (groups.size() <= 1) return groups.empty() ? Seconds(0) : time(collective, size, groups.front());
+  if (groups.front().size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
   // The groups' members one after another, each group after the first behind a -1.
   std::vector<int> members;
   for (const std::vector<int>& group : groups) {
     if (!members.empty()) members.push_back(-1);
     members.insert(members.end(), group.begin(), group.end());
   }
-  auto key = std::make_tuple(static_cast<int>(collective), size / Bytes(1), std::move(members));
+  return cached(std::make_tuple(static_cast<int>(collective), size / Bytes(1), std::move(members)), [&] {
+    // Together, the groups' plans run phase by phase.
+    CollectivePlan together;
+    for (const std::vector<int>& group : groups) {
+      CollectivePlan planned = plan(collective, size, group);
+      together.latency = std::max(together.latency, planned.latency);
+      if (together.phases.size() < planned.phases.size()) together.phases.resize(planned.phases.size());
+      for (size_t p = 0; p < planned.phases.size(); ++p) {
+        std::ranges::move(planned.phases[p], std::back_inserter(together.phases[p]));
+      }
+    }
+    return time(together);
+  });
+}
+
+Seconds CollectiveModel::cached(CacheKey key, const std::function<Seconds()>& compute) const {
   {
     const std::lock_guard<std::mutex> lock(cache_mutex_);
     if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
   }
-  // Planned outside the lock: threads lowering different stages may plan at once, and a key
-  // planned twice gives the same time. Together, the groups' plans run phase by phase.
-  CollectivePlan together;
-  for (const std::vector<int>& group : groups) {
-    CollectivePlan planned = plan(collective, size, group);
-    together.latency = std::max(together.latency, planned.latency);
-    if (together.phases.size() < planned.phases.size()) together.phases.resize(planned.phases.size());
-    for (size_t p = 0; p < planned.phases.size(); ++p) {
-      std::ranges::move(planned.phases[p], std::back_inserter(together.phases[p]));
-    }
-  }
-  const Seconds t = time(together);
+  // Computed outside the lock: threads lowering different stages may plan at once, and a key
+  // computed twice gives the same time.
+  const Seconds t = compute();
   const std::lock_guard<std::mutex> lock(cache_mutex_);
   cache_.emplace(std::move(key), t);
   return t;

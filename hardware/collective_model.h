@@ -30,6 +30,7 @@
 #define PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
 
 #include <array>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -134,9 +135,12 @@ class CollectiveModel {
   const ClusterSpec& cluster_;
   const Topology& topology_;
   std::vector<double> capacity_;  // by link, bytes/s
-  // The cache of time(), shared by the threads of one simulation.
+  // The cache of time(), shared by the threads of one simulation: by collective, bytes and
+  // members (groups apart behind a -1).
+  using CacheKey = std::tuple<int, double, std::vector<int>>;
+  Seconds cached(CacheKey key, const std::function<Seconds()>& compute) const;
   mutable std::mutex cache_mutex_;
-  mutable std::map<std::tuple<int, double, std::vector<int>>, Seconds> cache_;
+  mutable std::map<CacheKey, Seconds> cache_;
 };
 
 }  // namespace paceline

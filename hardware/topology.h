@@ -51,7 +51,8 @@ class Topology {
 
   int num_gpus() const { return num_gpus_; }
   int gpus_per_node() const { return gpus_per_node_; }
-  bool has_network() const { return nics_per_node_ > 0; }
+  // How many GPUs of a node send through one NIC (0 without a network).
+  int gpus_per_nic() const { return nics_per_node_ > 0 ? (gpus_per_node_ + nics_per_node_ - 1) / nics_per_node_ : 0; }
   int node_of(int gpu) const { return gpu / gpus_per_node_; }
   int domain_of(int gpu) const { return gpu / nvlink_domain_; }
   // The NIC (rail) serving a GPU within its node.

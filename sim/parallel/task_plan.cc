@@ -117,7 +117,7 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
   auto crosses_domains = [&](const std::vector<int>& g) {
     return !g.empty() && topology.domain_of(g.front()) != topology.domain_of(g.back());
   };
-  if (kind >= GroupKind::kForwardSend || !topology.has_network() || !crosses_domains(group)) return groups;
+  if (kind >= GroupKind::kForwardSend || topology.gpus_per_nic() <= 1 || !crosses_domains(group)) return groups;
   const bool spans_stages = kind == GroupKind::kModel || kind == GroupKind::kEmbedding;
   const int stage = layout.coord(group.front()).pp;
   std::set<std::pair<int, int>> nics;  // (node, rail)
