@@ -26,21 +26,15 @@ void check_link(YamlMap& map, const LinkSpec& link) {
                                                 link.nvls_bus_efficiency));
   }
   if (link.nvls_latency < Seconds(0)) map.fail("nvls_latency", "must not be negative");
-  if (link.mesh && (link.nvls_bus_efficiency > 0.0 || link.nvls_latency > Seconds(0))) {
-    map.fail("fabric", "= mesh has no switch to reduce in: a mesh link takes no NVLS figures");
+  if (link.mesh_links < 0) map.fail("mesh_links", fmt::format("= {} must not be negative", link.mesh_links));
+  if (link.mesh_links > 0 && link.kind == LinkKind::kNetwork) {
+    map.fail("mesh_links", "applies to intra-node links only (a mesh of GPUs without a switch)");
   }
-}
-
-// `fabric: switch | mesh`, plainly or with its source.
-std::optional<bool> read_mesh(YamlMap& map, std::map<std::string, std::string>& field_sources) {
-  const std::optional<std::string> fabric = internal::read_sourced<std::string>(map, "fabric", field_sources, "");
-  if (!fabric) return std::nullopt;
-  if (*fabric != "switch" && *fabric != "mesh") {
-    map.fail("fabric", fmt::format("= {} must be switch (a port per GPU into switches) or mesh (a direct link to "
-                                   "every other GPU of the node)",
-                                   *fabric));
+  if (link.mesh_links > 0 && (link.nvls_bus_efficiency > 0.0 || link.nvls_latency > Seconds(0))) {
+    map.fail("mesh_links", fmt::format("= {}: a mesh has no switch to reduce in, but the link has NVLS figures "
+                                       "(nvls_bus_efficiency, nvls_latency)",
+                                       link.mesh_links));
   }
-  return *fabric == "mesh";
 }
 
 LinkSpec read_link_file(const std::string& path) {
@@ -58,7 +52,7 @@ LinkSpec read_link_file(const std::string& path) {
   link.nvls_bus_efficiency =
       internal::read_sourced<double>(map, "nvls_bus_efficiency", field_sources, "").value_or(0.0);
   link.nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", field_sources, "").value_or(Seconds(0));
-  link.mesh = read_mesh(map, field_sources).value_or(false);
+  link.mesh_links = internal::read_sourced<int>(map, "mesh_links", field_sources, "").value_or(0);
   check_link(map, link);
   map.finish();
   return link;
@@ -116,9 +110,9 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   const auto nvls_latency = internal::read_sourced<Seconds>(map, "nvls_latency", unused, "");
   link.nvls_bus_efficiency = nvls_efficiency.value_or(base ? base->nvls_bus_efficiency : 0.0);
   link.nvls_latency = nvls_latency.value_or(base ? base->nvls_latency : Seconds(0));
-  const std::optional<bool> mesh = read_mesh(map, unused);
-  link.mesh = mesh.value_or(base ? base->mesh : false);
-  if (bandwidth || latency || efficiency || nvls_efficiency || nvls_latency || mesh) link.name = "inline";
+  const auto mesh_links = internal::read_sourced<int>(map, "mesh_links", unused, "");
+  link.mesh_links = mesh_links.value_or(base ? base->mesh_links : 0);
+  if (bandwidth || latency || efficiency || nvls_efficiency || nvls_latency || mesh_links) link.name = "inline";
   check_link(map, link);
   map.finish();
   return link;
@@ -171,6 +165,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
                               fmt::join(links_of_kind(catalog, LinkKind::kNetwork), ", ")));
   }
   network.nic.name = base ? base->name : "inline";
+  network.nic.kind = LinkKind::kNetwork;
   network.nic.bandwidth = nic_bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
   network.nic.latency = latency.value_or(base ? base->latency : Seconds(0));
   network.nic.bandwidth_efficiency = efficiency.value_or(base ? base->bandwidth_efficiency : 1.0);
@@ -230,10 +225,15 @@ ClusterSpec read_cluster(YamlMap& map) {
                                           cluster.gpus_per_node));
   }
   const LinkSpec& intra = cluster.intra_node;
-  if (intra.mesh && cluster.nvlink_domain != cluster.gpus_per_node) {
+  if (intra.mesh_links > 0 && cluster.nvlink_domain != cluster.gpus_per_node) {
     map.fail("nvlink_domain", fmt::format("= {} must equal gpus_per_node = {}: the intra-node link {} is a mesh of "
                                           "direct links inside a node",
                                           cluster.nvlink_domain, cluster.gpus_per_node, intra.name));
+  }
+  if (intra.mesh_links > 0 && cluster.gpus_per_node - 1 > intra.mesh_links) {
+    map.fail("gpus_per_node", fmt::format("= {} is more than the intra-node link {} joins: a mesh of {} direct links "
+                                          "per GPU holds at most {} GPUs",
+                                          cluster.gpus_per_node, intra.name, intra.mesh_links, intra.mesh_links + 1));
   }
   cluster.nvls = map.get<bool>("nvls", system ? system->nvls : false);
   if (cluster.nvls && !(intra.nvls_bus_efficiency > 0.0 && intra.nvls_latency > Seconds(0))) {

@@ -35,9 +35,9 @@ struct LinkSpec {
   // latency, one step for the whole collective. Zero where the link has no figures.
   double nvls_bus_efficiency = 0.0;
   Seconds nvls_latency;
-  // Intra-node links: each GPU has a direct link to every other GPU of its node (AMD Infinity
-  // Fabric) rather than a port into a switch; `bandwidth` is the sum over its links.
-  bool mesh = false;
+  // Intra-node links without a switch (AMD Infinity Fabric): each GPU has this many direct
+  // links, one to each other GPU of a full node, `bandwidth` their sum; 0 for a switched fabric.
+  int mesh_links = 0;
   BytesPerSecond effective_bandwidth() const { return bandwidth * bandwidth_efficiency; }
 };
 

@@ -200,6 +200,7 @@ CollectivePlan CollectiveModel::hierarchical(Bytes size, std::span<const int> me
 CollectivePlan CollectiveModel::nvls(Bytes size, std::span<const int> members) const {
   CollectivePlan plan;
   plan.algorithm = CollectiveAlgorithm::kNvls;
+  PACELINE_CHECK(!topology_.mesh(), "NVLS needs a switch to reduce in");
   plan.phases.emplace_back();
   // Every GPU sends its buffer into the switch and receives the sum back, so its port carries S
   // each way at least; a large group runs at the measured NVLS bus bandwidth (2(n−1)/n·S at
@@ -246,13 +247,14 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
 }
 
 CollectiveModel::Resolved CollectiveModel::faster(CollectivePlan first, CollectivePlan second) const {
-  // Timing a plan fills its flows' rates once per flow to finish; bounds that do not overlap
-  // decide without it.
+  // Timing a plan fills its flows' rates once per flow to finish; bounds apart by more than
+  // the rounding of a timed plan (a flow within 1e-9 of its bytes is done) decide without it.
+  constexpr double kApart = 1.0 + 1e-6;
   const TimeBounds first_bounds = time_bounds(first);
   const TimeBounds second_bounds = time_bounds(second);
-  const bool second_faster = first_bounds.high <= second_bounds.low    ? false
-                             : second_bounds.high < first_bounds.low ? true
-                                                                     : time(second) < time(first);
+  const bool second_faster = first_bounds.high * kApart < second_bounds.low    ? false
+                             : second_bounds.high * kApart < first_bounds.low ? true
+                                                                              : time(second) < time(first);
   if (second_faster) std::swap(first, second);
   const CollectiveAlgorithm algorithm = first.algorithm;
   return {algorithm, std::move(first)};

@@ -12,11 +12,14 @@ Topology::Topology(const ClusterSpec& cluster)
     : num_gpus_(cluster.num_gpus()),
       gpus_per_node_(cluster.gpus_per_node),
       nvlink_domain_(std::min(cluster.nvlink_domain, cluster.num_gpus())),
-      mesh_(cluster.intra_node.mesh && cluster.gpus_per_node > 1),
+      mesh_(cluster.intra_node.mesh_links > 0 && cluster.gpus_per_node > 1),
       nvlink_latency_(cluster.intra_node.latency) {
   if (mesh_) {
     // A link to each of the node's other GPUs, by GPU and then by peer.
-    const BytesPerSecond per_peer = cluster.intra_node.effective_bandwidth() / (gpus_per_node_ - 1.0);
+    PACELINE_CHECK(nvlink_domain_ == gpus_per_node_ && gpus_per_node_ - 1 <= cluster.intra_node.mesh_links,
+                   "a mesh of direct links spans one node, with a link to each of its GPUs");
+    const BytesPerSecond per_peer =
+        cluster.intra_node.effective_bandwidth() / static_cast<double>(cluster.intra_node.mesh_links);
     capacity_.assign(static_cast<size_t>(num_gpus_) * (gpus_per_node_ - 1), per_peer);
   } else {
     // NVLink ports: one transmit and one receive link per GPU.

@@ -128,7 +128,9 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
     for (int gpu = node * per_node; gpu < (node + 1) * per_node; ++gpu) {
       if (topology.rail_of(gpu) != rail || listed.contains(gpu)) continue;
       if (!spans_stages && layout.coord(gpu).pp != stage) continue;
+      // A GPU outside every group of the kind (a middle stage's, for the tied embedding) adds none.
       std::vector<int> other = layout.members(kind, gpu);
+      if (!std::ranges::binary_search(other, gpu)) continue;
       listed.insert(other.begin(), other.end());
       if (crosses_domains(other)) groups.push_back(std::move(other));
     }

@@ -246,7 +246,7 @@ Json to_json(const Scenario& s) {
     if (l.nvls_bus_efficiency > 0.0) {
       json.set("nvls_bus_efficiency", l.nvls_bus_efficiency).set("nvls_latency_s", l.nvls_latency / Seconds(1));
     }
-    if (l.mesh) json.set("fabric", "mesh");
+    if (l.mesh_links > 0) json.set("mesh_links", l.mesh_links);
     return json;
   };
   cluster.set("intra_node", link(c.intra_node));

@@ -159,7 +159,7 @@ TEST(CollectiveModel, NvlinkSharpNeedsTheLinksFigures) {
 ClusterSpec mesh_cluster_of(int nodes) {
   return cluster_from(fmt::format(
       "gpu: mi300x\nnodes: {}\ngpus_per_node: 8\n"
-      "intra_node: {{bandwidth: 448 GB/s, latency: 2 us, bandwidth_efficiency: 1.0, fabric: mesh}}\n"
+      "intra_node: {{bandwidth: 448 GB/s, latency: 2 us, bandwidth_efficiency: 1.0, mesh_links: 7}}\n"
       "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}}\n",
       nodes));
 }
@@ -195,6 +195,18 @@ TEST(CollectiveModel, AMeshNodeSpreadsItsShareOfARingOverItsLinks) {
   EXPECT_NEAR((model.time(ring) - ring.latency) / Seconds(1), 2.0 * 15 / 16 * s / 8 / 50e9, 1e-9);
 }
 
+TEST(CollectiveModel, AMeshNodeOfFewerGpusKeepsItsLinks) {
+  // Four MI300X of a mesh of 7 links per GPU: a pair still has one 64 GB/s link between them.
+  const ClusterSpec c = cluster_from(
+      "gpu: mi300x\ngpus_per_node: 4\n"
+      "intra_node: {bandwidth: 448 GB/s, latency: 2 us, bandwidth_efficiency: 1.0, mesh_links: 7}\n");
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double s = GiB(1) / Bytes(1);
+  EXPECT_NEAR(model.time(Collective::kAllReduce, GiB(1), range(0, 4)) / Seconds(1),
+              2.0 * 3 / 4 * s / (3 * 64e9) + 2.0 * 3 * 2e-6, 1e-12);
+}
+
 TEST(CollectiveModel, AMeshIsOneNodesAndHasNoSwitchToReduceIn) {
   auto error_of = [](const std::string& text) {
     try {
@@ -207,11 +219,14 @@ TEST(CollectiveModel, AMeshIsOneNodesAndHasNoSwitchToReduceIn) {
   EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nnvlink_domain: 16\n"),
             "c.yaml:3:16: cluster.nvlink_domain = 16 must equal gpus_per_node = 8: the intra-node link "
             "infinity-fabric-mi300x is a mesh of direct links inside a node");
+  EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 16\n"),
+            "c.yaml:2:16: cluster.gpus_per_node = 16 is more than the intra-node link infinity-fabric-mi300x "
+            "joins: a mesh of 7 direct links per GPU holds at most 8 GPUs");
   EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nintra_node: {nvls_bus_efficiency: 1.0, nvls_latency: 25 us}\n"),
-            "c.yaml:3:13: cluster.intra_node.fabric = mesh has no switch to reduce in: a mesh link takes no NVLS figures");
-  EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nintra_node: {fabric: torus}\n"),
-            "c.yaml:3:22: cluster.intra_node.fabric = torus must be switch (a port per GPU into switches) or mesh (a "
-            "direct link to every other GPU of the node)");
+            "c.yaml:3:13: cluster.intra_node.mesh_links = 7: a mesh has no switch to reduce in, but the link has NVLS "
+            "figures (nvls_bus_efficiency, nvls_latency)");
+  EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nintra_node: {mesh_links: -1}\n"),
+            "c.yaml:3:26: cluster.intra_node.mesh_links = -1 must not be negative");
 }
 
 TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
