@@ -76,7 +76,8 @@ class RankLayout {
   // member in `stage` (in any stage by default), the one spread over the most NVLink domains,
   // whose collectives are the slowest and pace the rest; the lowest-ranked of those. Where the
   // groups do not fit the domains alike (a context-parallel group of 3 on nodes of 4), some
-  // straddle two.
+  // straddle two. The groups spanning stages (gradient norm, tied embedding) are the same for
+  // every stage.
   static constexpr int kEveryStage = -1;
   std::vector<int> placement(GroupKind kind, int stage = kEveryStage) const;
   // The two ends of the pipeline link from `stage` to the next (or previous) stage, in the

@@ -28,7 +28,7 @@ LayoutBounds::LayoutBounds(const Scenario& base)
       timer_(base.cluster.gpu, base.cluster.profile, base.num_gpus()),
       topology_(base.cluster),
       collectives_(base_.cluster, topology_),
-      neutral_layout_(base.parallelism, base.cluster.gpus_per_node),
+      neutral_layout_(base.parallelism, base.cluster.nvlink_domain),
       kernel_pricer_(timer_, collectives_, neutral_layout_) {
   moe_before_.assign(base.model.layers + 1, 0);
   for (int layer = 0; layer < base.model.layers; ++layer) {
@@ -140,15 +140,14 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
   const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.nvlink_domain);
   auto placed = placements_.find({l.tp, l.cp, l.dp, l.pp, l.ep});
   if (placed == placements_.end()) {
+    auto priced = [&](GroupKind kind) { return sharing_nics(ranks, topology_, kind, ranks.placement(kind)); };
     placed = placements_
                  .emplace(std::make_tuple(l.tp, l.cp, l.dp, l.pp, l.ep),
-                          std::array<std::vector<int>, 3>{ranks.placement(GroupKind::kTensor),
-                                                          ranks.placement(GroupKind::kContext),
-                                                          ranks.placement(GroupKind::kExpert)})
+                          PricedGroups{priced(GroupKind::kTensor), priced(GroupKind::kContext),
+                                       priced(GroupKind::kExpert)})
                  .first;
   }
-  const auto& [tensor, context, expert] = placed->second;
-  const TimesKey key{shard_key(l), tensor, context, expert, zero_bubble, buffered};
+  const TimesKey key{shard_key(l), placed->second, zero_bubble, buffered};
   if (auto it = times_.find(key); it != times_.end()) {
     return *(times_by_layout_[layout_key] = &it->second);
   }

@@ -105,8 +105,11 @@ class LayoutBounds {
   using ShardKey = std::tuple<int64_t, int, int, int, bool, int>;  // mb, tp, cp, ep, sp, recompute
   using ShardFacts =
       std::array<std::shared_ptr<const BlockFacts>, kNumBlockKinds>;  // null where absent
-  // Shard, the members of rank 0's tensor, context and expert groups, zero-bubble, gradient buffer.
-  using TimesKey = std::tuple<ShardKey, std::vector<int>, std::vector<int>, std::vector<int>, bool, bool>;
+  // The tensor, context and expert groups block collectives are priced over: each kind's
+  // placement and the groups sharing its NICs (sharing_nics).
+  using PricedGroups = std::array<std::vector<std::vector<int>>, 3>;
+  // Shard, priced groups, zero-bubble, gradient buffer.
+  using TimesKey = std::tuple<ShardKey, PricedGroups, bool, bool>;
 
   static ShardKey shard_key(const Layout& layout);
   ShardFacts build_shard(const Layout& layout) const;
@@ -147,8 +150,8 @@ class LayoutBounds {
   std::map<std::tuple<int, int, int, int, std::array<int64_t, kNumBlockKinds>>, double> fsdp_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
   std::map<int, std::vector<VirtualStage>> blocks_;
-  // Tensor, context and expert group placements by (tp, cp, dp, pp, ep).
-  std::map<std::tuple<int, int, int, int, int>, std::array<std::vector<int>, 3>> placements_;
+  // The groups block collectives are priced over, by (tp, cp, dp, pp, ep).
+  std::map<std::tuple<int, int, int, int, int>, PricedGroups> placements_;
 };
 
 }  // namespace paceline

@@ -92,6 +92,32 @@ INSTANTIATE_TEST_SUITE_P(Schedules, BoundsTest,
                                               schedule);
                          });
 
+TEST(Bounds, NeverExceedTheSimulationWhereGroupsShareANic) {
+  // One NIC per node of 4: whether a context group of 3 sends beside another depends on dp and
+  // pp, not only on where the group sits, so layouts placing it alike are priced apart.
+  const Scenario base = load_scenario(ScenarioSource{R"(name: shared
+model: {name: m, layers: 4, hidden: 1536, heads: 12, ffn_hidden: 6144, vocab: 32010, seq_len: 3072}
+cluster: {gpu: h100-sxm5-80gb, nodes: 3, gpus_per_node: 4, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
+training: {global_batch: 48}
+)",
+                                                     "shared.yaml"});
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+  LayoutBounds bounds(base);
+  // Bounded in order, as the search does, so earlier layouts fill the caches; every 8th simulated.
+  std::vector<double> time(layouts.size());
+  for (size_t i = 0; i < layouts.size(); ++i) time[i] = bounds.iteration_time_lower_bound(layouts[i]) / Seconds(1);
+  std::vector<size_t> picked;
+  for (size_t i = 0; i < layouts.size(); i += 8) picked.push_back(i);
+  EXPECT_GT(picked.size(), 400u);  // of 3684 layouts
+  std::vector<Result> results(picked.size());
+  parallel_for(picked.size(), resolve_threads(0), [&](size_t k) {
+    results[k] = simulate(std::make_shared<const Scenario>(with_layout(base, layouts[picked[k]]))).result;
+  });
+  for (size_t k = 0; k < picked.size(); ++k) {
+    EXPECT_LE(time[picked[k]], results[k].iteration_time / Seconds(1)) << to_string(layouts[picked[k]]);
+  }
+}
+
 TEST(Bounds, StaticStatesAloneCanRuleALayoutOut) {
   // GPT-3 175B on 8 GPUs with tp 8 and nothing else sharded: 175e9 parameters × 18 bytes (2 for
   // bf16 weights, 4 for fp32 gradients, 12 for Adam's master copy and moments) / 8 ≈ 3.9e11 B
