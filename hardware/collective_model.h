@@ -78,7 +78,8 @@ class CollectiveModel {
   // Its time alone on the network (cached per collective, size and group).
   Seconds time(Collective collective, Bytes size, std::span<const int> members) const;
   // The time until the last of `groups` (disjoint) has run it, all starting at once and sharing
-  // the links (cached per collective, size and groups).
+  // the links (cached per collective, size and groups): each group's plan is chosen alone, and
+  // their phases run together, the n-th of each beside the n-th of the others.
   Seconds time(Collective collective, Bytes size, std::span<const std::vector<int>> groups) const;
   // The time of a plan alone on the network.
   Seconds time(const CollectivePlan& plan) const;

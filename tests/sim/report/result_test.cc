@@ -47,6 +47,17 @@ training: {global_batch: 1, seq_len: 16384}
   EXPECT_EQ(to_json(r).at("scenario").at("parallelism").at("cp_comm_overlap").dump(-1), "false");
 }
 
+TEST(Result, EchoesAMeshAndCountsOneNode) {
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
+cluster: {gpu: mi300x, nodes: 1, gpus_per_node: 8}
+parallelism: {tp: 2}
+training: {global_batch: 4, seq_len: 4096}
+)", "s.yaml"));
+  const Result r = simulate(scenario).result;
+  EXPECT_NE(to_text(r).find("on 8 × mi300x (1 node × 8)"), std::string::npos) << to_text(r);
+  EXPECT_EQ(to_json(r).at("scenario").at("cluster").at("intra_node").at("mesh_links").dump(-1), "7");
+}
+
 TEST(Result, ModelFlopsFollowTheMegatronFormula) {
   // Narayanan et al. eq. 3 without recompute: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) for a GPT
   // with 4h MLP; the scenario's global batch B = 8 sequences of s = 2048.
