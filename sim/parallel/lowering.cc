@@ -180,7 +180,7 @@ class StageBuilder {
   StageBuilder(const Context& c, int stage) : c_(c), stage_(stage) {
     for (int k = 0; k < kNumStreams; ++k) builder_.add_stream(std::string(to_string(static_cast<StreamKind>(k))));
     for (int k = 0; k < static_cast<int>(GroupKind::kForwardSend); ++k) {
-      placements_[k] = c_.layout.placement(static_cast<GroupKind>(k), stage_);
+      placements_[k] = c_.pricer.placement(static_cast<GroupKind>(k), stage_);
       sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), static_cast<GroupKind>(k), placements_[k]);
     }
   }

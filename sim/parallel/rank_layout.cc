@@ -1,7 +1,7 @@
 #include "sim/parallel/rank_layout.h"
 
 #include <algorithm>
-#include <utility>
+#include <map>
 
 #include "base/check.h"
 
@@ -112,54 +112,74 @@ std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
   return result;
 }
 
-std::vector<int> RankLayout::placement(GroupKind kind, int stage) const {
+RankLayout::Placements RankLayout::placements(GroupKind kind) const {
   PACELINE_CHECK(kind < GroupKind::kForwardSend, "pipeline links are placed by link_members");
-  // A stage's groups are stage 0's moved by whole stages, and only the move modulo the domain
-  // changes how they straddle domains; a group spanning the stages is the same at each.
-  const bool spans_stages = kind == GroupKind::kModel || kind == GroupKind::kEmbedding;
-  const int stage_stride = stride_[static_cast<int>(RankDim::kPipeline)];
-  std::vector<int> moves;
-  if (spans_stages) {
-    moves = {0};
-  } else if (stage != kEveryStage) {
-    moves = {stage * stage_stride};
-  } else {
-    std::vector<uint8_t> seen(nvlink_domain_, 0);
-    for (int s = 0; s < parallelism_.pp; ++s) {
-      if (!std::exchange(seen[s * stage_stride % nvlink_domain_], 1)) moves.push_back(s * stage_stride);
-    }
-  }
-  std::vector<int> best;
-  int best_domains = 0;
-  int best_first = 0;
+  // Stage 0's groups, each once.
+  std::vector<std::vector<int>> groups;
   std::vector<uint8_t> covered(num_ranks_, 0);
   for (int dp = 0; dp < parallelism_.dp; ++dp) {
     for (int cp = 0; cp < parallelism_.cp; ++cp) {
       for (int tp = 0; tp < parallelism_.tp; ++tp) {
         const int rank = rank_of(RankCoord{tp, cp, dp, 0});
         if (covered[rank]) continue;
-        const std::vector<int> group = members(kind, rank);
-        for (const int m : group) covered[m] = 1;
-        for (const int move : moves) {
-          int domains = 0;
-          int last = -1;
-          for (const int m : group) {  // in rank order: a new domain starts where the last ends
-            const int domain = (m + move) / nvlink_domain_;
-            domains += domain != last;
-            last = domain;
-          }
-          const int first = group.front() + move;
-          if (best.empty() || domains > best_domains || (domains == best_domains && first < best_first)) {
-            best_domains = domains;
-            best_first = first;
-            best = group;
-            for (int& m : best) m += move;
-          }
-        }
+        groups.push_back(members(kind, rank));
+        for (const int m : groups.back()) covered[m] = 1;
       }
     }
   }
-  return best;
+  // The most spread of stage 0's groups moved by `move` ranks, as (domains, its first rank, it).
+  struct Spread {
+    int domains = 0;
+    int first = 0;
+    const std::vector<int>* group = nullptr;
+    int move = 0;
+    bool beats(const Spread& other) const {
+      return other.group == nullptr || domains > other.domains || (domains == other.domains && first < other.first);
+    }
+  };
+  auto most_spread = [&](int move) {
+    Spread best;
+    for (const std::vector<int>& group : groups) {
+      Spread spread{.first = group.front() + move, .group = &group, .move = move};
+      int last = -1;
+      for (const int m : group) {  // in rank order: a new domain starts where the last ends
+        const int domain = (m + move) / nvlink_domain_;
+        spread.domains += domain != last;
+        last = domain;
+      }
+      if (spread.beats(best)) best = spread;
+    }
+    return best;
+  };
+  auto moved = [](const Spread& spread) {
+    std::vector<int> group = *spread.group;
+    for (int& m : group) m += spread.move;
+    return group;
+  };
+  // A stage's groups are stage 0's moved by whole stages, and only the move modulo the domain
+  // changes which straddles the most; a group spanning the stages is the same for each.
+  const bool spans_stages = kind == GroupKind::kModel || kind == GroupKind::kEmbedding;
+  const int stage_stride = stride_[static_cast<int>(RankDim::kPipeline)];
+  std::map<int, Spread> by_residue;
+  Placements result;
+  Spread any;
+  for (int stage = 0; stage < parallelism_.pp; ++stage) {
+    const int move = spans_stages ? 0 : stage * stage_stride;
+    auto [it, inserted] = by_residue.try_emplace(move % nvlink_domain_);
+    if (inserted) it->second = most_spread(move % nvlink_domain_);
+    Spread spread = it->second;
+    spread.first += move - move % nvlink_domain_;
+    spread.move = move;
+    result.by_stage.push_back(moved(spread));
+    if (spread.beats(any)) any = spread;
+  }
+  result.any_stage = moved(any);
+  return result;
+}
+
+std::vector<int> RankLayout::placement(GroupKind kind, int stage) const {
+  Placements placed = placements(kind);
+  return stage == kEveryStage ? std::move(placed.any_stage) : std::move(placed.by_stage[stage]);
 }
 
 std::vector<int> RankLayout::link_members(int stage, bool forward) const {

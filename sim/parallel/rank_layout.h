@@ -80,6 +80,12 @@ class RankLayout {
   // every stage.
   static constexpr int kEveryStage = -1;
   std::vector<int> placement(GroupKind kind, int stage = kEveryStage) const;
+  // placement() of every stage at once, and for any stage.
+  struct Placements {
+    std::vector<std::vector<int>> by_stage;
+    std::vector<int> any_stage;
+  };
+  Placements placements(GroupKind kind) const;
   // The two ends of the pipeline link from `stage` to the next (or previous) stage, in the
   // column of rank 0: {sender, receiver}.
   std::vector<int> link_members(int stage, bool forward) const;

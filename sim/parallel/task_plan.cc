@@ -143,8 +143,8 @@ OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, con
   for (int k = 0; k < kNumGroupKinds; ++k) {
     const auto kind = static_cast<GroupKind>(k);
     if (kind >= GroupKind::kForwardSend) continue;  // links are placed per stage
-    placements_[k] = layout.placement(kind);
-    sharing_[k] = sharing_nics(layout, collectives.topology(), kind, placements_[k]);
+    placements_[k] = layout.placements(kind);
+    sharing_[k] = sharing_nics(layout, collectives.topology(), kind, placements_[k].any_stage);
   }
 }
 

@@ -119,14 +119,18 @@ class OpPricer {
   KernelTime price(const Op& op) const;
   // The SMs the kernel of a communication op holds while it runs.
   uint16_t kernel_sms(const Op& op) const;
-  const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
+  // RankLayout::placement of `kind` in any stage, and in `stage`.
+  const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)].any_stage; }
+  const std::vector<int>& placement(GroupKind kind, int stage) const {
+    return placements_[static_cast<int>(kind)].by_stage[stage];
+  }
   const OpTimer& timer() const { return timer_; }
   const CollectiveModel& collectives() const { return collectives_; }
 
  private:
   const OpTimer& timer_;
   const CollectiveModel& collectives_;
-  std::array<std::vector<int>, kNumGroupKinds> placements_;  // RankLayout::placement in any stage
+  std::array<RankLayout::Placements, kNumGroupKinds> placements_;
   std::array<std::vector<std::vector<int>>, kNumGroupKinds> sharing_;  // sharing_nics of each
 };
 
