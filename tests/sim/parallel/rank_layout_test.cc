@@ -59,6 +59,16 @@ TEST(RankLayout, PlacementIsTheGroupSpreadOverTheMostDomains) {
   EXPECT_EQ(layout.placement(GroupKind::kEmbedding, 1), (std::vector<int>{0, 6}));
 }
 
+TEST(RankLayout, PlacementFollowsAnotherRankOrder) {
+  // dp innermost, tp 2 · dp 3 on domains of 4 (GPUs 0-3, 4-7): tensor groups {0, 3}, {1, 4} and
+  // {2, 5}, the last two across the boundary; data groups {0, 1, 2} and {3, 4, 5}, the second across.
+  Parallelism p = layout_of(2, 1, 3, 1);
+  p.rank_order = {RankDim::kData, RankDim::kTensor, RankDim::kContext, RankDim::kPipeline};
+  const RankLayout layout(p, 4);
+  EXPECT_EQ(layout.placement(GroupKind::kTensor), (std::vector<int>{1, 4}));
+  EXPECT_EQ(layout.placement(GroupKind::kData, 0), (std::vector<int>{3, 4, 5}));
+}
+
 TEST(RankLayout, GroupInstancesAgreeWithinAGroupAndDifferAcross) {
   const RankLayout layout(layout_of(2, 2, 2, 2), 8);
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
