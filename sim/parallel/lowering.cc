@@ -180,8 +180,8 @@ class StageBuilder {
   StageBuilder(const Context& c, int stage) : c_(c), stage_(stage) {
     for (int k = 0; k < kNumStreams; ++k) builder_.add_stream(std::string(to_string(static_cast<StreamKind>(k))));
     for (int k = 0; k < static_cast<int>(GroupKind::kForwardSend); ++k) {
-      placements_[k] = c_.pricer.placement(static_cast<GroupKind>(k), stage_);
-      sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), static_cast<GroupKind>(k), placements_[k]);
+      const auto kind = static_cast<GroupKind>(k);
+      sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), kind, placement(kind));
     }
   }
 
@@ -391,7 +391,7 @@ class StageBuilder {
                            const char* pass);
 
   // The stage's group of `kind` (RankLayout::placement), for the collectives of the whole step.
-  const std::vector<int>& placement(GroupKind kind) const { return placements_[static_cast<int>(kind)]; }
+  const std::vector<int>& placement(GroupKind kind) const { return c_.pricer.placement(kind, stage_); }
   // The time of a collective over it, run at once by the groups sharing its NICs.
   Seconds collective_time(Collective collective, Bytes size, GroupKind kind) const {
     return c_.collectives.time(collective, size, sharing_[static_cast<int>(kind)]);
@@ -399,7 +399,6 @@ class StageBuilder {
 
   const Context& c_;
   int stage_;
-  std::array<std::vector<int>, kNumGroupKinds> placements_;
   std::array<std::vector<std::vector<int>>, kNumGroupKinds> sharing_;  // sharing_nics of each
   ProgramBuilder builder_;
   std::vector<TaskLabel> labels_;
