@@ -951,8 +951,27 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                     gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
                                     {fc1_input}));
   add_grad_cast(b, shard, e, fc1);
-  const int act = b.add(elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
-                                       activation_cost(m.activation, d.fusion, e), {fc1}));
+  // Weighted in the activation, each routed token's fp32 probability is read with it and kept;
+  // unfused, a product after the activation keeps the activation's output as well.
+  const bool weighted_activation = shard.moe_weighting == MoeWeighting::kActivation;
+  const Bytes probabilities = elements(rows, 4.0);
+  Forward activation = elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
+                                      activation_cost(m.activation, d.fusion, e), {fc1});
+  const bool weighting_fused = d.fusion == Fusion::kFused && m.activation != Activation::kGelu;
+  if (weighted_activation && weighting_fused) {
+    activation.op.bytes += probabilities;
+    activation.op.saved += probabilities;
+    activation.backward_bytes += 2.0 * probabilities;
+  }
+  int act = b.add(activation);
+  if (weighted_activation && !weighting_fused) {
+    Forward weighting = elementwise_op("moe.expert_weighting", MemoryKernel::kElementwise, rows * f,
+                                       ElementwiseCost{2.0 * e, 3.0 * e, e, 1, 1}, {act});
+    weighting.op.bytes += probabilities;
+    weighting.op.saved += probabilities;
+    weighting.backward_bytes += 2.0 * probabilities;
+    act = b.add(weighting);
+  }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
   const int fc2 = b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
                                     elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
@@ -963,9 +982,14 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     tokens_out = b.add(collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
                                   sent, {fc2}));
   }
-  // Un-permute and weight by the router probabilities: keeps the expert outputs for backward.
-  int combined = b.add(memory_op("moe.unpermute", MemoryKernel::kPermute, elements(routed * H * 2.0 + Ts * H, d.e),
-                                 elements(routed * H, d.e), elements(routed * H * 3.0, d.e), {tokens_out, topk}));
+  // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
+  // already weighted, the copies of a token are only summed.
+  int combined = weighted_activation
+                     ? b.add(memory_op("moe.unpermute", MemoryKernel::kPermute, elements(routed * H + Ts * H, d.e),
+                                       Bytes(0), elements(routed * H * 2.0, d.e), {tokens_out, topk}))
+                     : b.add(memory_op("moe.unpermute", MemoryKernel::kPermute,
+                                       elements(routed * H * 2.0 + Ts * H, d.e), elements(routed * H, d.e),
+                                       elements(routed * H * 3.0, d.e), {tokens_out, topk}));
   if (moe.shared_experts > 0) {
     // Shared experts: a dense MLP on the block's tokens beside the routed ones.
     Dims local = d;

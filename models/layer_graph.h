@@ -37,6 +37,13 @@ enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 // intermediates.
 enum class Fusion { kFused, kEager };
 
+// Where an MoE layer scales each routed token by its router probability. On the token copies as
+// they are combined after the experts (or before them, torchtitan's score_before_experts), whose
+// backward keeps a copy of the routed tokens; or inside the experts' activation, whose backward
+// keeps only the probabilities (Megatron-Core's TEGroupedMLP: weighted_bias_swiglu_impl when the
+// activation is fused, the activation output times the probabilities otherwise).
+enum class MoeWeighting { kTokens, kActivation };
+
 // How context-parallel attention exchanges the sequence: keys and values passed around a ring
 // step by step (Megatron-LM/Transformer Engine `p2p`), gathered once (`all_gather`, PyTorch's
 // context parallel, whose backward gathers them again and passes the fp32 key/value gradients
@@ -69,6 +76,7 @@ struct LayerShard {
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
+  MoeWeighting moe_weighting = MoeWeighting::kTokens;
   Fusion fusion = Fusion::kFused;  // norms, rotary embedding and gated activations
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.

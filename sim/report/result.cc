@@ -280,6 +280,7 @@ Json to_json(const Scenario& s) {
   training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
   if (t.recompute_layers > 0) training.set("recompute_layers", t.recompute_layers);
   training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
+  if (s.model.moe) training.set("moe_weighting", to_string(t.moe_weighting));
   training.set("fusion", to_string(t.fusion));
   training.set("cross_entropy", to_string(t.cross_entropy));
   training.set("gradient_dtype", t.gradients_in_bf16 ? "bf16" : "fp32");

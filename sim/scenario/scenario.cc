@@ -197,6 +197,8 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                 : attention == "flash_triton" ? AttentionKernel::kFlashTriton
                                               : AttentionKernel::kFlash;
   t.repeat_kv = map.get<bool>("repeat_kv", false);
+  const std::string weighting = map.choice("moe_weighting", {"tokens", "activation"}, "tokens");
+  t.moe_weighting = weighting == "activation" ? MoeWeighting::kActivation : MoeWeighting::kTokens;
   const auto fusion = [&](std::string_view key) {
     return map.choice(key, {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
   };
@@ -270,6 +272,10 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                                                       "whole data-parallel group) takes no mixture-of-experts model "
                                                       "({} has experts, reduced over their own group); use "
                                                       "reduce_scatter", m.name));
+  }
+  if (!m.moe && s.training.moe_weighting != MoeWeighting::kTokens) {
+    training.fail("moe_weighting", fmt::format("= activation applies to mixture-of-experts models; {} is dense",
+                                               m.name));
   }
   if (m.moe && p.tp > 1 && !p.sequence_parallel) {
     fail_parallel("sequence_parallel", "must be true for a mixture-of-experts model with tp > 1");
@@ -546,6 +552,10 @@ std::string to_string(ContextComm comm) {
 }
 
 std::string to_string(Fusion fusion) { return fusion == Fusion::kEager ? "eager" : "fused"; }
+
+std::string to_string(MoeWeighting weighting) {
+  return weighting == MoeWeighting::kActivation ? "activation" : "tokens";
+}
 
 std::string to_string(RankDim dim) {
   switch (dim) {

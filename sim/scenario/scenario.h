@@ -107,6 +107,7 @@ struct Training {
   // Llama and Hugging Face's eager attention do (`repeat_kv`), rather than read per key/value
   // head by the kernel.
   bool repeat_kv = false;
+  MoeWeighting moe_weighting = MoeWeighting::kTokens;
   Fusion fusion = Fusion::kFused;
   Fusion cross_entropy = Fusion::kFused;
   // Gradients accumulated and reduced in 16 bits rather than fp32 (Megatron-LM's
@@ -177,6 +178,7 @@ std::string to_string(OptimizerKernels kernels);
 std::string to_string(FsdpGather gather);
 std::string to_string(FsdpGradientReduce reduce);
 std::string to_string(Fusion fusion);
+std::string to_string(MoeWeighting weighting);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.
 std::string to_string(const std::vector<RankDim>& rank_order);

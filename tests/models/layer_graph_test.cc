@@ -707,6 +707,31 @@ TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
   EXPECT_EQ(all_to_all, 2);  // dispatch and combine
 }
 
+TEST(LayerGraph, MoeWeightingInTheActivationKeepsProbabilitiesNotTokens) {
+  // Mixtral, one expert a rank: 4096 tokens · top-2 = 8192 routed rows of 4096, bf16.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 8;
+  const double routed = 4096.0 * 2;
+  const double e = 2.0;
+  const auto saved = [](const LayerGraph& g, const std::string& name) { return g.op(forward_op(g, name)).saved; };
+  const LayerGraph tokens = build_transformer_layer(m, s, /*moe=*/true);
+  s.moe_weighting = MoeWeighting::kActivation;
+  const LayerGraph fused = build_transformer_layer(m, s, /*moe=*/true);
+  // Combined unweighted, the copies of a token are summed with nothing kept; the fused SwiGLU
+  // keeps each row's fp32 probability.
+  EXPECT_EQ(saved(tokens, "moe.unpermute"), Bytes(routed * 4096 * e));
+  EXPECT_EQ(saved(fused, "moe.unpermute"), Bytes(0));
+  EXPECT_EQ(saved(fused, "moe.expert_act") - saved(tokens, "moe.expert_act"), Bytes(routed * 4.0));
+  EXPECT_EQ(tokens.saved_activations() - fused.saved_activations(), Bytes(routed * (4096 * e - 4.0)));
+  // Eager, the product after the activation keeps the activation's output (14336 wide) too.
+  s.fusion = Fusion::kEager;
+  const LayerGraph eager = build_transformer_layer(m, s, /*moe=*/true);
+  EXPECT_EQ(saved(eager, "moe.expert_weighting"), Bytes(routed * (14336 * e + 4.0)));
+  EXPECT_EQ(saved(eager, "moe.unpermute"), Bytes(0));
+}
+
 TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
   // GPT-like, tp 2: the MLP projection (1024 x 4096 / 2) outgrows the fused QKV (1024 x 3072 / 2);
   // the embedding's vocab-parallel table (32000 x 1024 / 2) the learned positions (2048 x 1024).

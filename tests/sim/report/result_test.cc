@@ -36,6 +36,18 @@ training: {global_batch: 2, seq_len: 2048, recompute: full, recompute_layers: 6}
   EXPECT_EQ(to_json(simulate(scenario).result).at("scenario").at("training").at("recompute_layers").dump(-1), "6");
 }
 
+TEST(Result, EchoesWhereExpertsAreWeightedForMoeModelsOnly) {
+  const auto echoed = [](const std::string& model, const std::string& weighting) {
+    const auto scenario = std::make_shared<const Scenario>(load_scenario_text(
+        "model: " + model + "\ncluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}\n"
+        "training: {global_batch: 8, seq_len: 2048" + weighting + "}\n", "s.yaml"));
+    return to_json(simulate(scenario).result).at("scenario").at("training").at("moe_weighting");
+  };
+  EXPECT_EQ(echoed("mixtral-8x7b", "").string(), "tokens");
+  EXPECT_EQ(echoed("mixtral-8x7b", ", moe_weighting: activation").string(), "activation");
+  EXPECT_TRUE(echoed("llama3-8b", "").is_null());
+}
+
 TEST(Result, SaysHowContextParallelismExchanges) {
   const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 2}

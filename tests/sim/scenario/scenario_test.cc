@@ -240,6 +240,17 @@ TEST(ScenarioErrors, FlashAttentionInTritonNeedsItsEfficienciesHeadsUpTo128AndKe
   EXPECT_EQ(error_of(replace(grouped, "attention: flash_triton", "attention: flash_triton\n  repeat_kv: true")), "");
 }
 
+TEST(Scenario, MoeWeightingNeedsExperts) {
+  const std::string weighted = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  moe_weighting: activation");
+  EXPECT_EQ(error_of(weighted), "s.yaml:14:18: training.moe_weighting = activation applies to mixture-of-experts "
+                                "models; gpt3-175b is dense");
+  const std::string mixtral = replace(replace(weighted, "model: gpt3-175b", "model: mixtral-8x7b"), "  pp: 16",
+                                      "  pp: 16\n  sequence_parallel: true");
+  EXPECT_EQ(load_scenario_text(mixtral, "s.yaml").training.moe_weighting, MoeWeighting::kActivation);
+  EXPECT_EQ(error_of(replace(mixtral, "moe_weighting: activation", "moe_weighting: output")),
+            "s.yaml:15:18: training.moe_weighting = 'output' is unknown; expected one of: tokens, activation");
+}
+
 TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
   const std::string overlapped = replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap: true\n");
   EXPECT_EQ(load_scenario_text(overlapped, "s.yaml").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
