@@ -951,13 +951,17 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                     gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
                                     {fc1_input}));
   add_grad_cast(b, shard, e, fc1);
-  // Weighted in the activation, each routed token's fp32 probability is read with it and kept;
-  // unfused, a product after the activation keeps the activation's output as well.
+  // Weighted in the activation, each routed token's fp32 probability is read with it and kept.
+  // Megatron-Core fuses the weighting into SwiGLU only (bias_activation_fusion); after any other
+  // activation, or unfused, `act * probs` is a product promoted to fp32 and cast back: forward
+  // writes and reads the fp32 product; backward casts the gradient up, multiplies it by the
+  // probabilities, casts that down, and sums gradient × activation per row for the
+  // probabilities' gradient; it keeps the activation's output.
   const bool weighted_activation = shard.moe_weighting == MoeWeighting::kActivation;
   const Bytes probabilities = elements(rows, 4.0);
   Forward activation = elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
                                       activation_cost(m.activation, d.fusion, e), {fc1});
-  const bool weighting_fused = d.fusion == Fusion::kFused && m.activation != Activation::kGelu;
+  const bool weighting_fused = d.fusion == Fusion::kFused && m.gated_mlp();
   if (weighted_activation && weighting_fused) {
     activation.op.bytes += probabilities;
     activation.op.saved += probabilities;
@@ -966,7 +970,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   int act = b.add(activation);
   if (weighted_activation && !weighting_fused) {
     Forward weighting = elementwise_op("moe.expert_weighting", MemoryKernel::kElementwise, rows * f,
-                                       ElementwiseCost{2.0 * e, 3.0 * e, e, 1, 1}, {act});
+                                       ElementwiseCost{2.0 * e + 8.0, 3.0 * e + 20.0, e, 2, 4}, {act});
     weighting.op.bytes += probabilities;
     weighting.op.saved += probabilities;
     weighting.backward_bytes += 2.0 * probabilities;
@@ -984,12 +988,11 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
   // already weighted, the copies of a token are only summed.
-  int combined = weighted_activation
-                     ? b.add(memory_op("moe.unpermute", MemoryKernel::kPermute, elements(routed * H + Ts * H, d.e),
-                                       Bytes(0), elements(routed * H * 2.0, d.e), {tokens_out, topk}))
-                     : b.add(memory_op("moe.unpermute", MemoryKernel::kPermute,
-                                       elements(routed * H * 2.0 + Ts * H, d.e), elements(routed * H, d.e),
-                                       elements(routed * H * 3.0, d.e), {tokens_out, topk}));
+  const double weighting_passes = weighted_activation ? 0.0 : 1.0;
+  int combined = b.add(memory_op("moe.unpermute", MemoryKernel::kPermute,
+                                 elements(routed * H * (1.0 + weighting_passes) + Ts * H, d.e),
+                                 elements(routed * H * weighting_passes, d.e),
+                                 elements(routed * H * (2.0 + weighting_passes), d.e), {tokens_out, topk}));
   if (moe.shared_experts > 0) {
     // Shared experts: a dense MLP on the block's tokens beside the routed ones.
     Dims local = d;

@@ -730,6 +730,18 @@ TEST(LayerGraph, MoeWeightingInTheActivationKeepsProbabilitiesNotTokens) {
   const LayerGraph eager = build_transformer_layer(m, s, /*moe=*/true);
   EXPECT_EQ(saved(eager, "moe.expert_weighting"), Bytes(routed * (14336 * e + 4.0)));
   EXPECT_EQ(saved(eager, "moe.unpermute"), Bytes(0));
+  // GeLU has no weighted kernel: the product runs after it, fused or not.
+  ModelSpec gelu = m;
+  gelu.activation = Activation::kGelu;
+  s.fusion = Fusion::kFused;
+  EXPECT_EQ(saved(build_transformer_layer(gelu, s, /*moe=*/true), "moe.expert_weighting"),
+            Bytes(routed * (14336 * e + 4.0)));
+  // Recomputed whole, a layer keeps only its input whichever way its experts are weighted.
+  s.fusion = Fusion::kEager;
+  s.recompute = Recompute::kFull;
+  const Bytes weighted_checkpoint = build_transformer_layer(m, s, /*moe=*/true).saved_activations();
+  s.moe_weighting = MoeWeighting::kTokens;
+  EXPECT_EQ(weighted_checkpoint, build_transformer_layer(m, s, /*moe=*/true).saved_activations());
 }
 
 TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
