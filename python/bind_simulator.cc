@@ -42,6 +42,9 @@ void bind_simulator(py::module_& m) {
       .def_property_readonly(
           "fits", [](const Prediction& p) { return p.result.fits; },
           "Whether peak_memory_bytes fits in capacity_bytes.")
+      .def_property_readonly(
+          "warnings", [](const Prediction& p) { return p.result.warnings; },
+          "What the simulation knows it leaves out, one line each (empty for most scenarios).")
       .def(
           "to_dict", [](const Prediction& p) { return to_python(to_json(p.result)); },
           "The result contract as a dict (the keys of `paceline run --json`; seconds, bytes, "

@@ -165,6 +165,7 @@ int run_command(int argc, char** argv) {
     if (!out) throw InputError({path}, "cannot write the trace file");
     write_chrome_trace(*prediction.lowering, prediction.run, out);
   }
+  for (const std::string& warning : prediction.result.warnings) std::cerr << "paceline: warning: " << warning << "\n";
   if (args.has("--json")) {
     std::cout << to_json(prediction.result).dump() << "\n";
   } else {

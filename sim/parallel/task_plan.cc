@@ -1,6 +1,7 @@
 #include "sim/parallel/task_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "base/check.h"
@@ -136,6 +137,24 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
     }
   }
   return groups;
+}
+
+int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {
+  if (topology.gpus_per_nic() <= 1 || layout.num_ranks() <= topology.gpus_per_node()) return 1;
+  std::map<std::pair<int, int>, std::set<int>> stages_by_nic;  // (node, rail) → stages
+  std::vector<bool> visited(layout.num_ranks(), false);
+  for (int gpu = 0; gpu < layout.num_ranks(); ++gpu) {
+    if (visited[gpu]) continue;
+    const std::vector<int> group = layout.members(kind, gpu);
+    for (const int member : group) visited[member] = true;
+    if (topology.domain_of(group.front()) == topology.domain_of(group.back())) continue;
+    for (const int member : group) {
+      stages_by_nic[{topology.node_of(member), topology.rail_of(member)}].insert(layout.coord(member).pp);
+    }
+  }
+  size_t most = 1;
+  for (const auto& [nic, stages] : stages_by_nic) most = std::max(most, stages.size());
+  return static_cast<int>(most);
 }
 
 OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout)

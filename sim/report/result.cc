@@ -342,6 +342,9 @@ Json to_json(const Result& r, bool include_wall_time) {
   Json folded = Json::object();
   for (const auto& [dim, peers] : r.folded_peers) folded.set(dim, peers);
   sim.set("events", r.events).set("ranks_simulated", r.ranks_simulated).set("folded_peers", std::move(folded));
+  Json warnings = Json::array();
+  for (const std::string& warning : r.warnings) warnings.push(warning);
+  sim.set("warnings", std::move(warnings));
   if (include_wall_time) sim.set("wall_s", r.wall_s);
   json.set("sim", std::move(sim));
   json.set("scenario", to_json(*r.scenario));

@@ -74,6 +74,8 @@ struct Result {
   // Along each parallel dimension whose peers a simulated rank stands for: how many it stands for.
   std::vector<std::pair<std::string, int>> folded_peers;
   double wall_s = 0.0;  // the simulator's own wall time (not part of the prediction)
+  // What the simulation knows it leaves out, one line each (the result stands regardless).
+  std::vector<std::string> warnings;
 };
 
 // Model FLOPs of one step: 6 per active matmul parameter per token (output head included,

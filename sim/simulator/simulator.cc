@@ -28,6 +28,33 @@ void check_limits(const CostEstimate& cost, const SimulateOptions& options) {
   }
 }
 
+namespace {
+
+// Symmetric fidelity prices a stage's collectives with its own stage's groups; where groups of
+// several stages leave their nodes through one NIC, it misses their contention.
+std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, const RankLayout& layout,
+                                                     const Topology& topology) {
+  std::vector<std::pair<GroupKind, const char*>> kinds = {{GroupKind::kTensor, "tensor-parallel"},
+                                                          {GroupKind::kContext, "context-parallel"},
+                                                          {GroupKind::kData, "data-parallel"}};
+  if (scenario.model.moe) {
+    kinds.emplace_back(GroupKind::kExpert, "expert-parallel");
+    kinds.emplace_back(GroupKind::kExpertData, "expert data-parallel");
+  }
+  std::vector<std::string> warnings;
+  for (const auto& [kind, name] : kinds) {
+    const int stages = stages_sharing_a_nic(layout, topology, kind);
+    if (stages <= 1) continue;
+    warnings.push_back(fmt::format("the {} groups of {} pipeline stages leave their nodes through one NIC; symmetric "
+                                   "fidelity prices each stage's collectives apart from the others' and may "
+                                   "understate their time (simulation: {{fidelity: full}} shares the NIC among them)",
+                                   name, stages));
+  }
+  return warnings;
+}
+
+}  // namespace
+
 Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {
   // The wall clock measures the simulator itself and enforces the timeout; it never reaches
   // the simulated schedule.
@@ -114,6 +141,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   }
   prediction.lowering = lowering;
   prediction.result = make_result(scenario, *lowering, prediction.run);
+  if (!full) prediction.result.warnings = symmetric_fidelity_warnings(*scenario, layout, topology);
   prediction.result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return prediction;
 }

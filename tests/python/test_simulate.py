@@ -36,6 +36,19 @@ def test_result_attributes_match_its_dict(gpt_8gpus):
     assert r.tokens_per_s == pytest.approx(16 * 1024 / r.iteration_time_s, rel=1e-12)
     assert json.loads(r.to_json()) == d
     assert "iteration time" in repr(r)
+    assert r.warnings == d["sim"]["warnings"] == []
+
+
+def test_warnings_say_where_symmetric_fidelity_falls_short():
+    # Stages innermost on nodes of one NIC: every stage's data-parallel pair leaves through it.
+    scenario = {"model": "llama3-8b",
+                "cluster": {"gpu": "a100-sxm4-80gb", "nodes": 2, "gpus_per_node": 8,
+                            "inter_node": {"nics_per_node": 1, "nic_bandwidth": "200 Gb/s"}},
+                "parallelism": {"pp": 8, "dp": 2, "rank_order": "pp-cp-tp-dp"},
+                "training": {"global_batch": 16, "seq_len": 4096}}
+    warnings = paceline.simulate(scenario).warnings
+    assert len(warnings) == 1 and "data-parallel groups of 8 pipeline stages" in warnings[0]
+    assert paceline.simulate({**scenario, "simulation": {"fidelity": "full"}}).warnings == []
 
 
 @pytest.mark.skipif(not CLI, reason="PACELINE_CLI (the paceline executable) not given")

@@ -58,6 +58,27 @@ training: {global_batch: 16, seq_len: 2048, micro_batch: 1}
   EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.0, 2 * kAgreement) << "tied embeddings";
 }
 
+TEST(NetworkModel, SymmetricSaysWhereStagesShareANic) {
+  // Stages innermost: each node holds a replica's 8 stages, whose data-parallel reductions all
+  // leave through its one NIC. Symmetric fidelity charges each stage's apart and says so; full
+  // fidelity shares the NIC among them and takes 16% longer.
+  const std::string scenario = R"(model: llama3-8b
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
+parallelism: {pp: 8, dp: 2, rank_order: pp-cp-tp-dp}
+training: {global_batch: 16, seq_len: 4096, micro_batch: 1}
+)";
+  const Result symmetric = run(scenario);
+  const Result full = run(scenario + "simulation: {fidelity: full}\n");
+  ASSERT_EQ(symmetric.warnings.size(), 1u);
+  EXPECT_NE(symmetric.warnings[0].find("the data-parallel groups of 8 pipeline stages leave their nodes through one "
+                                       "NIC"),
+            std::string::npos);
+  EXPECT_TRUE(full.warnings.empty());
+  EXPECT_GT(full.iteration_time / symmetric.iteration_time, 1.1);
+  // Megatron's order keeps each stage's data-parallel pair in one node: nothing to say.
+  EXPECT_TRUE(run(std::string(scenario).replace(scenario.find(", rank_order: pp-cp-tp-dp"), 25, "")).warnings.empty());
+}
+
 TEST(NetworkModel, AnOversubscribedSpineSlowsCrossLeafDataParallelism) {
   // Data parallelism across 16 nodes, one node per leaf: 4:1 oversubscription squeezes the
   // gradient all-reduce that crosses the spine; full fidelity sees the shared uplinks.

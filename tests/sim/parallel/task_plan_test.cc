@@ -111,5 +111,30 @@ TEST(SharingNics, GroupsBehindOneNicRunTogether) {
   EXPECT_EQ(sharing_nics(layout, shared, GroupKind::kTensor, layout.placement(GroupKind::kTensor)).size(), 1u);
 }
 
+TEST(SharingNics, CountsTheStagesWhoseGroupsLeaveThroughOneNic) {
+  // pp 8, dp 2 on two nodes of 8 GPUs, one NIC each. Stages innermost, each node holds one
+  // replica's 8 stages, and every data-parallel pair {s, 8 + s} leaves through both NICs.
+  Parallelism parallelism;
+  parallelism.pp = 8;
+  parallelism.dp = 2;
+  parallelism.rank_order = {RankDim::kPipeline, RankDim::kContext, RankDim::kTensor, RankDim::kData};
+  auto topology_with_nics = [](int nics) {
+    const YamlDocument doc = load_yaml_text(
+        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " + std::to_string(nics) +
+            ", nic_bandwidth: 400 Gb/s}\n",
+        "c.yaml");
+    YamlMap map(doc.root, doc.file, "cluster");
+    return Topology(read_cluster(map));
+  };
+  const RankLayout stages_inside(parallelism, 8);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(1), GroupKind::kData), 8);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(2), GroupKind::kData), 4);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(8), GroupKind::kData), 1);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(1), GroupKind::kTensor), 1);
+  // Megatron's order keeps each stage's data-parallel pair in one node: nothing leaves.
+  parallelism.rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
+  EXPECT_EQ(stages_sharing_a_nic(RankLayout(parallelism, 8), topology_with_nics(1), GroupKind::kData), 1);
+}
+
 }  // namespace
 }  // namespace paceline
