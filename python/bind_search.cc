@@ -59,7 +59,9 @@ void bind_search(py::module_& m) {
           "fits", [](py::object self) { return view(self.cast<const SweepTable&>().fits, self); },
           "1 when the peak fits in GPU memory, else 0 (uint8).")
       .def_readonly("error", &SweepTable::error,
-                    "Per configuration: '' or the one-line reason it is invalid.");
+                    "Per configuration: '' or the one-line reason it is invalid.")
+      .def_readonly("warning", &SweepTable::warning,
+                    "Per configuration: '' or the simulation's warnings (Result.warnings), joined by '; '.");
 
   m.def(
       "sweep",

@@ -11,7 +11,8 @@ class SearchResult:
 
     top: DataFrame of the best layouts, best first (rank, tp, pp, dp, cp, ep, virtual_stages,
     schedule, micro_batch, recompute, zero, sequence_parallel, iteration_time_s (s),
-    tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, capacity_bytes (bytes), fits).
+    tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, capacity_bytes (bytes), fits,
+    warnings: the list of the layout's Result.warnings).
     Counts: considered (valid layouts), pruned_memory, pruned_bound, simulated, fit; wall_s: the
     search's own time in seconds.
     """

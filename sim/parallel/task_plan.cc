@@ -140,7 +140,7 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
 }
 
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {
-  if (topology.gpus_per_nic() <= 1 || layout.num_ranks() <= topology.gpus_per_node()) return 1;
+  if (topology.gpus_per_nic() <= 1) return 1;
   std::map<std::pair<int, int>, std::set<int>> stages_by_nic;  // (node, rail) → stages
   std::vector<bool> visited(layout.num_ranks(), false);
   for (int gpu = 0; gpu < layout.num_ranks(); ++gpu) {

@@ -1,12 +1,16 @@
 #include "sim/search/search.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 #include <optional>
 #include <queue>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/check.h"
 #include "base/yaml_reader.h"
@@ -110,6 +114,7 @@ RankedLayout ranked(const Layout& layout, size_t index, const Result& r) {
   out.peak_memory_bytes = r.peak_memory_bytes;
   out.capacity_bytes = r.capacity_bytes;
   out.fits = r.fits;
+  out.warnings = r.warnings;
   return out;
 }
 
@@ -275,6 +280,9 @@ Json to_json(const SearchReport& r, bool include_wall_time) {
     entry.set("tokens_per_s_per_gpu", t.tokens_per_s_per_gpu).set("mfu", t.mfu).set("hfu", t.hfu);
     entry.set("peak_memory_bytes", t.peak_memory_bytes).set("capacity_bytes", t.capacity_bytes);
     entry.set("fits", t.fits);
+    Json warnings = Json::array();
+    for (const std::string& warning : t.warnings) warnings.push(warning);
+    entry.set("warnings", std::move(warnings));
     layouts.push(std::move(entry));
   }
   json.set("layouts", std::move(layouts));
@@ -306,6 +314,20 @@ std::string to_text(const SearchReport& r) {
         t.tokens_per_s_per_gpu, 100.0 * t.mfu,
         static_cast<double>(t.peak_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
         1e3 * t.iteration_time_s);
+  }
+  // Each distinct warning once, with the ranks of the layouts it applies to.
+  std::vector<std::pair<std::string, std::vector<int>>> warned;
+  rank = 0;
+  for (const RankedLayout& t : r.top) {
+    ++rank;
+    for (const std::string& warning : t.warnings) {
+      auto it = std::ranges::find(warned, warning, &std::pair<std::string, std::vector<int>>::first);
+      if (it == warned.end()) it = warned.insert(warned.end(), {warning, {}});
+      it->second.push_back(rank);
+    }
+  }
+  for (const auto& [warning, ranks] : warned) {
+    out += fmt::format("\n  warning (#{}): {}\n", fmt::join(ranks, ", #"), warning);
   }
   return out;
 }

@@ -44,6 +44,7 @@ struct RankedLayout {
   int64_t peak_memory_bytes = 0;
   int64_t capacity_bytes = 0;
   bool fits = false;
+  std::vector<std::string> warnings;  // the simulation's (Result::warnings)
 };
 
 struct SearchReport {

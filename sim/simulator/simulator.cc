@@ -31,12 +31,20 @@ void check_limits(const CostEstimate& cost, const SimulateOptions& options) {
 namespace {
 
 // Symmetric fidelity prices a stage's collectives with its own stage's groups; where groups of
-// several stages leave their nodes through one NIC, it misses their contention.
+// several stages leave their NVLink domains through one NIC, it misses their contention. The
+// kinds are those lowering runs collectives over (data-parallel gradients: whole groups without
+// ZeRO, else shards and, under HSDP, replicas).
 std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, const RankLayout& layout,
                                                      const Topology& topology) {
+  const Parallelism& p = scenario.parallelism;
   std::vector<std::pair<GroupKind, const char*>> kinds = {{GroupKind::kTensor, "tensor-parallel"},
-                                                          {GroupKind::kContext, "context-parallel"},
-                                                          {GroupKind::kData, "data-parallel"}};
+                                                          {GroupKind::kContext, "context-parallel"}};
+  if (p.zero == 0) {
+    kinds.emplace_back(GroupKind::kData, "data-parallel");
+  } else {
+    kinds.emplace_back(GroupKind::kDataShard, "data-parallel shard");
+    if (p.hybrid_sharded()) kinds.emplace_back(GroupKind::kDataReplica, "data-parallel replica");
+  }
   if (scenario.model.moe) {
     kinds.emplace_back(GroupKind::kExpert, "expert-parallel");
     kinds.emplace_back(GroupKind::kExpertData, "expert data-parallel");
@@ -45,10 +53,11 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
   for (const auto& [kind, name] : kinds) {
     const int stages = stages_sharing_a_nic(layout, topology, kind);
     if (stages <= 1) continue;
-    warnings.push_back(fmt::format("the {} groups of {} pipeline stages leave their nodes through one NIC; symmetric "
-                                   "fidelity prices each stage's collectives apart from the others' and may "
-                                   "understate their time (simulation: {{fidelity: full}} shares the NIC among them)",
-                                   name, stages));
+    warnings.push_back(fmt::format(
+        "the {} groups of {} pipeline stages leave their NVLink domains through one NIC (parallelism.rank_order = {}, "
+        "cluster.inter_node.nics_per_node = {}); symmetric fidelity prices each stage's collectives apart from the "
+        "others' and may understate their time (simulation: {{fidelity: full}} shares the NIC among them)",
+        name, stages, to_string(p.rank_order), scenario.cluster.inter_node->nics_per_node));
   }
   return warnings;
 }

@@ -17,7 +17,8 @@ GRID = {"parallelism.tp": [1, 2, 4, 8], "training.micro_batch": [1, 2, 3]}
 def test_rows_follow_the_product_of_the_grid(gpt_8gpus):
     df = paceline.sweep(gpt_8gpus, GRID, progress=False)
     assert list(df.columns) == ["parallelism.tp", "training.micro_batch", "iteration_time_s", "tokens_per_s",
-                                "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits", "error"]
+                                "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits", "error",
+                                "warning"]
     assert list(zip(df["parallelism.tp"], df["training.micro_batch"])) == list(itertools.product(*GRID.values()))
 
 

@@ -111,7 +111,7 @@ TEST(SharingNics, GroupsBehindOneNicRunTogether) {
   EXPECT_EQ(sharing_nics(layout, shared, GroupKind::kTensor, layout.placement(GroupKind::kTensor)).size(), 1u);
 }
 
-TEST(SharingNics, CountsTheStagesWhoseGroupsLeaveThroughOneNic) {
+TEST(StagesSharingANic, CountsTheStagesWhoseGroupsLeaveThroughOneNic) {
   // pp 8, dp 2 on two nodes of 8 GPUs, one NIC each. Stages innermost, each node holds one
   // replica's 8 stages, and every data-parallel pair {s, 8 + s} leaves through both NICs.
   Parallelism parallelism;

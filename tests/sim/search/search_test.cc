@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "base/input_error.h"
 
 namespace paceline {
@@ -37,6 +40,25 @@ TEST(Search, PruningKeepsTheExhaustiveRanking) {
   for (size_t i = 1; i < pruned.top.size(); ++i)
     EXPECT_GE(pruned.top[i - 1].tokens_per_s, pruned.top[i].tokens_per_s);
   for (const RankedLayout& r : pruned.top) EXPECT_TRUE(r.fits);
+}
+
+TEST(Search, LayoutsCarryTheSimulationsWarnings) {
+  // Stages innermost on nodes of one NIC: layouts with several stages on a node and data
+  // parallelism across nodes send several stages' reductions through one NIC.
+  const ScenarioSource source{R"(name: few-nics
+model: {name: m, layers: 8, hidden: 2048, heads: 16, ffn_hidden: 8192, vocab: 32000, seq_len: 1024}
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
+parallelism: {rank_order: pp-cp-tp-dp}
+training: {global_batch: 8}
+)",
+                              "few-nics.yaml"};
+  const SearchReport report = search_layouts(source, {.top = 20, .threads = 2});
+  const auto warned = std::ranges::find_if(report.top, [](const RankedLayout& r) { return !r.warnings.empty(); });
+  ASSERT_NE(warned, report.top.end());
+  EXPECT_GT(warned->layout.pp, 1);
+  EXPECT_NE(to_text(report).find("  warning (#" + std::to_string(warned - report.top.begin() + 1)), std::string::npos);
+  const Json entry = to_json(report).at("layouts").elements()[warned - report.top.begin()];
+  EXPECT_EQ(entry.at("warnings").elements()[0].string(), warned->warnings[0]);
 }
 
 TEST(Search, SameReportOnAnyThreadCount) {

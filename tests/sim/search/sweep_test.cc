@@ -32,6 +32,24 @@ TEST(Sweep, LastAxisVariesFastest) {
   EXPECT_EQ(sweep_size({}), 1u);
 }
 
+TEST(Sweep, RowsCarryTheSimulationsWarnings) {
+  // One NIC per node: with stages innermost, every stage's data-parallel pair leaves through it.
+  const ScenarioSource base{R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
+parallelism: {pp: 8, dp: 2}
+training: {global_batch: 16, seq_len: 1024}
+)",
+                            "few-nics.yaml"};
+  const std::vector<SweepAxis> axes = {{"parallelism.rank_order", {"pp-cp-tp-dp", "tp-cp-dp-pp"}}};
+  const SweepTable table = run_sweep(base, axes, 0, 2, {.threads = 1});
+  EXPECT_NE(table.warning[0].find("data-parallel groups of 8 pipeline stages"), std::string::npos);
+  EXPECT_EQ(table.warning[1], "");
+  const Json json = to_json(axes, 0, table);
+  EXPECT_EQ(json.elements()[0].at("warning").string(), table.warning[0]);
+  EXPECT_TRUE(json.elements()[1].at("warning").is_null());
+  EXPECT_NE(to_text(axes, 0, table).find("warning (rows 1): " + table.warning[0]), std::string::npos);
+}
+
 TEST(Sweep, RowsEqualSingleSimulations) {
   const ScenarioSource base{kBase, "sweep.yaml"};
   // tp 5 does not divide the 8 GPUs: an error row, not a failed sweep.
@@ -121,7 +139,7 @@ TEST(Sweep, CsvAndJsonHoldOneRowPerConfiguration) {
   const SweepTable table = run_sweep(base, axes, 0, 2, {.threads = 1});
   const std::string csv = to_csv(axes, 0, table);
   const std::string header =
-      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,fits,error\n";
+      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,fits,error,warning\n";
   ASSERT_EQ(csv.rfind(header, 0), 0u) << csv;
   // tp 1 simulated (no error); the list an error row.
   const std::string first = csv.substr(header.size(), csv.find('\n', header.size()) - header.size());
