@@ -269,25 +269,26 @@ class StageBuilder {
   // fills a bucket of `grad_bucket_parameters` elements with the gradients in the order they are
   // ready (its reduce_bucket_size), reducing the bucket before a gradient that would overflow it
   // and at the end of the backward pass; each bucket here starts once the block holding its last
-  // gradient has finished its backward.
+  // gradient has finished its backward. Without overlap_grad_reduce each reduction is waited for
+  // before the next block's pass (DeepSpeed's overlap_comm: false runs it on the compute stream).
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
     const Parallelism& p = c_.scenario.parallelism;
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
       const Bytes dense = gradient_bytes(plans.parameters - plans.expert_parameters);
-      const TaskId scattered = step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
-                                               "fsdp.gradient_reduce_scatter", {backward_done});
+      const TaskId scattered = reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
+                                                         "fsdp.gradient_reduce_scatter", {backward_done}));
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
       if (p.hybrid_sharded()) {
-        step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard), GroupKind::kDataReplica,
-                        "fsdp.replica_all_reduce", {scattered});
+        reduction(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
+                                  GroupKind::kDataReplica, "fsdp.replica_all_reduce", {scattered}));
       }
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
       if (plans.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
-        step_collective(Collective::kReduceScatter, gradient_bytes(plans.expert_parameters), GroupKind::kExpertData,
-                        "fsdp.expert_gradient_reduce_scatter", {backward_done});
+        reduction(step_collective(Collective::kReduceScatter, gradient_bytes(plans.expert_parameters),
+                                  GroupKind::kExpertData, "fsdp.expert_gradient_reduce_scatter", {backward_done}));
       }
       return;
     }
@@ -302,9 +303,22 @@ class StageBuilder {
   // All-reduces the gradients gathered in the bucket, if any.
   void reduce_gradient_bucket() {
     if (gradient_bucket_elements_ == 0) return;
-    step_collective(Collective::kAllReduce, gradient_bytes(gradient_bucket_elements_), GroupKind::kDataShard,
-                    "fsdp.gradient_all_reduce", {gradient_bucket_ready_});
+    reduction(step_collective(Collective::kAllReduce, gradient_bytes(gradient_bucket_elements_),
+                              GroupKind::kDataShard, "fsdp.gradient_all_reduce", {gradient_bucket_ready_}));
     gradient_bucket_elements_ = 0;
+  }
+
+  // A per-micro-batch gradient reduction; without overlap_grad_reduce the next block pass waits
+  // for it (waited_reductions_).
+  TaskId reduction(TaskId task) {
+    if (!c_.scenario.training.overlap_grad_reduce) waited_reductions_.push_back(task);
+    return task;
+  }
+  // The entry dependencies of a block pass: `entry`, and the reductions it must wait for.
+  std::vector<TaskId> after_waited_reductions(std::vector<TaskId> entry) {
+    entry.insert(entry.end(), waited_reductions_.begin(), waited_reductions_.end());
+    waited_reductions_.clear();
+    return entry;
   }
 
   // The bytes of `elements` gradients in the training's gradient dtype.
@@ -419,6 +433,7 @@ class StageBuilder {
   // ZeRO-3 all-reduced gradients waiting in the bucket, and the task after which the last is ready.
   int64_t gradient_bucket_elements_ = 0;
   TaskId gradient_bucket_ready_ = kNoId;
+  std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
 };
 
 StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const BlockRef& block, int microbatch,
@@ -576,7 +591,8 @@ void StageBuilder::forward(int microbatch, int chunk) {
     } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
       entry.push_back(it->second);
     }
-    const Instance instance = instantiate(plans.forward, block, microbatch, entry, nullptr, nullptr, free_at_exit);
+    const Instance instance = instantiate(plans.forward, block, microbatch, after_waited_reductions(std::move(entry)),
+                                          nullptr, nullptr, free_at_exit);
     fsdp_pass.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
     input = instance.exits;
   }
@@ -619,8 +635,8 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
     }
     std::vector<TaskId>* ops = nullptr;
     if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
-    const Instance instance = instantiate(input_only ? plans.backward_input : plans.backward, block, microbatch, entry,
-                                          nullptr, ops, free_at_exit);
+    const Instance instance = instantiate(input_only ? plans.backward_input : plans.backward, block, microbatch,
+                                          after_waited_reductions(std::move(entry)), nullptr, ops, free_at_exit);
     fsdp_pass.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
     gradient = instance.exits;
     if (!input_only) {
@@ -643,8 +659,8 @@ void StageBuilder::weight(int microbatch, int chunk) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
     const int64_t free_at_exit = fsdp() ? plans.gathered_bytes : 0;
-    const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
-                                          nullptr, free_at_exit);
+    const Instance instance = instantiate(plans.backward_weight, block, microbatch, after_waited_reductions({}),
+                                          &backward_ops_.at(key), nullptr, free_at_exit);
     backward_ops_.erase(key);
     last_backward_[{chunk, block.block}] = instance.last_compute;
     if (per_microbatch_reduce()) reduce_block_gradients(plans, instance.last_compute);

@@ -633,6 +633,44 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048}
   EXPECT_LT(two.result.stages[0].gradient_bytes, one.result.stages[0].gradient_bytes);
 }
 
+// Seconds rank 0 spends computing while a task named `name` runs.
+double compute_beside(const Prediction& p, const std::string& name) {
+  const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+  std::vector<std::pair<double, double>> beside;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.rank[i] == 0 && t.names[t.name[i]] == name) beside.emplace_back(t.start_s[i], t.end_s[i]);
+  }
+  double seconds = 0.0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.rank[i] != 0 || t.stream_names[t.stream[i]] != "compute") continue;
+    for (const auto& [start, end] : beside) {
+      seconds += std::max(0.0, std::min(end, t.end_s[i]) - std::max(start, t.start_s[i]));
+    }
+  }
+  return seconds;
+}
+
+TEST(Lowering, UnoverlappedZeroTwoWaitsForEachBlocksReduction) {
+  // Without overlap_grad_reduce (DeepSpeed's overlap_comm: false, which reduces on the compute
+  // stream) no block pass runs beside a gradient reduce-scatter; overlapped, the backward of the
+  // blocks before runs beside them, and the step is shorter.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
+parallelism: {dp: 16, zero: 2}
+training: {global_batch: 32, micro_batch: 1, seq_len: 2048, overlap_grad_reduce: OVERLAP}
+)";
+  auto with_overlap = [&](const char* overlap) {
+    std::string scenario = text;
+    return simulate(scenario_of(scenario.replace(scenario.find("OVERLAP"), 7, overlap)));
+  };
+  const Prediction waited = with_overlap("false");
+  EXPECT_EQ(span_seconds(waited, "fsdp.gradient_reduce_scatter").size(), 2u * 26u);
+  EXPECT_EQ(compute_beside(waited, "fsdp.gradient_reduce_scatter"), 0.0);
+  const Prediction overlapped = with_overlap("true");
+  EXPECT_GT(compute_beside(overlapped, "fsdp.gradient_reduce_scatter"), 0.1);
+  EXPECT_LT(overlapped.result.iteration_time, waited.result.iteration_time);
+}
+
 TEST(Lowering, HybridShardingAllReducesEachBlocksShardAcrossReplicasAfterItsReduceScatter) {
   // HSDP, shards of 8 ranks replicated twice: PyTorch FSDP's post-backward all-reduces each
   // block's reduce-scattered shard across the replicas at once, every micro-batch, beside the
