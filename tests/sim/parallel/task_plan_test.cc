@@ -77,6 +77,15 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
   EXPECT_EQ(plan.tasks[0].alloc_bytes, static_cast<int64_t>(graph.saved_activations() / Bytes(1)));
 }
 
+// Two H100 nodes of 8 GPUs with `nics` NICs each.
+ClusterSpec cluster_with_nics(int nics) {
+  const YamlDocument doc = load_yaml_text("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " +
+                                              std::to_string(nics) + ", nic_bandwidth: 400 Gb/s}\n",
+                                          "c.yaml");
+  YamlMap map(doc.root, doc.file, "cluster");
+  return read_cluster(map);
+}
+
 TEST(SharingNics, GroupsBehindOneNicRunTogether) {
   // tp 2, dp 8 on two nodes of 8 GPUs: data-parallel groups {0, 2, .., 14} and {1, 3, .., 15}.
   // With one NIC per node both send through it; with a NIC per GPU each has its own.
@@ -86,14 +95,6 @@ TEST(SharingNics, GroupsBehindOneNicRunTogether) {
   parallelism.zero_shard = 8;
   const RankLayout layout(parallelism, 8);
   const std::vector<int> group = layout.placement(GroupKind::kData);
-  auto cluster_with_nics = [](int nics) {
-    const YamlDocument doc = load_yaml_text(
-        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " + std::to_string(nics) +
-            ", nic_bandwidth: 400 Gb/s}\n",
-        "c.yaml");
-    YamlMap map(doc.root, doc.file, "cluster");
-    return read_cluster(map);
-  };
   const ClusterSpec one_nic = cluster_with_nics(1);
   const Topology shared(one_nic);
   const std::vector<std::vector<int>> together = sharing_nics(layout, shared, GroupKind::kData, group);
@@ -118,22 +119,14 @@ TEST(StagesSharingANic, CountsTheStagesWhoseGroupsLeaveThroughOneNic) {
   parallelism.pp = 8;
   parallelism.dp = 2;
   parallelism.rank_order = {RankDim::kPipeline, RankDim::kContext, RankDim::kTensor, RankDim::kData};
-  auto topology_with_nics = [](int nics) {
-    const YamlDocument doc = load_yaml_text(
-        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " + std::to_string(nics) +
-            ", nic_bandwidth: 400 Gb/s}\n",
-        "c.yaml");
-    YamlMap map(doc.root, doc.file, "cluster");
-    return Topology(read_cluster(map));
-  };
   const RankLayout stages_inside(parallelism, 8);
-  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(1), GroupKind::kData), 8);
-  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(2), GroupKind::kData), 4);
-  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(8), GroupKind::kData), 1);
-  EXPECT_EQ(stages_sharing_a_nic(stages_inside, topology_with_nics(1), GroupKind::kTensor), 1);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, Topology(cluster_with_nics(1)), GroupKind::kData), 8);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, Topology(cluster_with_nics(2)), GroupKind::kData), 4);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, Topology(cluster_with_nics(8)), GroupKind::kData), 1);
+  EXPECT_EQ(stages_sharing_a_nic(stages_inside, Topology(cluster_with_nics(1)), GroupKind::kTensor), 1);
   // Megatron's order keeps each stage's data-parallel pair in one node: nothing leaves.
   parallelism.rank_order = {RankDim::kTensor, RankDim::kContext, RankDim::kData, RankDim::kPipeline};
-  EXPECT_EQ(stages_sharing_a_nic(RankLayout(parallelism, 8), topology_with_nics(1), GroupKind::kData), 1);
+  EXPECT_EQ(stages_sharing_a_nic(RankLayout(parallelism, 8), Topology(cluster_with_nics(1)), GroupKind::kData), 1);
 }
 
 }  // namespace
