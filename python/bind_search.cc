@@ -60,8 +60,8 @@ void bind_search(py::module_& m) {
           "1 when the peak fits in GPU memory, else 0 (uint8).")
       .def_readonly("error", &SweepTable::error,
                     "Per configuration: '' or the one-line reason it is invalid.")
-      .def_readonly("warning", &SweepTable::warning,
-                    "Per configuration: '' or the simulation's warnings (Result.warnings), joined by '; '.");
+      .def_readonly("warnings", &SweepTable::warnings,
+                    "Per configuration: the simulation's warnings (Result.warnings), a list of lines.");
 
   m.def(
       "sweep",

@@ -61,7 +61,7 @@ def sweep(df, x=None, y="tokens_per_s", hue=None, ax=None):
     not fit in memory are drawn hollow; invalid ones are left out. Returns the Axes."""
     from .sweep import METRICS
 
-    grid_columns = [c for c in df.columns if c not in METRICS + ["error", "warning"]]
+    grid_columns = [c for c in df.columns if c not in METRICS + ["error", "warnings"]]
     if x is None:
         if not grid_columns:
             raise ValueError("plot.sweep: the DataFrame has no grid column to put on the x axis")

@@ -49,7 +49,7 @@ def _columns(table):
     """A SweepTable's columns as plain (picklable, owned) arrays and lists."""
     columns = {name: np.array(getattr(table, name)) for name in METRICS}
     columns["error"] = list(table.error)
-    columns["warning"] = list(table.warning)
+    columns["warnings"] = list(table.warnings)
     return columns
 
 
@@ -68,7 +68,7 @@ def _frame(keys, values, columns):
     frame["peak_memory_bytes"] = pd.arrays.IntegerArray(columns["peak_memory_bytes"].astype(np.int64), invalid)
     frame["fits"] = pd.arrays.BooleanArray(columns["fits"].astype(bool), invalid)
     frame["error"] = [e if e else None for e in columns["error"]]
-    frame["warning"] = [w if w else None for w in columns["warning"]]
+    frame["warnings"] = columns["warnings"]
     return frame
 
 
@@ -81,8 +81,8 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
     Returns a DataFrame with one row per configuration, in the order of itertools.product over
     the grid's keys as given: a column per key, then iteration_time_s (s), tokens_per_s,
     tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes (bytes), fits, error — the one-line
-    reason a configuration is invalid (its metrics are then NaN/NA), None otherwise — and warning:
-    the simulation's warnings (Result.warnings) joined by "; ", None when it has none.
+    reason a configuration is invalid (its metrics are then NaN/NA), None otherwise — and warnings:
+    the list of the simulation's warnings (Result.warnings), empty for most configurations.
 
     threads: C++ threads (None: one per core); the GIL is released while they run, and the rows
     do not depend on the count. progress: show a progress bar (tqdm when installed).
@@ -126,5 +126,5 @@ def _run_distributed(client, text, file, axes, total, threads, chunk_size, bar):
     chunks = client.gather(futures)
     columns = {name: np.concatenate([c[name] for c in chunks]) for name in METRICS}
     columns["error"] = [e for c in chunks for e in c["error"]]
-    columns["warning"] = [w for c in chunks for w in c["warning"]]
+    columns["warnings"] = [w for c in chunks for w in c["warnings"]]
     return columns

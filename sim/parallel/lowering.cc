@@ -659,8 +659,17 @@ void StageBuilder::weight(int microbatch, int chunk) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
     const int64_t free_at_exit = fsdp() ? plans.gathered_bytes : 0;
-    const Instance instance = instantiate(plans.backward_weight, block, microbatch, after_waited_reductions({}),
-                                          &backward_ops_.at(key), nullptr, free_at_exit);
+    const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
+                                          nullptr, free_at_exit);
+    // A W pass has no entry tasks (its ops hang off the B pass's); its first compute task holds
+    // the rest of the stream behind the reductions. A block without weight gradients leaves them
+    // to the next pass.
+    const std::vector<TaskTemplate>& tasks = c_.plans[plans.backward_weight]->tasks;
+    const auto first_compute = std::ranges::find(tasks, StreamKind::kCompute, &TaskTemplate::stream);
+    if (first_compute != tasks.end()) {
+      const TaskId held = instance.first + static_cast<TaskId>(first_compute - tasks.begin());
+      for (const TaskId reduction : after_waited_reductions({})) builder_.add_dependency(reduction, held);
+    }
     backward_ops_.erase(key);
     last_backward_[{chunk, block.block}] = instance.last_compute;
     if (per_microbatch_reduce()) reduce_block_gradients(plans, instance.last_compute);
@@ -734,6 +743,8 @@ void StageBuilder::step() {
                                          "pp.embedding_gradient_all_reduce", {last_backward_.at({chunk, holder})}));
   }
   reductions.push_back(last_compute_);
+  // The last micro-batch's waited reductions, which no block pass follows.
+  for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
   // The gradient norm (for clipping) is summed over the model-parallel ranks.
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
                                       reductions);

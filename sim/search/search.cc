@@ -326,8 +326,9 @@ std::string to_text(const SearchReport& r) {
       it->second.push_back(rank);
     }
   }
+  if (!warned.empty()) out += "\n";
   for (const auto& [warning, ranks] : warned) {
-    out += fmt::format("\n  warning (#{}): {}\n", fmt::join(ranks, ", #"), warning);
+    out += fmt::format("  warning (#{}): {}\n", fmt::join(ranks, ", #"), warning);
   }
   return out;
 }

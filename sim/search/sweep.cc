@@ -85,7 +85,7 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
   table.peak_memory_bytes.assign(n, -1);
   table.fits.assign(n, 0);
   table.error.assign(n, "");
-  table.warning.assign(n, "");
+  table.warnings.assign(n, {});
   // Each configuration is parsed from the base text on its own thread; only slot i is written.
   auto body = [&](size_t i) {
     try {
@@ -99,7 +99,7 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
       table.hfu[i] = r.hfu;
       table.peak_memory_bytes[i] = r.peak_memory_bytes;
       table.fits[i] = r.fits ? 1 : 0;
-      table.warning[i] = fmt::format("{}", fmt::join(r.warnings, "; "));
+      table.warnings[i] = r.warnings;
     } catch (const InputError& e) {
       table.error[i] = e.what();
     } catch (const SimulationLimitError& e) {
@@ -116,7 +116,7 @@ namespace {
 
 // The result columns after the axes, units in the names.
 constexpr const char* kResultColumns[] = {"iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
-                                          "hfu", "peak_memory_bytes", "fits", "error", "warning"};
+                                          "hfu", "peak_memory_bytes", "fits", "error", "warnings"};
 
 Json number_or_null(double value) { return std::isnan(value) ? Json() : Json(value); }
 
@@ -143,7 +143,7 @@ std::vector<std::vector<std::string>> cells(const std::vector<SweepAxis>& axes, 
     row.push_back(simulated ? fmt::format("{}", t.peak_memory_bytes[i]) : std::string());
     row.push_back(simulated ? (t.fits[i] ? "true" : "false") : std::string());
     row.push_back(t.error[i]);
-    row.push_back(t.warning[i]);
+    row.push_back(fmt::format("{}", fmt::join(t.warnings[i], "\n")));  // one per line of the quoted field
     rows.push_back(std::move(row));
   }
   return rows;
@@ -165,7 +165,9 @@ Json to_json(const std::vector<SweepAxis>& axes, size_t begin, const SweepTable&
     row.set("peak_memory_bytes", simulated ? Json(t.peak_memory_bytes[i]) : Json());
     row.set("fits", simulated ? Json(t.fits[i] != 0) : Json());
     row.set("error", simulated ? Json() : Json(t.error[i]));
-    row.set("warning", t.warning[i].empty() ? Json() : Json(t.warning[i]));
+    Json warnings = Json::array();
+    for (const std::string& warning : t.warnings[i]) warnings.push(warning);
+    row.set("warnings", std::move(warnings));
     rows.push(std::move(row));
   }
   return rows;
@@ -227,13 +229,14 @@ std::string to_text(const std::vector<SweepAxis>& axes, size_t begin, const Swee
   std::string out = line(header);
   for (const auto& row : rows) out += line(row);
   out += fmt::format("{} configurations, {} valid\n", t.size(), valid);
-  // Each distinct warning once, with the rows (from 1) it applies to.
+  // Each distinct warning once, with the rows of the table (from 1) it applies to.
   std::vector<std::pair<std::string, std::vector<size_t>>> warned;
   for (size_t i = 0; i < t.size(); ++i) {
-    if (t.warning[i].empty()) continue;
-    auto it = std::ranges::find(warned, t.warning[i], &std::pair<std::string, std::vector<size_t>>::first);
-    if (it == warned.end()) it = warned.insert(warned.end(), {t.warning[i], {}});
-    it->second.push_back(i + 1);
+    for (const std::string& warning : t.warnings[i]) {
+      auto it = std::ranges::find(warned, warning, &std::pair<std::string, std::vector<size_t>>::first);
+      if (it == warned.end()) it = warned.insert(warned.end(), {warning, {}});
+      it->second.push_back(i + 1);
+    }
   }
   for (const auto& [warning, rows_warned] : warned) {
     out += fmt::format("warning (rows {}): {}\n", fmt::join(rows_warned, ", "), warning);

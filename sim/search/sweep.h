@@ -44,8 +44,7 @@ struct SweepTable {
   std::vector<int64_t> peak_memory_bytes;
   std::vector<uint8_t> fits;       // 0 or 1
   std::vector<std::string> error;  // "" for a simulated configuration
-  // The simulation's warnings (Result::warnings) joined by "; ", "" for none.
-  std::vector<std::string> warning;
+  std::vector<std::vector<std::string>> warnings;  // the simulation's (Result::warnings)
 
   size_t size() const { return error.size(); }
 };

@@ -18,7 +18,7 @@ def test_rows_follow_the_product_of_the_grid(gpt_8gpus):
     df = paceline.sweep(gpt_8gpus, GRID, progress=False)
     assert list(df.columns) == ["parallelism.tp", "training.micro_batch", "iteration_time_s", "tokens_per_s",
                                 "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits", "error",
-                                "warning"]
+                                "warnings"]
     assert list(zip(df["parallelism.tp"], df["training.micro_batch"])) == list(itertools.product(*GRID.values()))
 
 

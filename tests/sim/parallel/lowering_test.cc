@@ -669,6 +669,13 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048, overlap_grad_reduce:
   const Prediction overlapped = with_overlap("true");
   EXPECT_GT(compute_beside(overlapped, "fsdp.gradient_reduce_scatter"), 0.1);
   EXPECT_LT(overlapped.result.iteration_time, waited.result.iteration_time);
+  // Under zero-bubble the reductions follow the W passes, which wait for them the same way.
+  std::string zero_bubble = text;
+  zero_bubble.replace(zero_bubble.find("zero: 2}"), 8, "zero: 2, schedule: zero-bubble}");
+  zero_bubble.replace(zero_bubble.find("OVERLAP"), 7, "false");
+  const Prediction split = simulate(scenario_of(zero_bubble));
+  EXPECT_EQ(span_seconds(split, "fsdp.gradient_reduce_scatter").size(), 2u * 26u);
+  EXPECT_EQ(compute_beside(split, "fsdp.gradient_reduce_scatter"), 0.0);
 }
 
 TEST(Lowering, HybridShardingAllReducesEachBlocksShardAcrossReplicasAfterItsReduceScatter) {

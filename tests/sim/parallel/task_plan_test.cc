@@ -79,9 +79,9 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
 
 // Two H100 nodes of 8 GPUs with `nics` NICs each.
 ClusterSpec cluster_with_nics(int nics) {
-  const YamlDocument doc = load_yaml_text("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " +
-                                              std::to_string(nics) + ", nic_bandwidth: 400 Gb/s}\n",
-                                          "c.yaml");
+  const std::string text = "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " +
+                           std::to_string(nics) + ", nic_bandwidth: 400 Gb/s}\n";
+  const YamlDocument doc = load_yaml_text(text, "c.yaml");
   YamlMap map(doc.root, doc.file, "cluster");
   return read_cluster(map);
 }

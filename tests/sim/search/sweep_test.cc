@@ -42,12 +42,13 @@ training: {global_batch: 16, seq_len: 1024}
                             "few-nics.yaml"};
   const std::vector<SweepAxis> axes = {{"parallelism.rank_order", {"pp-cp-tp-dp", "tp-cp-dp-pp"}}};
   const SweepTable table = run_sweep(base, axes, 0, 2, {.threads = 1});
-  EXPECT_NE(table.warning[0].find("data-parallel groups of 8 pipeline stages"), std::string::npos);
-  EXPECT_EQ(table.warning[1], "");
+  ASSERT_EQ(table.warnings[0].size(), 1u);
+  EXPECT_NE(table.warnings[0][0].find("data-parallel groups of 8 pipeline stages"), std::string::npos);
+  EXPECT_TRUE(table.warnings[1].empty());
   const Json json = to_json(axes, 0, table);
-  EXPECT_EQ(json.elements()[0].at("warning").string(), table.warning[0]);
-  EXPECT_TRUE(json.elements()[1].at("warning").is_null());
-  EXPECT_NE(to_text(axes, 0, table).find("warning (rows 1): " + table.warning[0]), std::string::npos);
+  EXPECT_EQ(json.elements()[0].at("warnings").elements()[0].string(), table.warnings[0][0]);
+  EXPECT_TRUE(json.elements()[1].at("warnings").elements().empty());
+  EXPECT_NE(to_text(axes, 0, table).find("warning (rows 1): " + table.warnings[0][0]), std::string::npos);
 }
 
 TEST(Sweep, RowsEqualSingleSimulations) {
@@ -139,7 +140,7 @@ TEST(Sweep, CsvAndJsonHoldOneRowPerConfiguration) {
   const SweepTable table = run_sweep(base, axes, 0, 2, {.threads = 1});
   const std::string csv = to_csv(axes, 0, table);
   const std::string header =
-      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,fits,error,warning\n";
+      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,fits,error,warnings\n";
   ASSERT_EQ(csv.rfind(header, 0), 0u) << csv;
   // tp 1 simulated (no error); the list an error row.
   const std::string first = csv.substr(header.size(), csv.find('\n', header.size()) - header.size());
