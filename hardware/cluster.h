@@ -47,6 +47,10 @@ struct NetworkSpec {
   std::string topology = "fat-tree";  // fat-tree | rail-optimized
   double oversubscription = 1.0;      // ≥ 1: spine capacity below the sum of NICs
   int nodes_per_leaf = 32;            // nodes whose NICs (of one rail, if rail-optimized) share a leaf
+  // The host's cost of posting one network send (NCCL's proxy thread): a multi-node ring launches
+  // a post for every step, so each of its steps inside a node takes at least 3 of them (Simple
+  // protocol). 0: not modelled.
+  Seconds post_overhead;
 };
 
 // A node design from hardware/catalog/systems/ (DGX A100, DGX H100, GB200 NVL72, ...): the
@@ -63,6 +67,7 @@ struct SystemSpec {
   std::string topology = "fat-tree";
   int nodes_per_leaf = 32;
   double oversubscription = 1.0;
+  Seconds post_overhead;
 };
 
 std::string default_system_catalog();  // <data root>/hardware/catalog/systems

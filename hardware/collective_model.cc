@@ -114,9 +114,11 @@ CollectivePlan CollectiveModel::ring(Collective collective, Bytes size, std::spa
   }
   spread_over_mesh(phase);
   plan.phases.push_back(std::move(phase.flows));
-  // NCCL's ring latency: of each pass's n − 1 steps, nodes − 1 cross the network.
+  // NCCL's ring latency: of each pass's n − 1 steps, nodes − 1 cross the network, and the rest
+  // take at least the three network posts the ring launches per step.
   const Seconds network = cluster_.inter_node->nic.latency;
-  plan.latency = (cluster_.intra_node.latency * (n - nodes) + network * (nodes - 1.0)) * passes;
+  const Seconds intra = std::max(cluster_.intra_node.latency, 3.0 * cluster_.inter_node->post_overhead);
+  plan.latency = (intra * (n - nodes) + network * (nodes - 1.0)) * passes;
   return plan;
 }
 

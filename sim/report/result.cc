@@ -255,6 +255,7 @@ Json to_json(const Scenario& s) {
     Json net = link(c.inter_node->nic);
     net.set("nics_per_node", c.inter_node->nics_per_node).set("topology", c.inter_node->topology);
     net.set("oversubscription", c.inter_node->oversubscription).set("nodes_per_leaf", c.inter_node->nodes_per_leaf);
+    net.set("post_overhead_s", c.inter_node->post_overhead / Seconds(1));
     cluster.set("inter_node", std::move(net));
   }
   const Parallelism& p = s.parallelism;

@@ -78,6 +78,14 @@ TEST(Cluster, OversubscriptionBelowOneIsRejected) {
   EXPECT_NE(message.find("cluster.inter_node.oversubscription = 0.5 must be at least 1"), std::string::npos) << message;
 }
 
+TEST(Cluster, PostOverheadIsAShortTime) {
+  const std::string message = error_of(
+      "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+      "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s, post_overhead: -1 us}\n");
+  EXPECT_NE(message.find("cluster.inter_node.post_overhead = -1 us must be in [0, 100] us"), std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace paceline
 
@@ -106,6 +114,11 @@ TEST(SystemCatalog, ScenarioFieldsOverrideTheSystem) {
   EXPECT_FALSE(c.nvls);
   EXPECT_DOUBLE_EQ(c.inter_node->oversubscription, 2.0);
   EXPECT_EQ(c.inter_node->nic.name, "ib-ndr");  // the system's NIC, kept
+  EXPECT_EQ(c.inter_node->post_overhead, Seconds(1e-6));  // Intel hosts
+  // DGX A100's AMD hosts post network sends more slowly; a scenario may say otherwise.
+  EXPECT_EQ(cluster_of("system: dgx-a100\nnodes: 2\n").inter_node->post_overhead, Seconds(2e-6));
+  EXPECT_EQ(cluster_of("system: dgx-a100\nnodes: 2\ninter_node: {post_overhead: 0 s}\n").inter_node->post_overhead,
+            Seconds(0));
   // GB200 NVL72: 72 GPUs share one NVLink domain across 18 trays of 4.
   EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 18\n").nvlink_domain, 72);
 }

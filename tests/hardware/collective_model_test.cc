@@ -254,6 +254,23 @@ TEST(CollectiveModel, RingChannelsLeaveThroughEveryNicWhenGpusShareThem) {
   EXPECT_NEAR(model.time(ring) / Seconds(1), 2.0 * 23 / 24 * s / 4 / 50e9 + latency, 1e-9);
 }
 
+TEST(CollectiveModel, RingStepsInsideANodeTakeThreeNetworkPostsAcrossNodes) {
+  // The same ring with a host that takes 2 us to post a network send: each of its steps inside
+  // a node takes 3 of them, 6 us instead of NVLink's 3; inside one node the ring posts none.
+  const std::string base =
+      "gpu: h100-sxm5-80gb\nnodes: 3\ngpus_per_node: 8\n"
+      "intra_node: {bandwidth: 4000 GB/s, latency: 3 us, bandwidth_efficiency: 1.0}\n"
+      "inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s, latency: 10 us, bandwidth_efficiency: 1.0, "
+      "post_overhead: 2 us}\n";
+  const ClusterSpec slow_posts = cluster_from(base);
+  const Topology topology(slow_posts);
+  const CollectiveModel model(slow_posts, topology);
+  const CollectivePlan ring = model.plan(Collective::kAllReduce, GiB(1), range(0, 24), CollectiveAlgorithm::kRing);
+  EXPECT_NEAR(ring.latency / Seconds(1), 2 * (24 - 3) * 6e-6 + 2 * 2 * 10e-6, 1e-12);
+  const CollectivePlan in_node = model.plan(Collective::kAllReduce, GiB(1), range(0, 8), CollectiveAlgorithm::kRing);
+  EXPECT_NEAR(in_node.latency / Seconds(1), 2 * 7 * 3e-6, 1e-12);
+}
+
 TEST(CollectiveModel, TreeAllReduceRunsBothTreesOnEveryNic) {
   // 16 full nodes: each of the 8 NICs carries both trees with S/16 each way per edge; a node is
   // interior in one tree and a leaf in the other, so its NIC sends 4·S/16 = S/4 at 50 GB/s,
