@@ -184,7 +184,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   }
   network.post_overhead = map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0));
   if (network.post_overhead < Seconds(0) || network.post_overhead > Seconds(1e-4)) {
-    map.fail("post_overhead", fmt::format("= {} us must be in [0, 100] us: the host's cost of posting one network "
+    map.fail("post_overhead", fmt::format("= {:.3g} us must be in [0, 100] us: the host's cost of posting one network "
                                           "send (NCCL: 1 us on Intel hosts, 2 us on AMD)",
                                           network.post_overhead / Seconds(1e-6)));
   }

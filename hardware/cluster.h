@@ -47,9 +47,9 @@ struct NetworkSpec {
   std::string topology = "fat-tree";  // fat-tree | rail-optimized
   double oversubscription = 1.0;      // ≥ 1: spine capacity below the sum of NICs
   int nodes_per_leaf = 32;            // nodes whose NICs (of one rail, if rail-optimized) share a leaf
-  // The host's cost of posting one network send (NCCL's proxy thread): a multi-node ring launches
-  // a post for every step, so each of its steps inside a node takes at least 3 of them (Simple
-  // protocol). 0: not modelled.
+  // The host's cost of posting one network send (NCCL's net overhead, NCCL_NET_OVERHEAD): a ring
+  // across NVLink domains launches a post for every step, so each of its steps inside a domain
+  // takes at least 3 of them (Simple protocol). 0: not modelled.
   Seconds post_overhead;
 };
 

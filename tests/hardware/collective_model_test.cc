@@ -269,6 +269,23 @@ TEST(CollectiveModel, RingStepsInsideANodeTakeThreeNetworkPostsAcrossNodes) {
   EXPECT_NEAR(ring.latency / Seconds(1), 2 * (24 - 3) * 6e-6 + 2 * 2 * 10e-6, 1e-12);
   const CollectivePlan in_node = model.plan(Collective::kAllReduce, GiB(1), range(0, 8), CollectiveAlgorithm::kRing);
   EXPECT_NEAR(in_node.latency / Seconds(1), 2 * 7 * 3e-6, 1e-12);
+  // The tree posts no more than before: its latency is the same without the overhead.
+  std::string free_posts = base;
+  free_posts.replace(free_posts.find("post_overhead: 2 us"), 19, "post_overhead: 0 us");
+  const ClusterSpec free = cluster_from(free_posts);
+  const Topology free_topology(free);
+  const CollectiveModel free_model(free, free_topology);
+  EXPECT_EQ(model.plan(Collective::kAllReduce, GiB(1), range(0, 24), CollectiveAlgorithm::kTree).latency,
+            free_model.plan(Collective::kAllReduce, GiB(1), range(0, 24), CollectiveAlgorithm::kTree).latency);
+  // Three posts of 0.5 us take less than an NVLink step of 3 us, which the ring keeps.
+  std::string fast_posts = base;
+  fast_posts.replace(fast_posts.find("post_overhead: 2 us"), 19, "post_overhead: 0.5 us");
+  const ClusterSpec fast = cluster_from(fast_posts);
+  const Topology fast_topology(fast);
+  const CollectiveModel fast_model(fast, fast_topology);
+  EXPECT_NEAR(fast_model.plan(Collective::kAllReduce, GiB(1), range(0, 24), CollectiveAlgorithm::kRing).latency /
+                  Seconds(1),
+              2 * (24 - 3) * 3e-6 + 2 * 2 * 10e-6, 1e-12);
 }
 
 TEST(CollectiveModel, TreeAllReduceRunsBothTreesOnEveryNic) {
