@@ -184,7 +184,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   }
   network.post_overhead = map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0));
   if (network.post_overhead < Seconds(0) || network.post_overhead > Seconds(1e-4)) {
-    map.fail("post_overhead", fmt::format("= {:.3g} us must be in [0, 100] us: the host's cost of posting one network "
+    map.fail("post_overhead", fmt::format("= {:g} us must be in [0, 100] us: the host's cost of posting one network "
                                           "send (NCCL: 1 us on Intel hosts, 2 us on AMD)",
                                           network.post_overhead / Seconds(1e-6)));
   }
@@ -314,6 +314,11 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   system.nics_per_node = static_cast<int>(internal::read_sourced<int64_t>(map, "nics_per_node", field_sources, "").value_or(0));
   system.nic = map.get<std::string>("nic", "");
   system.post_overhead = internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "").value_or(Seconds(0));
+  if (system.post_overhead < Seconds(0) || system.post_overhead > Seconds(1e-4)) {
+    map.fail("post_overhead", fmt::format("= {:g} us must be in [0, 100] us: the host's cost of posting one "
+                                          "network send",
+                                          system.post_overhead / Seconds(1e-6)));
+  }
   internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
   if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
     system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");

@@ -961,7 +961,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const Bytes probabilities = elements(rows, 4.0);
   Forward activation = elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
                                       activation_cost(m.activation, d.fusion, e), {fc1});
-  const bool weighting_fused = d.fusion == Fusion::kFused && m.gated_mlp();
+  const bool weighting_fused = d.fusion == Fusion::kFused && m.activation == Activation::kSwiglu;
   if (weighted_activation && weighting_fused) {
     activation.op.bytes += probabilities;
     activation.op.saved += probabilities;

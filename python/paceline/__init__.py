@@ -41,7 +41,8 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
     """Simulates one training step of `scenario` (dict, YAML string or path).
 
     Returns a Result: ``iteration_time_s`` (s), ``tokens_per_s``, ``mfu``, ``peak_memory_bytes``
-    (bytes), ``fits``, ``to_dict()`` with every key of the result contract, ``timeline()``.
+    (bytes), ``fits``, ``warnings`` (the lines of ``sim.warnings``), ``to_dict()`` with every key
+    of the result contract, ``timeline()``.
     The GIL is released while it runs. Raises ValueError (file:line:col: ...) on bad input.
 
     Limits (None: none) only ever stop a run, never change its result: a scenario whose

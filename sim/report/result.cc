@@ -305,6 +305,18 @@ Json to_json(const Scenario& s) {
   return json;
 }
 
+std::vector<WarningGroup> group_warnings(const std::vector<std::vector<std::string>>& warnings) {
+  std::vector<WarningGroup> groups;
+  for (size_t i = 0; i < warnings.size(); ++i) {
+    for (const std::string& warning : warnings[i]) {
+      auto group = std::ranges::find(groups, warning, &WarningGroup::warning);
+      if (group == groups.end()) group = groups.insert(groups.end(), {warning, {}});
+      group->positions.push_back(i + 1);
+    }
+  }
+  return groups;
+}
+
 Json to_json(const Result& r, bool include_wall_time) {
   Json json = Json::object();
   json.set("name", r.scenario->name);

@@ -86,6 +86,15 @@ Flop model_flop_per_iteration(const Scenario& scenario);
 // Assembles the Result from the lowering and the engine's run (spans of the recorded ranks).
 Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& lowering, const RunResult& run);
 
+// The distinct warnings of several results (their Result::warnings, in order), each once in order
+// of first appearance with the positions (from 1) of the results that give it: how reports of
+// many runs list them.
+struct WarningGroup {
+  std::string warning;
+  std::vector<size_t> positions;
+};
+std::vector<WarningGroup> group_warnings(const std::vector<std::vector<std::string>>& warnings);
+
 // The result contract as JSON. `include_wall_time`: false for golden comparisons.
 Json to_json(const Result& result, bool include_wall_time = true);
 // Where the critical stage's time goes, in seconds (the result's `breakdown_s`).

@@ -316,19 +316,12 @@ std::string to_text(const SearchReport& r) {
         1e3 * t.iteration_time_s);
   }
   // Each distinct warning once, with the ranks of the layouts it applies to.
-  std::vector<std::pair<std::string, std::vector<int>>> warned;
-  rank = 0;
-  for (const RankedLayout& t : r.top) {
-    ++rank;
-    for (const std::string& warning : t.warnings) {
-      auto it = std::ranges::find(warned, warning, &std::pair<std::string, std::vector<int>>::first);
-      if (it == warned.end()) it = warned.insert(warned.end(), {warning, {}});
-      it->second.push_back(rank);
-    }
-  }
-  if (!warned.empty()) out += "\n";
-  for (const auto& [warning, ranks] : warned) {
-    out += fmt::format("  warning (#{}): {}\n", fmt::join(ranks, ", #"), warning);
+  std::vector<std::vector<std::string>> warnings;
+  for (const RankedLayout& t : r.top) warnings.push_back(t.warnings);
+  const std::vector<WarningGroup> groups = group_warnings(warnings);
+  if (!groups.empty()) out += "\n";
+  for (const WarningGroup& g : groups) {
+    out += fmt::format("  warning (#{}): {}\n", fmt::join(g.positions, ", #"), g.warning);
   }
   return out;
 }

@@ -230,16 +230,8 @@ std::string to_text(const std::vector<SweepAxis>& axes, size_t begin, const Swee
   for (const auto& row : rows) out += line(row);
   out += fmt::format("{} configurations, {} valid\n", t.size(), valid);
   // Each distinct warning once, with the rows of the table (from 1) it applies to.
-  std::vector<std::pair<std::string, std::vector<size_t>>> warned;
-  for (size_t i = 0; i < t.size(); ++i) {
-    for (const std::string& warning : t.warnings[i]) {
-      auto it = std::ranges::find(warned, warning, &std::pair<std::string, std::vector<size_t>>::first);
-      if (it == warned.end()) it = warned.insert(warned.end(), {warning, {}});
-      it->second.push_back(i + 1);
-    }
-  }
-  for (const auto& [warning, rows_warned] : warned) {
-    out += fmt::format("warning (rows {}): {}\n", fmt::join(rows_warned, ", "), warning);
+  for (const WarningGroup& g : group_warnings(t.warnings)) {
+    out += fmt::format("warning (rows {}): {}\n", fmt::join(g.positions, ", "), g.warning);
   }
   return out;
 }

@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "hardware/collective_model.h"
 #include "hardware/op_timer.h"
 #include "hardware/topology.h"
 #include "sim/network/network_model.h"
+#include "sim/parallel/task_plan.h"
 
 namespace paceline {
 

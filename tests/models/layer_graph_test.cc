@@ -725,6 +725,9 @@ TEST(LayerGraph, MoeWeightingInTheActivationKeepsProbabilitiesNotTokens) {
   EXPECT_EQ(saved(fused, "moe.unpermute"), Bytes(0));
   EXPECT_EQ(saved(fused, "moe.expert_act") - saved(tokens, "moe.expert_act"), Bytes(routed * 4.0));
   EXPECT_EQ(tokens.saved_activations() - fused.saved_activations(), Bytes(routed * (4096 * e - 4.0)));
+  // Without the weighting pass the un-permute reads each copy once, forward and backward.
+  const auto traffic = [](const LayerGraph& g) { return g.op(forward_op(g, "moe.unpermute")).bytes; };
+  EXPECT_EQ(traffic(tokens) - traffic(fused), Bytes(routed * 4096 * e));
   // Eager, the product after the activation keeps the activation's output (14336 wide) too.
   s.fusion = Fusion::kEager;
   const LayerGraph eager = build_transformer_layer(m, s, /*moe=*/true);

@@ -36,6 +36,16 @@ training: {global_batch: 2, seq_len: 2048, recompute: full, recompute_layers: 6}
   EXPECT_EQ(to_json(simulate(scenario).result).at("scenario").at("training").at("recompute_layers").dump(-1), "6");
 }
 
+TEST(Result, WarningsOfSeveralResultsGroupOnceEach) {
+  const std::vector<WarningGroup> groups = group_warnings({{"b"}, {}, {"a", "b"}, {"a"}});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].warning, "b");  // in order of first appearance
+  EXPECT_EQ(groups[0].positions, (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(groups[1].warning, "a");
+  EXPECT_EQ(groups[1].positions, (std::vector<size_t>{3, 4}));
+  EXPECT_TRUE(group_warnings({{}, {}}).empty());
+}
+
 TEST(Result, EchoesWhereExpertsAreWeightedForMoeModelsOnly) {
   const auto echoed = [](const std::string& model, const std::string& weighting) {
     const auto scenario = std::make_shared<const Scenario>(load_scenario_text(

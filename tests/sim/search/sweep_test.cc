@@ -49,6 +49,8 @@ training: {global_batch: 16, seq_len: 1024}
   EXPECT_EQ(json.elements()[0].at("warnings").elements()[0].string(), table.warnings[0][0]);
   EXPECT_TRUE(json.elements()[1].at("warnings").elements().empty());
   EXPECT_NE(to_text(axes, 0, table).find("warning (rows 1): " + table.warnings[0][0]), std::string::npos);
+  // CSV quotes the field: the warning holds commas.
+  EXPECT_NE(to_csv(axes, 0, table).find(",\"" + table.warnings[0][0] + "\"\n"), std::string::npos);
 }
 
 TEST(Sweep, RowsEqualSingleSimulations) {
