@@ -20,6 +20,12 @@ Json Json::array() {
   return json;
 }
 
+Json Json::array(const std::vector<std::string>& strings) {
+  Json json = array();
+  for (const std::string& s : strings) json.push(s);
+  return json;
+}
+
 Json& Json::set(std::string_view key, Json value) {
   PACELINE_CHECK(std::holds_alternative<Object>(value_), "set() on a JSON value that is not an object");
   Object& object = std::get<Object>(value_);

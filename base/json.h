@@ -27,6 +27,7 @@ class Json {
 
   static Json object();
   static Json array();
+  static Json array(const std::vector<std::string>& strings);  // an array of those strings
 
   // Objects: sets (or replaces) a key. Arrays: appends.
   Json& set(std::string_view key, Json value);

@@ -128,6 +128,16 @@ std::optional<LinkSpec> network_link_of_bandwidth(BytesPerSecond bandwidth) {
   return std::nullopt;
 }
 
+// `post_overhead` as read from `map`, failing there outside the range a host's post takes.
+Seconds checked_post_overhead(YamlMap& map, Seconds post_overhead) {
+  if (post_overhead < Seconds(0) || post_overhead > Seconds(1e-4)) {
+    map.fail("post_overhead", fmt::format("= {:g} us must be in [0, 100] us: the host's cost of posting one network "
+                                          "send (NCCL: 1 us on Intel hosts, 2 us on AMD)",
+                                          post_overhead / Seconds(1e-6)));
+  }
+  return post_overhead;
+}
+
 // The network from the system's defaults alone.
 NetworkSpec system_network(const SystemSpec& system, const SourceLocation& where) {
   NetworkSpec network;
@@ -182,12 +192,8 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   if (network.oversubscription < 1.0) {
     map.fail("oversubscription", fmt::format("= {} must be at least 1 (1: non-blocking)", network.oversubscription));
   }
-  network.post_overhead = map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0));
-  if (network.post_overhead < Seconds(0) || network.post_overhead > Seconds(1e-4)) {
-    map.fail("post_overhead", fmt::format("= {:g} us must be in [0, 100] us: the host's cost of posting one network "
-                                          "send (NCCL: 1 us on Intel hosts, 2 us on AMD)",
-                                          network.post_overhead / Seconds(1e-6)));
-  }
+  network.post_overhead =
+      checked_post_overhead(map, map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0)));
   map.finish();
   return network;
 }
@@ -313,12 +319,8 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   system.nvls = internal::read_sourced<bool>(map, "nvls", field_sources, "").value_or(false);
   system.nics_per_node = static_cast<int>(internal::read_sourced<int64_t>(map, "nics_per_node", field_sources, "").value_or(0));
   system.nic = map.get<std::string>("nic", "");
-  system.post_overhead = internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "").value_or(Seconds(0));
-  if (system.post_overhead < Seconds(0) || system.post_overhead > Seconds(1e-4)) {
-    map.fail("post_overhead", fmt::format("= {:g} us must be in [0, 100] us: the host's cost of posting one "
-                                          "network send",
-                                          system.post_overhead / Seconds(1e-6)));
-  }
+  system.post_overhead = checked_post_overhead(
+      map, internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "").value_or(Seconds(0)));
   internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
   if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
     system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");

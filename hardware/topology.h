@@ -1,14 +1,15 @@
 // Topology: the links of a cluster and the route between any two GPUs.
 //
 // Inside an NVLink domain (a node, or a multi-node domain such as GB200 NVL72) every GPU has one
-// port into a non-blocking NVSwitch fabric: a transmit and a receive link of the NVLink
-// bandwidth. A mesh link (AMD Infinity Fabric) instead gives every GPU one link to each other GPU
-// of its node, each of bandwidth / mesh_links, so a pair of GPUs talks over one of them. Between domains traffic leaves through the NIC serving the GPU (NICs are spread
-// evenly over the node's GPUs) into a leaf switch and, when the destination hangs off another
-// leaf, up through the spine: each leaf's uplinks are one aggregate link per direction of
-// (its NIC ports × NIC bandwidth) / oversubscription, as equal-cost multipath spreads flows over
-// the spines (a non-blocking leaf's uplinks cannot bind, so routes skip them). A rail-optimized fabric puts NIC i of every node on the leaves of rail i; a plain
-// fat-tree puts all NICs of a node on one leaf.
+// port into a non-blocking NVSwitch fabric: a transmit and a receive link of the NVLink bandwidth.
+// A mesh link (AMD Infinity Fabric) instead gives every GPU one link to each other GPU of its node,
+// each of bandwidth / mesh_links, so a pair of GPUs talks over one of them. Between domains traffic
+// leaves through the NIC serving the GPU (NICs are spread evenly over the node's GPUs) into a leaf
+// switch and, when the destination hangs off another leaf, up through the spine: each leaf's
+// uplinks are one aggregate link per direction of (its NIC ports × NIC bandwidth) /
+// oversubscription, as equal-cost multipath spreads flows over the spines (a non-blocking leaf's
+// uplinks cannot bind, so routes skip them). A rail-optimized fabric puts NIC i of every node on
+// the leaves of rail i; a plain fat-tree puts all NICs of a node on one leaf.
 //
 // Link capacities are the effective bandwidths (line rate × the link's bandwidth efficiency).
 #ifndef PACELINE_HARDWARE_TOPOLOGY_H_

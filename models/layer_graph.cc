@@ -961,19 +961,20 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const Bytes probabilities = elements(rows, 4.0);
   Forward activation = elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
                                       activation_cost(m.activation, d.fusion, e), {fc1});
+  // The op that weights reads the probabilities and keeps them; its backward reads them again
+  // and writes their gradient.
+  auto weigh = [&](Forward& op) {
+    op.op.bytes += probabilities;
+    op.op.saved += probabilities;
+    op.backward_bytes += 2.0 * probabilities;
+  };
   const bool weighting_fused = d.fusion == Fusion::kFused && m.activation == Activation::kSwiglu;
-  if (weighted_activation && weighting_fused) {
-    activation.op.bytes += probabilities;
-    activation.op.saved += probabilities;
-    activation.backward_bytes += 2.0 * probabilities;
-  }
+  if (weighted_activation && weighting_fused) weigh(activation);
   int act = b.add(activation);
   if (weighted_activation && !weighting_fused) {
     Forward weighting = elementwise_op("moe.expert_weighting", MemoryKernel::kElementwise, rows * f,
                                        ElementwiseCost{2.0 * e + 8.0, 3.0 * e + 20.0, e, 2, 4}, {act});
-    weighting.op.bytes += probabilities;
-    weighting.op.saved += probabilities;
-    weighting.backward_bytes += 2.0 * probabilities;
+    weigh(weighting);
     act = b.add(weighting);
   }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);

@@ -111,14 +111,21 @@ GroupKind group_of(CommGroup group) {
   return GroupKind::kTensor;
 }
 
+namespace {
+
+// Members come in rank order, and GPU g is rank g: a group crosses domains where its ends do.
+bool crosses_domains(const Topology& topology, const std::vector<int>& group) {
+  return !group.empty() && topology.domain_of(group.front()) != topology.domain_of(group.back());
+}
+
+}  // namespace
+
 std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topology& topology, GroupKind kind,
                                            const std::vector<int>& group) {
   std::vector<std::vector<int>> groups = {group};
-  // Members come in rank order, and GPU g is rank g: a group crosses domains where its ends do.
-  auto crosses_domains = [&](const std::vector<int>& g) {
-    return !g.empty() && topology.domain_of(g.front()) != topology.domain_of(g.back());
-  };
-  if (kind >= GroupKind::kForwardSend || topology.gpus_per_nic() <= 1 || !crosses_domains(group)) return groups;
+  if (kind >= GroupKind::kForwardSend || topology.gpus_per_nic() <= 1 || !crosses_domains(topology, group)) {
+    return groups;
+  }
   const bool spans_stages = kind == GroupKind::kModel || kind == GroupKind::kEmbedding;
   const int stage = layout.coord(group.front()).pp;
   std::set<std::pair<int, int>> nics;  // (node, rail)
@@ -133,7 +140,7 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
       std::vector<int> other = layout.members(kind, gpu);
       if (!std::ranges::binary_search(other, gpu)) continue;
       listed.insert(other.begin(), other.end());
-      if (crosses_domains(other)) groups.push_back(std::move(other));
+      if (crosses_domains(topology, other)) groups.push_back(std::move(other));
     }
   }
   return groups;
@@ -147,7 +154,7 @@ int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, Gro
     if (visited[gpu]) continue;
     const std::vector<int> group = layout.members(kind, gpu);
     for (const int member : group) visited[member] = true;
-    if (topology.domain_of(group.front()) == topology.domain_of(group.back())) continue;
+    if (!crosses_domains(topology, group)) continue;
     for (const int member : group) {
       stages_by_nic[{topology.node_of(member), topology.rail_of(member)}].insert(layout.coord(member).pp);
     }

@@ -113,9 +113,8 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
 
 // Where pricing by sharing_nics falls short: of the groups of `kind` that leave their NVLink
 // domain, the most pipeline stages whose groups send through one NIC (the sending side's, by
-// rail, as sharing_nics counts them). Their collectives contend
-// for it as the stages run side by side, which only full fidelity sees; 1 where no NIC carries
-// more than one stage's.
+// rail, as sharing_nics counts them). Their collectives contend for it as the stages run side by
+// side, which only full fidelity sees; 1 where no NIC carries more than one stage's.
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind);
 
 // Prices ops: compute on the op timer, collectives over the group each runs on, together with

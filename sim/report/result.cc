@@ -343,9 +343,7 @@ Json to_json(const Result& r, bool include_wall_time) {
   kernels.set("profile", r.kernels.profile.empty() ? Json() : Json(r.kernels.profile));
   kernels.set("measured_kernels", r.kernels.measured_kernels).set("modeled_kernels", r.kernels.modeled_kernels);
   kernels.set("measured_time_fraction", r.kernels.measured_time_fraction);
-  Json modeled = Json::array();
-  for (const std::string& op : r.kernels.modeled_ops) modeled.push(op);
-  kernels.set("modeled_ops", std::move(modeled));
+  kernels.set("modeled_ops", Json::array(r.kernels.modeled_ops));
   json.set("kernels", std::move(kernels));
   Json model = Json::object();
   model.set("parameters", r.parameters).set("active_parameters", r.active_parameters);
@@ -355,9 +353,7 @@ Json to_json(const Result& r, bool include_wall_time) {
   Json folded = Json::object();
   for (const auto& [dim, peers] : r.folded_peers) folded.set(dim, peers);
   sim.set("events", r.events).set("ranks_simulated", r.ranks_simulated).set("folded_peers", std::move(folded));
-  Json warnings = Json::array();
-  for (const std::string& warning : r.warnings) warnings.push(warning);
-  sim.set("warnings", std::move(warnings));
+  sim.set("warnings", Json::array(r.warnings));
   if (include_wall_time) sim.set("wall_s", r.wall_s);
   json.set("sim", std::move(sim));
   json.set("scenario", to_json(*r.scenario));

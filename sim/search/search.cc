@@ -280,9 +280,7 @@ Json to_json(const SearchReport& r, bool include_wall_time) {
     entry.set("tokens_per_s_per_gpu", t.tokens_per_s_per_gpu).set("mfu", t.mfu).set("hfu", t.hfu);
     entry.set("peak_memory_bytes", t.peak_memory_bytes).set("capacity_bytes", t.capacity_bytes);
     entry.set("fits", t.fits);
-    Json warnings = Json::array();
-    for (const std::string& warning : t.warnings) warnings.push(warning);
-    entry.set("warnings", std::move(warnings));
+    entry.set("warnings", Json::array(t.warnings));
     layouts.push(std::move(entry));
   }
   json.set("layouts", std::move(layouts));

@@ -165,9 +165,7 @@ Json to_json(const std::vector<SweepAxis>& axes, size_t begin, const SweepTable&
     row.set("peak_memory_bytes", simulated ? Json(t.peak_memory_bytes[i]) : Json());
     row.set("fits", simulated ? Json(t.fits[i] != 0) : Json());
     row.set("error", simulated ? Json() : Json(t.error[i]));
-    Json warnings = Json::array();
-    for (const std::string& warning : t.warnings[i]) warnings.push(warning);
-    row.set("warnings", std::move(warnings));
+    row.set("warnings", Json::array(t.warnings[i]));
     rows.push(std::move(row));
   }
   return rows;
