@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the C++ and Python suites (ctest) and
-# the validation ratchet (public MAPE, as it is and with the software its sources state, and
-# peak-memory MAPE with that software must not rise above the values in tests/validation_ratchet).
+# the validation ratchet (public MAPE, as it is and with the software its sources state,
+# peak-memory MAPE with that software, and the MAPE of the Megatron-Bridge runs kept apart must
+# not rise above the values in tests/validation_ratchet).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,6 +12,7 @@ mapfile -t limits < <(grep -v '^#' tests/validation_ratchet)
 build/sim/cli/paceline validate scenarios/validation/public.yaml --max-mape "${limits[0]}" | tail -n 25
 build/sim/cli/paceline validate scenarios/validation/public.yaml --overlay scenarios/validation/stated-software.yaml \
   --max-mape "${limits[1]}" --max-memory-mape "${limits[2]}" | tail -n 21
+build/sim/cli/paceline validate scenarios/validation/megatron-bridge.yaml --max-mape "${limits[3]}" | tail -n 14
 
 # Reliability (README.md, "Reliability"). PACELINE_RELIABILITY=0 skips it for a quick local run.
 if [[ "${PACELINE_RELIABILITY:-1}" != 0 ]]; then

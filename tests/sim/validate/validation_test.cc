@@ -25,6 +25,22 @@ TEST(Validation, EveryPublicCaseRuns) {
   EXPECT_FALSE(report.by_source.empty());
 }
 
+TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
+  std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/megatron-bridge.yaml");
+  EXPECT_EQ(cases.size(), 16u);
+  // Their scenarios state their software themselves: no rule of the public cases' overlay
+  // reaches them (a Qwen3 rule would reject a dense model).
+  const std::vector<OverlayRule> rules = load_overlay_file("scenarios/validation/stated-software.yaml");
+  EXPECT_EQ(apply_overlay(cases, rules).size(), rules.size());
+  const ValidationReport report = validate(cases, 2);
+  EXPECT_EQ(report.unsupported, 0);
+  std::vector<std::string> gpus;
+  for (const ValidationReport::GroupError& group : report.by_gpu) gpus.push_back(group.name);
+  EXPECT_EQ(gpus, (std::vector<std::string>{"h100-sxm5-80gb", "b200"}));
+  // The GB200 FSDP runs offloaded activations to the Grace CPUs, which paceline does not model.
+  EXPECT_EQ(report.out_of_memory, 4);
+}
+
 TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
   EXPECT_TRUE(apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml")).empty());
