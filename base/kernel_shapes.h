@@ -110,11 +110,14 @@ struct AttentionShape {
   int64_t kv_heads = 0;
   int64_t seq_q = 0;
   int64_t seq_kv = 0;
-  int64_t head_dim = 0;
+  int64_t head_dim = 0;  // of queries and keys
   bool causal = true;
   bool backward = false;
   DType dtype = DType::kBf16;
   AttentionKernel kernel = AttentionKernel::kFlash;  // a fused kernel: not kUnfused
+  // Of values and the output, where it differs from head_dim (multi-head latent attention); 0: the same.
+  int64_t value_head_dim = 0;
+  int64_t value_dim() const { return value_head_dim > 0 ? value_head_dim : head_dim; }
 };
 
 }  // namespace paceline

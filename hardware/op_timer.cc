@@ -12,7 +12,9 @@
 namespace paceline {
 
 Flop attention_flop(const AttentionShape& s) {
-  double flop = 4.0 * s.batch * s.heads * static_cast<double>(s.seq_q) * s.seq_kv * s.head_dim;
+  // Q·Kᵀ spans the query/key width, P·V the value width: 2 FLOP per multiply-add each.
+  double flop = 2.0 * s.batch * s.heads * static_cast<double>(s.seq_q) * s.seq_kv *
+                static_cast<double>(s.head_dim + s.value_dim());
   if (s.causal) flop *= 0.5;
   if (s.backward) flop *= 2.5;
   return Flop(flop);
@@ -132,12 +134,14 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   const Seconds compute = attention_flop(s) * padding / (peak_for(s.dtype) * efficiency);
   // Q and O (heads wide) and K, V (kv_heads wide) are read or written at least once.
   const double e = bytes_per_element(s.dtype);
-  const Seconds memory = memory_roofline(Bytes(e * s.batch * s.head_dim *
-                                               (2.0 * s.heads * s.seq_q + 2.0 * s.kv_heads * s.seq_kv) *
+  const double widths = static_cast<double>(s.head_dim + s.value_dim());
+  const Seconds memory = memory_roofline(Bytes(e * s.batch * widths *
+                                               (s.heads * s.seq_q + s.kv_heads * static_cast<double>(s.seq_kv)) *
                                                (s.backward ? 2.0 : 1.0)));
   const bool compute_bound = compute > memory;
-  // Profiles measure cuDNN's fused attention, not FlashAttention's builds or Triton's.
-  if (profile_ && s.kernel == AttentionKernel::kFlash) {
+  // Profiles measure cuDNN's fused attention, not FlashAttention's builds or Triton's, with values
+  // as wide as queries and keys.
+  if (profile_ && s.kernel == AttentionKernel::kFlash && s.value_dim() == s.head_dim) {
     if (const std::optional<Seconds> measured = profile_->attention(s)) {
       return {transferred(*measured, compute_bound, s.dtype), true};
     }

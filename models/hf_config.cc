@@ -21,6 +21,9 @@ enum class MoeKeys {
   // Qwen2-MoE / Qwen3-MoE: num_experts, num_experts_per_tok, moe_intermediate_size,
   // decoder_sparse_step, mlp_only_layers (and Qwen2-MoE's shared expert).
   kQwen,
+  // DeepSeek-V2 / V3: n_routed_experts, num_experts_per_tok, moe_intermediate_size,
+  // n_shared_experts of that width, first_k_dense_replace, moe_layer_freq.
+  kDeepSeek,
 };
 
 // One transformers model family: the key names its config.json uses and the architecture its
@@ -46,6 +49,9 @@ struct Family {
   bool always_qkv_bias;  // Qwen2: biases on Q, K and V only
   bool qk_norm;          // Qwen3: RMSNorm on each head's queries and keys
   bool shared_expert;    // Qwen2-MoE: one always-active expert beside the routed ones
+  // DeepSeek-V2 / V3: multi-head latent attention (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+  // qk_rope_head_dim, v_head_dim).
+  bool latent_attention;
   MoeKeys moe;
 };
 
@@ -69,6 +75,7 @@ Family llama_like(std::string_view model_type) {
                 .always_qkv_bias = false,
                 .qk_norm = false,
                 .shared_expert = false,
+                .latent_attention = false,
                 .moe = MoeKeys::kNone};
 }
 
@@ -76,6 +83,14 @@ Family llama_like(std::string_view model_type) {
 // classes (LlamaConfig, GPT2Config, GPTNeoXConfig, ...).
 std::vector<Family> families() {
   std::vector<Family> all;
+  // DeepSeek-V2 and V3: latent attention, dense first layers, then MoE with shared experts.
+  for (const std::string_view model_type : {"deepseek_v2", "deepseek_v3"}) {
+    Family deepseek = llama_like(model_type);
+    deepseek.latent_attention = true;
+    deepseek.moe = MoeKeys::kDeepSeek;
+    all.push_back(deepseek);
+  }
+
   Family gpt2{.model_type = "gpt2",
               .hidden_key = "n_embd",
               .layers_key = "n_layer",
@@ -94,6 +109,7 @@ std::vector<Family> families() {
               .always_qkv_bias = false,
               .qk_norm = false,
               .shared_expert = false,
+              .latent_attention = false,
               .moe = MoeKeys::kNone};
   all.push_back(gpt2);
 
@@ -217,6 +233,26 @@ MoeSpec read_moe(ConfigReader& reader, const Family& family, int64_t dense_ffn, 
   if (family.moe == MoeKeys::kMixtral) {
     moe.experts = static_cast<int>(reader.size("num_local_experts"));
     moe.ffn_hidden = dense_ffn;
+  } else if (family.moe == MoeKeys::kDeepSeek) {
+    moe.experts = static_cast<int>(reader.size("n_routed_experts"));
+    moe.ffn_hidden = reader.size("moe_intermediate_size");
+    moe.every = static_cast<int>(reader.size_or("moe_layer_freq", 1));
+    moe.first_dense_layers = static_cast<int>(reader.get<int64_t>("first_k_dense_replace", 0));
+    if (moe.first_dense_layers < 0 || moe.first_dense_layers >= layers) {
+      reader.fail("first_k_dense_replace",
+                  fmt::format("= {} must leave MoE layers among num_hidden_layers = {}", moe.first_dense_layers, layers));
+    }
+    if ((layers - moe.first_dense_layers) / moe.every == 0) {
+      reader.fail("moe_layer_freq", fmt::format("= {} leaves no MoE layer among the {} after first_k_dense_replace",
+                                                moe.every, layers - moe.first_dense_layers));
+    }
+    // Shared experts are each as wide as a routed one.
+    const int64_t shared = reader.get<int64_t>("n_shared_experts", 0);
+    if (shared < 0 || shared > INT32_MAX) {
+      reader.fail("n_shared_experts", fmt::format("= {} must be from 0 to {}", shared, INT32_MAX));
+    }
+    moe.shared_experts = static_cast<int>(shared);
+    moe.shared_ffn_hidden = moe.ffn_hidden;
   } else {
     moe.experts = static_cast<int>(reader.size("num_experts"));
     moe.ffn_hidden = reader.size("moe_intermediate_size");
@@ -346,6 +382,21 @@ ModelSpec spec_from_document(const YamlDocument& document) {
     m.dropout = std::max(m.dropout, p);
   }
 
+  if (family.latent_attention) {
+    // The query/key head is its non-rotary part and its rotary part.
+    MlaSpec mla;
+    mla.q_lora_rank = reader.size_or("q_lora_rank", 0);
+    mla.kv_lora_rank = reader.size("kv_lora_rank");
+    mla.rope_head_dim = reader.size("qk_rope_head_dim");
+    mla.v_head_dim = reader.size("v_head_dim");
+    m.head_dim = reader.size("qk_nope_head_dim") + mla.rope_head_dim;
+    if (m.kv_heads != m.heads) {
+      reader.fail("num_key_value_heads", fmt::format("= {} must equal {} = {}: latent attention gives every head its "
+                                                     "own key and value",
+                                                     m.kv_heads, family.heads_key, m.heads));
+    }
+    m.mla = mla;
+  }
   if (family.moe != MoeKeys::kNone) m.moe = read_moe(reader, family, m.ffn_hidden, m.layers);
   if (!checked_parameter_count(m)) {
     config.fail_here(

@@ -588,13 +588,27 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   return first;
 }
 
-// Before a column-parallel GEMM without sequence parallelism: identity forward, all-reduce of
-// the input gradient backward (Megatron's `f`).
+// Before column-parallel GEMMs reading `width` columns of every token: under sequence
+// parallelism an all-gather of the rank's tokens (reduce-scatter of the gradient backward),
+// without it identity forward and an all-reduce of the input gradient backward (Megatron's `f`).
+int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::string& name, int64_t width,
+                              std::vector<int> inputs) {
+  if (d.tp == 1) return inputs.front();
+  const Bytes size = elements(static_cast<double>(d.tokens * width), d.e);
+  if (d.sp) {
+    return b.add(collective(name + ".gather", Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor,
+                            size, std::move(inputs)));
+  }
+  return b.add(collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce, CommGroup::kTensor, size,
+                          std::move(inputs)));
+}
+
+// Before a column-parallel GEMM reading a norm's output, which add_norm gathered already under
+// sequence parallelism.
 int add_column_parallel_entry(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, const std::string& name,
                               int input) {
-  if (d.tp == 1 || d.sp) return input;
-  return b.add(collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce, CommGroup::kTensor,
-                          elements(static_cast<double>(d.tokens * m.hidden), d.e), {input}));
+  if (d.sp) return input;
+  return add_tensor_parallel_entry(b, d, name, m.hidden, {input});
 }
 
 // After a row-parallel GEMM: all-reduce (or reduce-scatter with SP) of its partial sums.
@@ -668,17 +682,21 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
   const int64_t local_kv_heads = std::max<int64_t>(1, kv_heads / cp);
   const int64_t S = shard.seq_len;
   // Each destination gets this rank's tokens of its heads.
-  const Bytes sent_qkv = elements(T * (local_heads + 2.0 * local_kv_heads) * m.head_dim * others, d.e);
+  const int64_t v_dim = m.value_head_dim();
+  // Queries and keys are head_dim wide, values and the output v_dim.
+  const double qkv_width = static_cast<double>(local_heads * m.head_dim + local_kv_heads * (m.head_dim + v_dim));
+  const Bytes sent_qkv = elements(T * qkv_width * others, d.e);
   const int scattered = b.add(collective("attn.a2a.qkv", Collective::kAllToAll, Collective::kAllToAll,
                                          CommGroup::kContext, sent_qkv, {input}));
   const double tokens = T * cp;  // of the whole sequence, on this rank's heads
-  const Bytes qkv_bytes = elements(tokens * (local_heads + 2.0 * local_kv_heads) * m.head_dim, d.e);
-  const Bytes output = elements(tokens * local_heads * m.head_dim, d.e);
+  const Bytes qkv_bytes = elements(tokens * qkv_width, d.e);
+  const Bytes output = elements(tokens * static_cast<double>(local_heads * v_dim), d.e);
   const Bytes statistics(4.0 * shard.micro_batch * local_heads * static_cast<double>(S));
   Forward f = attention_core("attn.core",
                               AttentionShape{shard.micro_batch, local_heads, local_kv_heads, S, S, m.head_dim, true,
-                                             false, shard.activation_dtype, shard.attention_kernel},
-                              4.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S * m.head_dim * 0.5,
+                                             false, shard.activation_dtype, shard.attention_kernel, v_dim},
+                              2.0 * shard.micro_batch * local_heads * static_cast<double>(S) * S *
+                                  static_cast<double>(m.head_dim + v_dim) * 0.5,
                               qkv_bytes, output, statistics, scattered);
   // Backward reads the kernel's own output, which the projection, reading it after the
   // all-to-all, does not keep.
@@ -690,6 +708,70 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
                           output * (others / cp), {core}));
 }
 
+// A column-parallel GEMM of the tokens' `k` gathered columns to `n` of the rank's: keeps its
+// (sequence-sharded under SP) input, which SP gathers again for the weight gradient.
+int add_column_parallel_gemm(LayerGraphBuilder& b, const LayerShard& shard, const Dims& d, std::string name,
+                             int64_t n, int64_t k, int input) {
+  const int gemm = b.add(weight_gemm(std::move(name), d.tokens, n, k, 1, gemm_dtype(shard), d.e,
+                                     Bytes(static_cast<double>(d.sp_tokens * k) * saved_input_bytes(shard, d.e)),
+                                     {input}));
+  add_grad_cast(b, shard, d.e, gemm);
+  if (d.sp) {
+    b.at(gemm).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
+                                             elements(static_cast<double>(d.tokens * k), d.e)};
+  }
+  return gemm;
+}
+
+// Multi-head latent attention's projections, as Megatron-Core's MLASelfAttention runs them: the
+// down-projections, which every tensor-parallel rank holds whole, run on the rank's own tokens
+// `norm` (a 1/tp share under sequence parallelism); the compressed query and key/value are
+// RMS-normalised and gathered over the tensor-parallel group with the rotary key part (an
+// all-reduce of their gradient backward without sequence parallelism, as the up-projections see
+// only the local heads); the up-projections are column-parallel over the heads. One rotary kernel
+// then writes the queries, the keys (the shared rotary part copied to every head) and the values
+// the attention reads. Returns it.
+int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
+                           int norm, int64_t heads) {
+  const MlaSpec& a = *m.mla;
+  const double Ts = static_cast<double>(d.sp_tokens);
+  const double T = static_cast<double>(d.tokens);
+  // The query's projection keeps the block's normalised input; the key/value one reads the same.
+  const int kv_down = b.add(weight_gemm("attn.kv_down", d.sp_tokens, a.kv_lora_rank + a.rope_head_dim, m.hidden, 1,
+                                        gemm_dtype(shard), d.e, Bytes(0), {norm}));
+  add_grad_cast(b, shard, d.e, kv_down);
+  const ElementwiseCost norm_cost = rms_norm_cost(d.fusion, d.e);
+  std::vector<int> compressed = {b.add(elementwise_op("attn.kv_norm", MemoryKernel::kRmsNorm,
+                                                      Ts * static_cast<double>(a.kv_lora_rank), norm_cost, {kv_down}))};
+  int64_t compressed_width = a.kv_lora_rank + a.rope_head_dim;
+  int q_up = 0;
+  const int64_t q_width = heads * m.head_dim;
+  if (a.q_lora_rank > 0) {
+    const Bytes input_kept(Ts * static_cast<double>(m.hidden) * saved_input_bytes(shard, d.e));
+    const int q_down = b.add(weight_gemm("attn.q_down", d.sp_tokens, a.q_lora_rank, m.hidden, 1, gemm_dtype(shard),
+                                         d.e, input_kept, {norm}));
+    add_grad_cast(b, shard, d.e, q_down);
+    compressed.push_back(b.add(elementwise_op("attn.q_norm", MemoryKernel::kRmsNorm,
+                                              Ts * static_cast<double>(a.q_lora_rank), norm_cost, {q_down})));
+    compressed_width += a.q_lora_rank;
+  } else {
+    const int entry = add_tensor_parallel_entry(b, d, "attn.q", m.hidden, {norm});
+    q_up = add_column_parallel_gemm(b, shard, d, "attn.q", q_width, m.hidden, entry);
+  }
+  const int latent = add_tensor_parallel_entry(b, d, "attn.latent", compressed_width, std::move(compressed));
+  if (a.q_lora_rank > 0) q_up = add_column_parallel_gemm(b, shard, d, "attn.q_up", q_width, a.q_lora_rank, latent);
+  const int64_t nope = m.head_dim - a.rope_head_dim;
+  const int kv_up = add_column_parallel_gemm(b, shard, d, "attn.kv_up", heads * (nope + a.v_head_dim), a.kv_lora_rank,
+                                             latent);
+  // Reads the queries, the up-projected keys and values and the rotary key part; writes queries,
+  // keys and values. Backward, the same.
+  const double read = static_cast<double>(heads * (m.head_dim + nope + a.v_head_dim) + a.rope_head_dim);
+  const double written = static_cast<double>(heads * (2 * m.head_dim + a.v_head_dim));
+  Forward rotary = memory_op("attn.rotary", MemoryKernel::kRotary, elements(T * (read + written), d.e), Bytes(0),
+                             elements(T * (read + written), d.e), {q_up, kv_up});
+  return b.add(rotary);
+}
+
 void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
                    int& out) {
   const int64_t heads = m.heads / shard.tp;
@@ -699,26 +781,27 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const int64_t s = shard.seq_len / shard.cp;
   const double T = static_cast<double>(d.tokens);
 
-  const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true);
-  const int qkv_input = add_column_parallel_entry(b, m, d, "attn.qkv", norm);
-  // Column-parallel QKV projection; keeps its (sequence-sharded under SP) input. Under fp8 the
-  // norm writes the fp8 input itself (Transformer Engine's LayerNormLinear).
-  const double in_rows = static_cast<double>(d.sp_tokens * m.hidden);
-  const int qkv = b.add(weight_gemm("attn.qkv", d.tokens, q_width + 2 * kv_width, m.hidden, 1, gemm_dtype(shard),
-                                    d.e, Bytes(in_rows * saved_input_bytes(shard, d.e)), {qkv_input}));
-  add_grad_cast(b, shard, d.e, qkv);
-  keep_per_op(b.at(qkv), T, q_width + kv_width, q_width + 2 * kv_width, d.e);  // wq, wv; wk recomputed
-  if (m.linear_bias || m.qkv_bias) b.at(qkv).op.bytes += elements(T * (q_width + 2 * kv_width), 2.0 * d.e);
-  if (d.sp) b.at(qkv).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
-                                                     elements(static_cast<double>(d.tokens * m.hidden), d.e)};
-  int last = qkv;
-  if (m.qk_norm) {
-    const double rows = T * (q_width + kv_width);
-    last = b.add(elementwise_op("attn.qk_norm", MemoryKernel::kRmsNorm, rows, rms_norm_cost(d.fusion, d.e), {last}));
-  }
-  if (m.position == Position::kRope) {
-    const double rows = T * (q_width + kv_width);
-    last = b.add(elementwise_op("attn.rotary", MemoryKernel::kRotary, rows, rotary_cost(d.fusion, d.e), {last}));
+  int last = 0;
+  if (m.mla) {
+    const int norm = add_norm(b, m, shard, d, "attn.norm", residual, /*gather_after=*/false);
+    last = add_latent_projections(b, m, shard, d, norm, heads);
+  } else {
+    const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true);
+    const int qkv_input = add_column_parallel_entry(b, m, d, "attn.qkv", norm);
+    // Column-parallel QKV projection. Under fp8 the norm writes the fp8 input itself (Transformer
+    // Engine's LayerNormLinear).
+    const int qkv = add_column_parallel_gemm(b, shard, d, "attn.qkv", q_width + 2 * kv_width, m.hidden, qkv_input);
+    keep_per_op(b.at(qkv), T, q_width + kv_width, q_width + 2 * kv_width, d.e);  // wq, wv; wk recomputed
+    if (m.linear_bias || m.qkv_bias) b.at(qkv).op.bytes += elements(T * (q_width + 2 * kv_width), 2.0 * d.e);
+    last = qkv;
+    if (m.qk_norm) {
+      const double rows = T * (q_width + kv_width);
+      last = b.add(elementwise_op("attn.qk_norm", MemoryKernel::kRmsNorm, rows, rms_norm_cost(d.fusion, d.e), {last}));
+    }
+    if (m.position == Position::kRope) {
+      const double rows = T * (q_width + kv_width);
+      last = b.add(elementwise_op("attn.rotary", MemoryKernel::kRotary, rows, rotary_cost(d.fusion, d.e), {last}));
+    }
   }
 
   // Keys and values copied out to every query head before the attention call (torchtitan's Llama,
@@ -736,12 +819,16 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     last = b.add(repeat);
     attended_kv_heads = heads;
   }
+  // Keys are as wide as queries; values, and so the output, may be narrower (multi-head latent
+  // attention).
   const int64_t attended_kv_width = attended_kv_heads * m.head_dim;
+  const int64_t value_width = attended_kv_heads * m.value_head_dim();
+  const int64_t output_width = heads * m.value_head_dim();
 
   // The attention core. Queries, keys and values are kept for backward, also when selective
   // recomputation re-runs the core from them (Korthikanti et al. 2022; Megatron-LM checkpoints
   // its core attention whichever kernel runs it), and the ring exchange and merges with it.
-  const Bytes qkv_bytes = elements(T * (q_width + 2 * attended_kv_width), d.e);
+  const Bytes qkv_bytes = elements(T * (q_width + attended_kv_width + value_width), d.e);
   const double causal_fraction = 0.5;
   // Context parallelism always runs a fused kernel (the scenario reader sees to it).
   if (shard.cp > 1 && shard.cp_comm == ContextComm::kAllToAll) {
@@ -752,14 +839,14 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     // first the causal diagonal (s × s), each later one an unmasked s × s/2 block, whose partial
     // output is merged into the running one by its softmax statistics (online softmax).
     const int steps = shard.cp;
-    const double attention_flop = 4.0 * shard.micro_batch * heads * static_cast<double>(s) * s * m.head_dim *
-                                  causal_fraction;
+    const double attention_flop = 2.0 * shard.micro_batch * heads * static_cast<double>(s) * s *
+                                  static_cast<double>(m.head_dim + m.value_head_dim()) * causal_fraction;
     int previous = last;
-    const Bytes kv_block = elements(T * 2.0 * attended_kv_width, d.e);
+    const Bytes kv_block = elements(T * static_cast<double>(attended_kv_width + value_width), d.e);
     // Backward reads the attention's output too. The projection keeps that very tensor unless
     // it keeps an fp8 cast of it or an eager copy in token-major layout: then it is kept here.
     const bool projection_keeps_output = !shard.fp8 && d.fusion != Fusion::kEager;
-    const Bytes kept_output = projection_keeps_output ? Bytes(0) : elements(T * q_width, d.e);
+    const Bytes kept_output = projection_keeps_output ? Bytes(0) : elements(T * output_width, d.e);
     const bool gathered = shard.cp_comm == ContextComm::kAllGather;
     // An exchange waited for where it is issued sits between the block before it and the block
     // after it: its forward copy and its backward copy each hold up the next block.
@@ -778,12 +865,12 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       Forward f = attention_core(steps == 1 ? "attn.core" : fmt::format("attn.core.step{}", step),
                                  AttentionShape{shard.micro_batch, heads, attended_kv_heads, s, step == 0 ? s : s / 2,
                                                 m.head_dim, step == 0, false, shard.activation_dtype,
-                                                shard.attention_kernel},
-                                 attention_flop, qkv_bytes, elements(T * q_width, d.e), statistics, previous);
+                                                shard.attention_kernel, m.value_head_dim()},
+                                 attention_flop, qkv_bytes, elements(T * output_width, d.e), statistics, previous);
       // Q, K, V, the softmax statistics (and the output) are kept once.
       f.op.saved = step == 0 ? qkv_bytes + statistics + kept_output : Bytes(0);
       f.checkpoint_bytes = step == 0 ? qkv_bytes : Bytes(0);
-      f.op.transient = elements(T * q_width, 4.0);  // fp32 output accumulator
+      f.op.transient = elements(T * output_width, 4.0);  // fp32 output accumulator
       if (kv_in >= 0 && (step > 0 || !beside)) f.inputs.push_back(kv_in);
       if (!gathered && step + 1 < steps) {
         // The next key/value block comes over the ring while this one is computed; backward
@@ -801,7 +888,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         // Backward: after this block the fp32 key/value gradients summed so far go on to the
         // next rank (PyTorch's _templated_ring_attention_backward); the forward sends nothing.
         Forward send = collective(fmt::format("attn.kv_grad.step{}", step), Collective::kNone, Collective::kSendRecv,
-                                  CommGroup::kContext, elements(T * 2.0 * attended_kv_width, 4.0),
+                                  CommGroup::kContext,
+                                  elements(T * static_cast<double>(attended_kv_width + value_width), 4.0),
                                   {beside ? last : previous});
         send.recompute_selective = true;
         f.inputs.push_back(b.add(send));
@@ -814,8 +902,10 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         // gradient travelling the ring adds this step's.
         const Bytes statistics_traffic = 3.0 * statistics;
         Forward merge = memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
-                                  Bytes(T * q_width * (d.e + 8.0)) + statistics_traffic, Bytes(0),
-                                  elements(T * q_width, d.e + 8.0) + elements(T * 2.0 * attended_kv_width, 3.0 * d.e), {core});
+                                  Bytes(T * output_width * (d.e + 8.0)) + statistics_traffic, Bytes(0),
+                                  elements(T * output_width, d.e + 8.0) +
+                                      elements(T * static_cast<double>(attended_kv_width + value_width), 3.0 * d.e),
+                                  {core});
         merge.recompute_selective = true;
         core = b.add(merge);
       }
@@ -868,13 +958,13 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   // Eager: the attention output, heads-major, is copied into the token-major layout the
   // projection reads (and its gradient back).
   if (d.fusion == Fusion::kEager) {
-    last = b.add(memory_op("attn.transpose", MemoryKernel::kElementwise, elements(T * q_width, 2.0 * d.e), Bytes(0),
-                           elements(T * q_width, 2.0 * d.e), {last}));
+    last = b.add(memory_op("attn.transpose", MemoryKernel::kElementwise, elements(T * output_width, 2.0 * d.e),
+                           Bytes(0), elements(T * output_width, 2.0 * d.e), {last}));
   }
   // Row-parallel output projection; keeps its input.
-  const int proj_input = add_input_cast(b, shard, d.e, "attn.proj", T * q_width, last);
-  const int proj = b.add(weight_gemm("attn.proj", d.tokens, m.hidden, q_width, 1, gemm_dtype(shard), d.e,
-                                     elements(T * q_width, saved_input_bytes(shard, d.e)), {proj_input}));
+  const int proj_input = add_input_cast(b, shard, d.e, "attn.proj", T * output_width, last);
+  const int proj = b.add(weight_gemm("attn.proj", d.tokens, m.hidden, output_width, 1, gemm_dtype(shard), d.e,
+                                     elements(T * output_width, saved_input_bytes(shard, d.e)), {proj_input}));
   add_grad_cast(b, shard, d.e, proj);
   const int reduced = add_row_parallel_exit(b, m, d, "attn.proj", proj, /*beside_gemm=*/true);
   out = add_residual(b, m, d, "attn.residual", reduced, residual);
@@ -1011,11 +1101,12 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
 int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
   const ParameterCount count = count_parameters(m);
   const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
-  if (!moe) return (count.per_dense_layer - 2 * norm_params) / shard.tp + 2 * norm_params;
+  const int64_t whole = 2 * norm_params + count.tp_replicated_per_layer;  // on every tensor-parallel rank
+  if (!moe) return (count.per_dense_layer - whole) / shard.tp + whole;
   const int64_t experts = m.moe->experts * count.per_expert;
   const int64_t rest = count.per_moe_layer - experts;
-  return (rest - 2 * norm_params - m.hidden * m.moe->experts) / shard.tp + 2 * norm_params +
-         m.hidden * m.moe->experts + experts / shard.ep;
+  return (rest - whole - m.hidden * m.moe->experts) / shard.tp + whole + m.hidden * m.moe->experts +
+         experts / shard.ep;
 }
 
 // A norm's weight, and its bias for LayerNorm: PyTorch keeps them apart.
@@ -1035,19 +1126,38 @@ void add_mlp_tensors(std::vector<int64_t>& tensors, const ModelSpec& m, int64_t 
   if (m.linear_bias) tensors.push_back(m.hidden / shards);
 }
 
+// Multi-head latent attention's weights one rank holds: the down-projections and their norms
+// whole, the up-projections and the output projection over TP.
+void add_latent_attention_tensors(std::vector<int64_t>& tensors, const ModelSpec& m, int64_t tp) {
+  const MlaSpec& a = *m.mla;
+  const int64_t q_width = m.heads * m.head_dim;
+  if (a.q_lora_rank > 0) {
+    tensors.insert(tensors.end(), {m.hidden * a.q_lora_rank, a.q_lora_rank, a.q_lora_rank * q_width / tp});
+  } else {
+    tensors.push_back(m.hidden * q_width / tp);
+  }
+  const int64_t up_width = m.heads * (m.head_dim - a.rope_head_dim + a.v_head_dim);
+  tensors.insert(tensors.end(), {m.hidden * (a.kv_lora_rank + a.rope_head_dim), a.kv_lora_rank,
+                                 a.kv_lora_rank * up_width / tp, m.heads * a.v_head_dim * m.hidden / tp});
+}
+
 // The weight tensors of a block one rank holds, as sharded_parameters counts them: everything but
-// the norms and the router over TP, routed experts over EP.
+// the norms, the router (and latent attention's down-projections) over TP, routed experts over EP.
 std::vector<int64_t> layer_weight_tensors(const ModelSpec& m, const LayerShard& shard, bool moe) {
   std::vector<int64_t> tensors;
   const int64_t tp = shard.tp;
-  const int64_t qkv_width = (m.heads + 2 * static_cast<int64_t>(m.kv_heads)) * m.head_dim;
-  const int64_t q_width = m.heads * m.head_dim;
   add_norm_tensors(tensors, m);
-  tensors.push_back(m.hidden * qkv_width / tp);  // fused QKV projection
-  if (m.linear_bias || m.qkv_bias) tensors.push_back(qkv_width / tp);
-  if (m.qk_norm) tensors.insert(tensors.end(), 2, m.head_dim / tp);
-  tensors.push_back(q_width * m.hidden / tp);
-  if (m.linear_bias) tensors.push_back(m.hidden / tp);
+  if (m.mla) {
+    add_latent_attention_tensors(tensors, m, tp);
+  } else {
+    const int64_t qkv_width = (m.heads + 2 * static_cast<int64_t>(m.kv_heads)) * m.head_dim;
+    const int64_t q_width = m.heads * m.head_dim;
+    tensors.push_back(m.hidden * qkv_width / tp);  // fused QKV projection
+    if (m.linear_bias || m.qkv_bias) tensors.push_back(qkv_width / tp);
+    if (m.qk_norm) tensors.insert(tensors.end(), 2, m.head_dim / tp);
+    tensors.push_back(q_width * m.hidden / tp);
+    if (m.linear_bias) tensors.push_back(m.hidden / tp);
+  }
   add_norm_tensors(tensors, m);
   if (!moe) {
     add_mlp_tensors(tensors, m, m.ffn_hidden, tp);
@@ -1092,8 +1202,10 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   // Under full recompute the block keeps only its input, held by its first reader.
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
-  return b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
-                 layer_weight_tensors(m, shard, moe));
+  LayerGraph graph = b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
+                             layer_weight_tensors(m, shard, moe));
+  if (d.sp) graph.tp_summed_parameters = count.tp_replicated_per_layer;
+  return graph;
 }
 
 LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {

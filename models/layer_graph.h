@@ -126,6 +126,11 @@ class LayerGraph {
   // temporaries by the largest; a per-tensor parameter gather moves them one at a time.
   std::vector<int64_t> weight_tensors;
   int64_t largest_weight() const;
+  // Of `parameters`, the weights every tensor-parallel rank holds whole and, under sequence
+  // parallelism, trains on its own tokens (multi-head latent attention's down-projections and
+  // their norms): their gradients are summed over the tensor-parallel group before the step. The
+  // block's own norms, as small, are left out.
+  int64_t tp_summed_parameters = 0;
 
  private:
   friend class LayerGraphBuilder;

@@ -27,6 +27,8 @@ MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
   }
   moe.ffn_hidden = positive(map, "ffn_hidden", map.get<int64_t>("ffn_hidden", dense_ffn_hidden));
   moe.every = static_cast<int>(positive(map, "every", map.get<int>("every", 1)));
+  moe.first_dense_layers = map.get<int>("first_dense_layers", 0);
+  if (moe.first_dense_layers < 0) map.fail("first_dense_layers", "must not be negative");
   moe.shared_experts = map.get<int>("shared_experts", 0);
   if (moe.shared_experts < 0) map.fail("shared_experts", "must not be negative");
   moe.shared_ffn_hidden = positive(map, "shared_ffn_hidden", map.get<int64_t>("shared_ffn_hidden", moe.ffn_hidden));
@@ -45,13 +47,28 @@ MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
   return moe;
 }
 
+MlaSpec read_mla(YamlMap& map, int64_t head_dim) {
+  MlaSpec mla;
+  if (map.has("q_lora_rank")) mla.q_lora_rank = positive(map, "q_lora_rank", map.required<int64_t>("q_lora_rank"));
+  mla.kv_lora_rank = positive(map, "kv_lora_rank", map.required<int64_t>("kv_lora_rank"));
+  mla.rope_head_dim = positive(map, "rope_head_dim", map.required<int64_t>("rope_head_dim"));
+  if (mla.rope_head_dim >= head_dim) {
+    map.fail("rope_head_dim", fmt::format("= {} must be less than model.head_dim = {}, the query/key head width "
+                                          "of which it is the rotary part",
+                                          mla.rope_head_dim, head_dim));
+  }
+  mla.v_head_dim = positive(map, "v_head_dim", map.required<int64_t>("v_head_dim"));
+  map.finish();
+  return mla;
+}
+
 }  // namespace
 
 bool ModelSpec::is_moe_layer(int layer) const {
-  return moe.has_value() && (layer + 1) % moe->every == 0;
+  return moe.has_value() && layer >= moe->first_dense_layers && (layer - moe->first_dense_layers + 1) % moe->every == 0;
 }
 
-int ModelSpec::num_moe_layers() const { return moe ? layers / moe->every : 0; }
+int ModelSpec::num_moe_layers() const { return moe ? (layers - moe->first_dense_layers) / moe->every : 0; }
 
 namespace {
 
@@ -61,7 +78,7 @@ __extension__ typedef __int128 Wide;
 
 struct WideCount {
   Wide total = 0, active = 0, embedding = 0, output = 0, per_dense_layer = 0, per_moe_layer = 0, per_expert = 0,
-       routed_experts = 0;
+       routed_experts = 0, tp_replicated_per_layer = 0, attention_matmuls_per_layer = 0;
 };
 
 WideCount wide_count(const ModelSpec& m) {
@@ -72,10 +89,25 @@ WideCount wide_count(const ModelSpec& m) {
   const Wide norm_params = m.norm == Norm::kLayerNorm ? 2 * hidden : hidden;
 
   // Attention: Q, K, V and output projections, their biases, and the per-head q/k norms.
-  Wide attention = hidden * (q_width + 2 * kv_width) + q_width * hidden;
+  count.attention_matmuls_per_layer = hidden * (q_width + 2 * kv_width) + q_width * hidden;
+  Wide attention = count.attention_matmuls_per_layer;
   if (m.linear_bias) attention += q_width + 2 * kv_width + hidden;
   if (m.qkv_bias && !m.linear_bias) attention += q_width + 2 * kv_width;
   if (m.qk_norm) attention += 2 * Wide{m.head_dim};
+  if (m.mla) {
+    // Down-projections with their norms, up-projections to the heads (queries; keys' non-rotary
+    // part and values), the output projection.
+    const MlaSpec& a = *m.mla;
+    const Wide heads = m.heads;
+    const Wide q_down = hidden * a.q_lora_rank;
+    const Wide q_up = (a.q_lora_rank > 0 ? Wide{a.q_lora_rank} : hidden) * heads * m.head_dim;
+    const Wide kv_down = hidden * (a.kv_lora_rank + a.rope_head_dim);
+    const Wide kv_up = Wide{a.kv_lora_rank} * heads * (m.head_dim - a.rope_head_dim + a.v_head_dim);
+    const Wide down_norms = a.q_lora_rank + a.kv_lora_rank;
+    count.attention_matmuls_per_layer = q_down + q_up + kv_down + kv_up + heads * a.v_head_dim * hidden;
+    count.tp_replicated_per_layer = q_down + kv_down + down_norms;
+    attention = count.attention_matmuls_per_layer + down_norms;
+  }
   const Wide common = attention + 2 * norm_params;
 
   // An MLP of inner size f: two (plain) or three (gated) matrices.
@@ -114,9 +146,10 @@ std::optional<ParameterCount> checked_parameter_count(const ModelSpec& m) {
     fits = fits && value <= INT64_MAX;
     return static_cast<int64_t>(value);
   };
-  const ParameterCount count{narrow(w.total),           narrow(w.active),        narrow(w.embedding),
+  const ParameterCount count{narrow(w.total),           narrow(w.active),          narrow(w.embedding),
                              narrow(w.output),          narrow(w.per_dense_layer), narrow(w.per_moe_layer),
-                             narrow(w.per_expert),      narrow(w.routed_experts)};
+                             narrow(w.per_expert),      narrow(w.routed_experts),  narrow(w.tp_replicated_per_layer),
+                             narrow(w.attention_matmuls_per_layer)};
   if (!fits) return std::nullopt;
   return count;
 }
@@ -164,9 +197,27 @@ ModelSpec read_model(YamlMap& map) {
   if (m.dropout < 0.0 || m.dropout >= 1.0) {
     map.fail("dropout", fmt::format("= {} must be in [0, 1)", m.dropout));
   }
+  if (std::optional<YamlMap> mla = map.optional_map("mla")) {
+    if (!map.has("head_dim")) {
+      mla->fail_here("needs model.head_dim, the query/key head width with its rotary part (DeepSeek-V3: 128 + 64 = 192)");
+    }
+    m.mla = read_mla(*mla, m.head_dim);
+    if (m.kv_heads != m.heads) {
+      map.fail("kv_heads", fmt::format("= {} must equal heads = {} with mla: every head has its own key and value",
+                                       m.kv_heads, m.heads));
+    }
+    if (m.position != Position::kRope) {
+      map.fail("position", fmt::format("= {} must be rope with mla, whose keys share a rotary part",
+                                       to_string(m.position)));
+    }
+    for (const auto& [key, set] : {std::pair{"bias", m.linear_bias}, {"qkv_bias", m.qkv_bias}, {"qk_norm", m.qk_norm}}) {
+      if (set) map.fail(key, "= true is not a form of mla; its projections have no biases and it normalises the "
+                             "compressed query and key/value instead");
+    }
+  }
   std::optional<YamlMap> moe = map.optional_map("moe");
   // A model whose every layer is MoE needs no dense ffn_hidden.
-  const bool all_moe = moe && moe->get<int>("every", 1) == 1;
+  const bool all_moe = moe && moe->get<int>("every", 1) == 1 && moe->get<int>("first_dense_layers", 0) == 0;
   if (all_moe) {
     m.ffn_hidden = map.get<int64_t>("ffn_hidden", 0);
   } else {
@@ -179,6 +230,10 @@ ModelSpec read_model(YamlMap& map) {
     m.moe = read_moe(*moe, m.ffn_hidden);
     if (m.moe->every > m.layers) {
       moe->fail("every", fmt::format("= {} exceeds layers = {}", m.moe->every, m.layers));
+    }
+    if (m.moe->first_dense_layers > 0 && m.num_moe_layers() == 0) {
+      moe->fail("first_dense_layers", fmt::format("= {} leaves no MoE layer of layers = {} at every = {}",
+                                                  m.moe->first_dense_layers, m.layers, m.moe->every));
     }
   }
   map.finish();

@@ -24,7 +24,8 @@ struct MoeSpec {
   int experts = 0;
   int top_k = 1;
   int64_t ffn_hidden = 0;     // per expert
-  int every = 1;              // every n-th layer is MoE (1: all layers)
+  int every = 1;              // every n-th layer is MoE (1: all layers), counted from first_dense_layers
+  int first_dense_layers = 0;  // the first layers keep the dense MLP (DeepSeek's first_k_dense_replace)
   int shared_experts = 0;     // always-active experts beside the routed ones
   int64_t shared_ffn_hidden = 0;
   // Tokens an expert accepts, over its fair share (0: dropless, no cap).
@@ -33,6 +34,20 @@ struct MoeSpec {
   double imbalance = 1.0;
 
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
+};
+
+// Multi-head latent attention (DeepSeek-V2 and V3): the block input is projected down to a
+// compressed query (q_lora_rank wide) and a compressed key/value (kv_lora_rank wide), each
+// RMS-normalised and projected up to the heads; every head's query and key end in a rotary part
+// rope_head_dim wide, the key's projected from the block input once and shared by all heads.
+// The model's head_dim is the query/key head width, rotary part included.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;  // 0: queries projected from the block input directly
+  int64_t kv_lora_rank = 0;
+  int64_t rope_head_dim = 0;
+  int64_t v_head_dim = 0;  // of values and the attention output
+
+  friend bool operator==(const MlaSpec&, const MlaSpec&) = default;
 };
 
 struct ModelSpec {
@@ -54,11 +69,13 @@ struct ModelSpec {
   bool qk_norm = false;         // RMSNorm on queries and keys per head (Qwen3 style)
   double dropout = 0.0;         // attention and hidden dropout probability during training
   std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;   // multi-head latent attention in place of (grouped-query) attention
   std::string source;           // where the architecture is published
 
   bool is_moe_layer(int layer) const;
   int num_moe_layers() const;
   bool gated_mlp() const { return activation == Activation::kSwiglu; }
+  int64_t value_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
 
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
@@ -73,6 +90,10 @@ struct ParameterCount {
   int64_t per_moe_layer = 0;
   int64_t per_expert = 0;
   int64_t routed_experts = 0;  // the routed experts of one MoE layer
+  // Of a layer's parameters, those every tensor-parallel rank holds whole besides its norms:
+  // multi-head latent attention's down-projections and their norms.
+  int64_t tp_replicated_per_layer = 0;
+  int64_t attention_matmuls_per_layer = 0;  // the attention's projection weights, without biases and norms
 };
 // The counts of a model whose sizes its reader accepted. checked_parameter_count is empty when a
 // count would not fit in 64 bits (the readers refuse such a model).

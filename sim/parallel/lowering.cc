@@ -745,6 +745,16 @@ void StageBuilder::step() {
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
+  // Weights every tensor-parallel rank trained on its own tokens are summed over the group once the
+  // data-parallel reductions are done (Megatron-LM's finalize_model_grads).
+  int64_t tp_summed = 0;
+  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
+    for (const BlockRef& block : chunk_blocks(chunk)) tp_summed += plans_of(block).graph->tp_summed_parameters;
+  }
+  if (tp_summed > 0) {
+    reductions = {step_collective(Collective::kAllReduce, Bytes(static_cast<double>(tp_summed) * bytes.gradient),
+                                  GroupKind::kTensor, "tp.replicated_gradient_all_reduce", reductions)};
+  }
   // The gradient norm (for clipping) is summed over the model-parallel ranks.
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
                                       reductions);

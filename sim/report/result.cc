@@ -15,10 +15,8 @@ namespace {
 // Matmul parameters a token passes through in one block (MoE: its top-k experts).
 double active_matmul_parameters(const ModelSpec& m, bool moe) {
   const double h = static_cast<double>(m.hidden);
-  const double q = static_cast<double>(m.heads * m.head_dim);
-  const double kv = static_cast<double>(m.kv_heads * m.head_dim);
   const double matrices = m.gated_mlp() ? 3.0 : 2.0;
-  double parameters = h * (q + 2.0 * kv) + q * h;
+  const double parameters = static_cast<double>(count_parameters(m).attention_matmuls_per_layer);
   if (!moe) return parameters + matrices * h * static_cast<double>(m.ffn_hidden);
   const MoeSpec& e = *m.moe;
   return parameters + h * e.experts + e.top_k * matrices * h * static_cast<double>(e.ffn_hidden) +
@@ -146,7 +144,8 @@ Flop model_flop_per_iteration(const Scenario& s) {
   double per_token = 0.0;
   for (int layer = 0; layer < m.layers; ++layer) {
     per_token += 6.0 * active_matmul_parameters(m, m.is_moe_layer(layer)) +
-                 12.0 * static_cast<double>(m.heads * m.head_dim) * static_cast<double>(s.training.seq_len);
+                 6.0 * static_cast<double>(m.heads * (m.head_dim + m.value_head_dim())) *
+                     static_cast<double>(s.training.seq_len);
   }
   per_token += 6.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   return Flop(per_token * static_cast<double>(s.tokens_per_iteration()));
@@ -229,10 +228,17 @@ Json to_json(const Scenario& s) {
   if (m.moe) {
     Json moe = Json::object();
     moe.set("experts", m.moe->experts).set("top_k", m.moe->top_k).set("ffn_hidden", m.moe->ffn_hidden);
-    moe.set("every", m.moe->every).set("shared_experts", m.moe->shared_experts);
+    moe.set("every", m.moe->every).set("first_dense_layers", m.moe->first_dense_layers);
+    moe.set("shared_experts", m.moe->shared_experts);
     moe.set("shared_ffn_hidden", m.moe->shared_ffn_hidden).set("capacity_factor", m.moe->capacity_factor);
     moe.set("imbalance", m.moe->imbalance);
     model.set("moe", std::move(moe));
+  }
+  if (m.mla) {
+    Json mla = Json::object();
+    mla.set("q_lora_rank", m.mla->q_lora_rank).set("kv_lora_rank", m.mla->kv_lora_rank);
+    mla.set("rope_head_dim", m.mla->rope_head_dim).set("v_head_dim", m.mla->v_head_dim);
+    model.set("mla", std::move(mla));
   }
   const ClusterSpec& c = s.cluster;
   Json cluster = Json::object();

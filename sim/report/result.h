@@ -79,8 +79,9 @@ struct Result {
 };
 
 // Model FLOPs of one step: 6 per active matmul parameter per token (output head included,
-// embedding lookup not) plus 12·layers·(heads·head_dim)·seq per token for attention, counted
-// without the causal half as Megatron-LM, PaLM and torchtitan count it.
+// embedding lookup not) plus 6·layers·heads·(head_dim + value head width)·seq per token for
+// attention (12·layers·heads·head_dim·seq where values are as wide as keys), counted without the
+// causal half as Megatron-LM, PaLM and torchtitan count it.
 Flop model_flop_per_iteration(const Scenario& scenario);
 
 // Assembles the Result from the lowering and the engine's run (spans of the recorded ranks).

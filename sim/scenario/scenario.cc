@@ -18,6 +18,12 @@ namespace {
 // and values for every query head.
 void check_attention_kernel(const Scenario& s, YamlMap& training) {
   const AttentionKernel kernel = s.training.attention;
+  if (s.model.mla && kernel != AttentionKernel::kFlash && kernel != AttentionKernel::kFlash3) {
+    training.fail("attention", fmt::format("= {} does not run multi-head latent attention's narrower values "
+                                           "(model.mla.v_head_dim {} against head_dim {}); use flash (cuDNN's, "
+                                           "which Megatron-Core runs for it) or flash3",
+                                           to_string(kernel), s.model.mla->v_head_dim, s.model.head_dim));
+  }
   if (kernel == AttentionKernel::kFlash || kernel == AttentionKernel::kUnfused) return;
   const bool triton = kernel == AttentionKernel::kFlashTriton;
   const std::string name = to_string(kernel);

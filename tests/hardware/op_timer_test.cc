@@ -180,6 +180,19 @@ TEST(OpTimer, AttentionFollowsItsFlopsAndEfficiency) {
   EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), 2.5 * flop);
 }
 
+TEST(OpTimer, NarrowerValuesDoLessOfTheAttentionsWork) {
+  // Latent attention (DeepSeek-V3): queries and keys 192 wide, values 128. Q·Kᵀ and P·V each
+  // take 2 FLOP per multiply-add at their own width; the time follows the FLOPs.
+  const OpTimer timer(h100());
+  AttentionShape shape{1, 64, 64, 4096, 4096, 192, true, false, DType::kBf16};
+  shape.value_head_dim = 128;
+  EXPECT_DOUBLE_EQ(attention_flop(shape) / Flop(1), 2.0 * 64 * 4096.0 * 4096 * (192 + 128) * 0.5);
+  AttentionShape square = shape;
+  square.value_head_dim = 0;  // values as wide as keys
+  EXPECT_DOUBLE_EQ(attention_flop(shape) / attention_flop(square), 320.0 / 384.0);
+  EXPECT_LT(timer.attention(shape).time, timer.attention(square).time);
+}
+
 // H100 forward TFLOP/s of `kernel` at 16k tokens per call (16 heads, head dim 128), in short
 // bursts, as the FlashAttention-3 paper's bars ran.
 double h100_burst_attention_tflops(AttentionKernel kernel, int64_t seq, bool causal) {

@@ -53,6 +53,7 @@ void expect_same_architecture(const ModelSpec& imported, const ModelSpec& catalo
   EXPECT_EQ(imported.qkv_bias, catalog.qkv_bias);
   EXPECT_EQ(imported.qk_norm, catalog.qk_norm);
   EXPECT_EQ(imported.dropout, catalog.dropout);
+  EXPECT_EQ(imported.mla, catalog.mla);
   ASSERT_EQ(imported.moe.has_value(), catalog.moe.has_value());
   if (imported.moe) {
     EXPECT_EQ(imported.moe->experts, catalog.moe->experts);
@@ -93,6 +94,34 @@ TEST(HfConfig, Qwen3_30bA3bMatchesTheCatalog) {
   EXPECT_EQ(imported.head_dim, 128);
   EXPECT_TRUE(imported.qk_norm);
   expect_same_architecture(imported, catalog_model("qwen3-30b-a3b"));
+}
+
+TEST(HfConfig, DeepSeekV3MatchesTheCatalog) {
+  const ModelSpec imported = fixture("DeepSeek-V3.json");
+  // The query/key head: qk_nope_head_dim 128 + qk_rope_head_dim 64; values v_head_dim 128.
+  EXPECT_EQ(imported.head_dim, 192);
+  ASSERT_TRUE(imported.mla.has_value());
+  EXPECT_EQ(imported.mla->q_lora_rank, 1536);
+  EXPECT_EQ(imported.moe->first_dense_layers, 3);  // first_k_dense_replace
+  EXPECT_EQ(imported.moe->shared_experts, 1);
+  expect_same_architecture(imported, catalog_model("deepseek-v3"));
+}
+
+TEST(HfConfig, LatentAttentionWithoutAQueryRankProjectsQueriesDirectly) {
+  // DeepSeek-V2-Lite's q_lora_rank is null; a missing qk_nope_head_dim is named.
+  const std::string v2_lite =
+      R"({"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
+          "intermediate_size": 10944, "max_position_embeddings": 163840, "vocab_size": 102400,
+          "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+          "v_head_dim": 128, "n_routed_experts": 64, "num_experts_per_tok": 6, "moe_intermediate_size": 1408,
+          "n_shared_experts": 2, "first_k_dense_replace": 1, "rms_norm_eps": 1e-06})";
+  const ModelSpec imported = parse_hf_config(v2_lite, "v2.json");
+  EXPECT_EQ(imported.mla->q_lora_rank, 0);
+  EXPECT_EQ(imported.num_moe_layers(), 26);
+  std::string without_nope = v2_lite;
+  without_nope.replace(without_nope.find(R"("qk_nope_head_dim": 128, )"), 25, "");
+  EXPECT_EQ(error_of([&] { parse_hf_config(without_nope, "v2.json"); }),
+            "v2.json:1:1: qk_nope_head_dim is required for model_type 'deepseek_v2'");
 }
 
 TEST(HfConfig, Gpt2HasItsPublishedCount) {
@@ -198,11 +227,11 @@ TEST(HfConfig, NemotronSquaredRelu) {
 TEST(HfConfigErrors, UnknownModelTypeListsTheSupportedOnes) {
   // The value "falcon" starts line 2, column 17.
   EXPECT_EQ(error_of([] { parse_hf_config("{\n  \"model_type\": \"falcon\"\n}", "f.json"); }),
-            "f.json:2:17: model_type = 'falcon' is not supported; expected one of: gpt2, "
-            "gpt_neox, llama, mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe");
+            "f.json:2:17: model_type = 'falcon' is not supported; expected one of: deepseek_v2, deepseek_v3, "
+            "gpt2, gpt_neox, llama, mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe");
   // Without model_type the mapping itself, at 1:1, is blamed.
   EXPECT_EQ(error_of([] { parse_hf_config("{\"hidden_size\": 64}", "f.json"); }),
-            "f.json:1:1: model_type is required; expected one of: gpt2, gpt_neox, llama, "
+            "f.json:1:1: model_type is required; expected one of: deepseek_v2, deepseek_v3, gpt2, gpt_neox, llama, "
             "mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe");
 }
 

@@ -252,6 +252,46 @@ TEST(LayerGraph, ForwardFlopsAreTwiceMatmulParametersPlusAttention) {
   EXPECT_NEAR(backward / tokens, 4.0 * matmul_parameters + 2.5 * attention, 0.01 * backward / tokens);
 }
 
+TEST(LayerGraph, LatentAttentionProjectsDownOnTheRanksTokensAndUpOnItsHeads) {
+  // DeepSeek-V3's attention at tp 2 with sequence parallelism, 4096 tokens: the down-projections
+  // (whole on every rank) run on the rank's 2048 tokens, the up-projections and the output
+  // projection on all 4096 and half the 128 heads.
+  const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.tp = 2;
+  s.sequence_parallel = true;
+  const LayerGraph g = build_transformer_layer(m, s, false);
+  const auto forward = [&](const std::string& name) -> const Op& {
+    for (const OpId id : g.ops(Phase::kForward)) {
+      if (g.op(id).name == name) return g.op(id);
+    }
+    ADD_FAILURE() << name;
+    return g.op(0);
+  };
+  const auto mnk = [&](const std::string& name) {
+    const GemmShape& gemm = forward(name).gemm;
+    return std::vector<int64_t>{gemm.m, gemm.n, gemm.k};
+  };
+  EXPECT_EQ(mnk("attn.q_down"), (std::vector<int64_t>{2048, 1536, 7168}));
+  EXPECT_EQ(mnk("attn.kv_down"), (std::vector<int64_t>{2048, 512 + 64, 7168}));
+  EXPECT_EQ(mnk("attn.q_up"), (std::vector<int64_t>{4096, 64 * 192, 1536}));
+  EXPECT_EQ(mnk("attn.kv_up"), (std::vector<int64_t>{4096, 64 * (128 + 128), 512}));
+  EXPECT_EQ(mnk("attn.proj"), (std::vector<int64_t>{4096, 7168, 64 * 128}));
+  // The compressed query and key/value and the rotary key part are gathered, not the 7168-wide input.
+  EXPECT_EQ(forward("attn.latent.gather").comm.size, Bytes(4096.0 * (1536 + 512 + 64) * 2));
+  // Queries and keys 192 wide, values 128: Q·Kᵀ and P·V at their own widths, half of it causal.
+  const AttentionShape& core = forward("attn.core").attention;
+  EXPECT_EQ(core.head_dim, 192);
+  EXPECT_EQ(core.value_dim(), 128);
+  EXPECT_DOUBLE_EQ(forward("attn.core").flop / Flop(1), 2.0 * 64 * 4096.0 * 4096 * (192 + 128) * 0.5);
+  // The down-projections' gradients come from the rank's own tokens: summed over TP before the
+  // step. Without sequence parallelism every rank's are the same.
+  EXPECT_EQ(g.tp_summed_parameters, count_parameters(m).tp_replicated_per_layer);
+  s.sequence_parallel = false;
+  EXPECT_EQ(build_transformer_layer(m, s, false).tp_summed_parameters, 0);
+}
+
 TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
   // cp 4: the local 512 queries meet the causal diagonal first, then three unmasked 512 × 256
   // blocks; together the causal attention of the local share (FLOPs unchanged by the split),
@@ -786,7 +826,7 @@ TEST(LayerGraph, WeightTensorsAreTheParametersOneByOne) {
   EXPECT_EQ(moe_layer.largest_weight(), d * qkv / 2);
   // Every block's tensors add up to the parameters it holds (up to one element of rounding a
   // tensor), dense or MoE.
-  for (const char* name : {"gpt3-175b", "llama3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "mpt-7b"}) {
+  for (const char* name : {"gpt3-175b", "llama3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "mpt-7b", "deepseek-v3"}) {
     const ModelSpec m = resolve_model(name, default_model_catalog(), {});
     for (const int tp : {1, 2, 8}) {
       LayerShard s = shard(tp, false);

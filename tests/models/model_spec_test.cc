@@ -140,6 +140,32 @@ TEST(CountParameters, Mixtral8x7bTotalAndActive) {
   EXPECT_EQ(count.active, 12'879'925'248);
 }
 
+TEST(CountParameters, DeepSeekV3TotalAndActive) {
+  const ModelSpec model = catalog_model("deepseek-v3");
+  const ParameterCount count = count_parameters(model);
+  // h = 7168, 128 heads of 192 (rotary 64) with values of 128, q_lora 1536, kv_lora 512.
+  // Attention: q_down 7168·1536 = 11,010,048 and its norm 1536; q_up 1536·128·192 = 37,748,736;
+  // kv_down 7168·(512 + 64) = 4,128,768 and its norm 512; kv_up 512·128·(128 + 128) =
+  // 16,777,216; output 128·128·7168 = 117,440,512 → 187,107,328, of which the down-projections
+  // and their norms, 15,140,864, sit whole on every tensor-parallel rank.
+  EXPECT_EQ(count.tp_replicated_per_layer, 15'140'864);
+  EXPECT_EQ(count.attention_matmuls_per_layer, 187'105'280);
+  // Dense layer: attention, two RMSNorms 14,336, SwiGLU 3·7168·18432 = 396,361,728.
+  EXPECT_EQ(count.per_dense_layer, 583'483'392);
+  // MoE layer: attention, norms, router 7168·256 = 1,835,008, one shared and 256 routed experts
+  // of 3·7168·2048 = 44,040,192.
+  EXPECT_EQ(count.per_expert, 44'040'192);
+  EXPECT_EQ(count.per_moe_layer, 11'507'286'016);
+  // 3 dense and 58 MoE layers, embedding and head 129280·7168 each, the final norm: 671.0B, the
+  // report's 671B (its 685B checkpoint adds the 14B multi-token-prediction module).
+  EXPECT_EQ(model.num_moe_layers(), 58);
+  EXPECT_FALSE(model.is_moe_layer(2));
+  EXPECT_TRUE(model.is_moe_layer(3));
+  EXPECT_EQ(count.total, 671'026'404'352);
+  // Active: 8 routed experts and the shared one a token → 37.6B, the report's 37B.
+  EXPECT_EQ(count.active, 37'552'282'624);
+}
+
 TEST(CountParameters, Gpt3_175bMatchesNarayanansFormula) {
   const ModelSpec model = catalog_model("gpt3-175b");
   // Narayanan et al. (arXiv:2104.04473, §5.1) count P = 12·l·h²·(1 + 13/(12h)) + (V + s)·h: each
@@ -200,6 +226,36 @@ TEST(ReadModel, SizesAndCountsStayWithin64Bits) {
   EXPECT_EQ(count_parameters(wide).per_dense_layer, 4 * h * h + 2 * h * h + 4 * h);
 }
 
+TEST(ReadModel, LatentAttentionStatesItsHeadsInFull) {
+  const std::string rope = std::string(kRequired) + "position: rope\n";
+  const std::string mla = "mla: {kv_lora_rank: 32, rope_head_dim: 4, v_head_dim: 8}\n";
+  // head_dim is the query/key width with its rotary part, which hidden / heads need not be.
+  EXPECT_EQ(error_of([&] { read_text(rope + mla); }),
+            "m.yaml:8:6: model.mla: needs model.head_dim, the query/key head width with its rotary part "
+            "(DeepSeek-V3: 128 + 64 = 192)");
+  EXPECT_EQ(error_of([&] { read_text(rope + "head_dim: 4\n" + mla); }),
+            "m.yaml:9:40: model.mla.rope_head_dim = 4 must be less than model.head_dim = 4, the query/key head "
+            "width of which it is the rotary part");
+  EXPECT_EQ(error_of([&] { read_text(rope + "head_dim: 12\nkv_heads: 4\n" + mla); }),
+            "m.yaml:9:11: model.kv_heads = 4 must equal heads = 8 with mla: every head has its own key and value");
+  EXPECT_EQ(error_of([&] { read_text(std::string(kRequired) + "head_dim: 12\n" + mla); }),
+            "m.yaml:1:1: model.position = learned must be rope with mla, whose keys share a rotary part");
+  EXPECT_EQ(error_of([&] { read_text(rope + "head_dim: 12\nqk_norm: true\n" + mla); }),
+            "m.yaml:9:10: model.qk_norm = true is not a form of mla; its projections have no biases and it "
+            "normalises the compressed query and key/value instead");
+  const ModelSpec model = read_text(rope + "head_dim: 12\n" + mla);
+  EXPECT_EQ(model.mla->q_lora_rank, 0);  // queries projected from the block input
+  EXPECT_EQ(model.value_head_dim(), 8);
+}
+
+TEST(ReadModel, FirstDenseLayersMustLeaveAnMoeLayer) {
+  EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "moe: {experts: 4, first_dense_layers: 2}\n"); }),
+            "m.yaml:7:39: model.moe.first_dense_layers = 2 leaves no MoE layer of layers = 2 at every = 1");
+  const ModelSpec model = read_text(std::string(kRequired) + "moe: {experts: 4, first_dense_layers: 1}\n");
+  EXPECT_FALSE(model.is_moe_layer(0));
+  EXPECT_TRUE(model.is_moe_layer(1));
+}
+
 TEST(ReadModel, UnknownActivationListsTheAlternatives) {
   // activation's value, relu, sits at line 7, column 13 (after "activation: ").
   EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "activation: relu\n"); }),
@@ -211,7 +267,7 @@ TEST(ReadModel, UnknownKeyListsTheKnownOnes) {
   // The misspelt key starts line 7; the list is every key read_model asks for, sorted.
   EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "tied_embedding: true\n"); }),
             "m.yaml:7:1: unknown key 'tied_embedding' in model; expected one of: activation, bias, "
-            "dropout, ffn_hidden, head_dim, heads, hidden, kv_heads, layers, moe, name, norm, "
+            "dropout, ffn_hidden, head_dim, heads, hidden, kv_heads, layers, mla, moe, name, norm, "
             "position, qk_norm, qkv_bias, seq_len, source, tied_embeddings, vocab");
 }
 

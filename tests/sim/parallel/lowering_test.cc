@@ -609,6 +609,36 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
   }
 }
 
+TEST(Lowering, LatentAttentionSumsItsDownProjectionGradientsOverTensorParallelism) {
+  // Two DeepSeek-V3-shaped layers at tp 2: with sequence parallelism each rank trains the
+  // down-projections it holds whole on its own tokens, and the step all-reduces their
+  // gradients (15,140,864 a layer, fp32) over the pair; without it there is nothing to sum.
+  constexpr std::string_view kLatent = R"(model:
+  name: latent
+  layers: 2
+  hidden: 7168
+  heads: 128
+  head_dim: 192
+  ffn_hidden: 18432
+  vocab: 32000
+  seq_len: 4096
+  activation: swiglu
+  norm: rmsnorm
+  position: rope
+  mla: {q_lora_rank: 1536, kv_lora_rank: 512, rope_head_dim: 64, v_head_dim: 128}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 2}
+training: {global_batch: 1, micro_batch: 1, seq_len: 4096}
+)";
+  const Prediction p = simulate(scenario_of(std::string(kLatent) + "parallelism: {tp: 2}\n"));
+  const std::vector<double> summed = span_seconds(p, "tp.replicated_gradient_all_reduce");
+  ASSERT_EQ(summed.size(), 1u);
+  // 121 MB (2 layers of 15,140,864 fp32 gradients) all-reduced over NVLink: well over 100 us.
+  EXPECT_GT(summed[0], 100e-6);
+  const Prediction unsplit =
+      simulate(scenario_of(std::string(kLatent) + "parallelism: {tp: 2, sequence_parallel: false}\n"));
+  EXPECT_TRUE(span_seconds(unsplit, "tp.replicated_gradient_all_reduce").empty());
+}
+
 // The scenario `text` with its ZERO placeholder set to `zero`, simulated.
 Prediction with_zero(std::string text, const char* zero) {
   text.replace(text.find("ZERO"), 4, zero);

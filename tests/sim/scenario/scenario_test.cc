@@ -207,6 +207,16 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
+TEST(ScenarioErrors, LatentAttentionRunsOnKernelsThatTakeNarrowerValues) {
+  const std::string latent = replace(replace(kBase, "model: gpt3-175b", "model: deepseek-v3"), "global_batch: 1536",
+                                     "global_batch: 1536\n  attention: flash2");
+  EXPECT_EQ(error_of(latent),
+            "s.yaml:14:14: training.attention = flash2 does not run multi-head latent attention's narrower values "
+            "(model.mla.v_head_dim 128 against head_dim 192); use flash (cuDNN's, which Megatron-Core runs for it) "
+            "or flash3");
+  EXPECT_EQ(error_of(replace(latent, "attention: flash2", "attention: flash")), "");
+}
+
 TEST(ScenarioErrors, FlashAttention3RunsOnHopperWithHeadsUpTo256) {
   const std::string on_a100 = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash3");
   EXPECT_EQ(error_of(on_a100),
