@@ -118,6 +118,12 @@ struct AttentionShape {
   // Of values and the output, where it differs from head_dim (multi-head latent attention); 0: the same.
   int64_t value_head_dim = 0;
   int64_t value_dim() const { return value_head_dim > 0 ? value_head_dim : head_dim; }
+  // Backward's matrix products over forward's: Q·Kᵀ again, dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K and
+  // dK = dSᵀ·Q against Q·Kᵀ and P·V, each at its own width (2.5 where values are as wide as keys).
+  double backward_work_ratio() const {
+    const double qk = static_cast<double>(head_dim), v = static_cast<double>(value_dim());
+    return (3.0 * qk + 2.0 * v) / (qk + v);
+  }
 };
 
 }  // namespace paceline

@@ -16,7 +16,7 @@ Flop attention_flop(const AttentionShape& s) {
   double flop = 2.0 * s.batch * s.heads * static_cast<double>(s.seq_q) * s.seq_kv *
                 static_cast<double>(s.head_dim + s.value_dim());
   if (s.causal) flop *= 0.5;
-  if (s.backward) flop *= 2.5;
+  if (s.backward) flop *= s.backward_work_ratio();
   return Flop(flop);
 }
 

@@ -236,16 +236,28 @@ MoeSpec read_moe(ConfigReader& reader, const Family& family, int64_t dense_ffn, 
   } else if (family.moe == MoeKeys::kDeepSeek) {
     moe.experts = static_cast<int>(reader.size("n_routed_experts"));
     moe.ffn_hidden = reader.size("moe_intermediate_size");
-    moe.every = static_cast<int>(reader.size_or("moe_layer_freq", 1));
-    moe.first_dense_layers = static_cast<int>(reader.get<int64_t>("first_k_dense_replace", 0));
-    if (moe.first_dense_layers < 0 || moe.first_dense_layers >= layers) {
+    // DeepSeek's modelling code makes layer i an MoE layer when i >= first_k_dense_replace and
+    // i % moe_layer_freq == 0; paceline's every n-th layer after first_dense_layers gives the same
+    // layers when the first, the smallest multiple of the frequency from first_k_dense_replace on,
+    // is the every-th after them.
+    const int64_t dense = reader.get<int64_t>("first_k_dense_replace", 0);
+    if (dense < 0 || dense >= layers) {
       reader.fail("first_k_dense_replace",
-                  fmt::format("= {} must leave MoE layers among num_hidden_layers = {}", moe.first_dense_layers, layers));
+                  fmt::format("= {} must leave MoE layers among num_hidden_layers = {}", dense, layers));
     }
-    if ((layers - moe.first_dense_layers) / moe.every == 0) {
-      reader.fail("moe_layer_freq", fmt::format("= {} leaves no MoE layer among the {} after first_k_dense_replace",
-                                                moe.every, layers - moe.first_dense_layers));
+    moe.every = static_cast<int>(reader.size_or("moe_layer_freq", 1));
+    const int64_t first_moe = (dense + moe.every - 1) / moe.every * moe.every;
+    if (first_moe >= layers) {
+      reader.fail("moe_layer_freq", fmt::format("= {} leaves no MoE layer from first_k_dense_replace = {} among "
+                                                "num_hidden_layers = {}",
+                                                moe.every, dense, layers));
     }
+    if (first_moe < moe.every - 1) {
+      reader.fail("moe_layer_freq", fmt::format("= {} with first_k_dense_replace = 0 makes layer 0 an MoE layer, "
+                                                "which an MoE layer every {} layers cannot express",
+                                                moe.every, moe.every));
+    }
+    moe.first_dense_layers = static_cast<int>(first_moe - moe.every + 1);
     // Shared experts are each as wide as a routed one.
     const int64_t shared = reader.get<int64_t>("n_shared_experts", 0);
     if (shared < 0 || shared > INT32_MAX) {
@@ -394,6 +406,9 @@ ModelSpec spec_from_document(const YamlDocument& document) {
       reader.fail("num_key_value_heads", fmt::format("= {} must equal {} = {}: latent attention gives every head its "
                                                      "own key and value",
                                                      m.kv_heads, family.heads_key, m.heads));
+    }
+    if (m.linear_bias || m.qkv_bias) {
+      reader.fail("attention_bias", "= true is not a form of latent attention, whose projections have no biases");
     }
     m.mla = mla;
   }

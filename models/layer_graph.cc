@@ -251,7 +251,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         bwd.attention = f.op.attention;
         bwd.attention.backward = true;
         // Flash attention backward: five matrix products against the forward's two.
-        bwd.flop = f.op.flop * 2.5;
+        bwd.flop = f.op.flop * f.op.attention.backward_work_ratio();
         bwd.bytes = f.op.bytes * 2.0;
         bwd.transient = f.op.transient;
         const OpId id = add_vertex(g, bwd, after);
@@ -591,9 +591,13 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
 // Before column-parallel GEMMs reading `width` columns of every token: under sequence
 // parallelism an all-gather of the rank's tokens (reduce-scatter of the gradient backward),
 // without it identity forward and an all-reduce of the input gradient backward (Megatron's `f`).
+// Without tensor parallelism, nothing: the GEMMs read `inputs` (then one op) themselves.
 int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::string& name, int64_t width,
                               std::vector<int> inputs) {
-  if (d.tp == 1) return inputs.front();
+  if (d.tp == 1) {
+    PACELINE_CHECK(inputs.size() == 1, "an entry joining several inputs without tensor parallelism");
+    return inputs.front();
+  }
   const Bytes size = elements(static_cast<double>(d.tokens * width), d.e);
   if (d.sp) {
     return b.add(collective(name + ".gather", Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor,
@@ -741,28 +745,36 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
                                         gemm_dtype(shard), d.e, Bytes(0), {norm}));
   add_grad_cast(b, shard, d.e, kv_down);
   const ElementwiseCost norm_cost = rms_norm_cost(d.fusion, d.e);
-  std::vector<int> compressed = {b.add(elementwise_op("attn.kv_norm", MemoryKernel::kRmsNorm,
-                                                      Ts * static_cast<double>(a.kv_lora_rank), norm_cost, {kv_down}))};
-  int64_t compressed_width = a.kv_lora_rank + a.rope_head_dim;
-  int q_up = 0;
-  const int64_t q_width = heads * m.head_dim;
+  const int kv_norm = b.add(elementwise_op("attn.kv_norm", MemoryKernel::kRmsNorm,
+                                           Ts * static_cast<double>(a.kv_lora_rank), norm_cost, {kv_down}));
+  int q_norm = -1;
   if (a.q_lora_rank > 0) {
     const Bytes input_kept(Ts * static_cast<double>(m.hidden) * saved_input_bytes(shard, d.e));
     const int q_down = b.add(weight_gemm("attn.q_down", d.sp_tokens, a.q_lora_rank, m.hidden, 1, gemm_dtype(shard),
                                          d.e, input_kept, {norm}));
     add_grad_cast(b, shard, d.e, q_down);
-    compressed.push_back(b.add(elementwise_op("attn.q_norm", MemoryKernel::kRmsNorm,
-                                              Ts * static_cast<double>(a.q_lora_rank), norm_cost, {q_down})));
-    compressed_width += a.q_lora_rank;
+    q_norm = b.add(elementwise_op("attn.q_norm", MemoryKernel::kRmsNorm, Ts * static_cast<double>(a.q_lora_rank),
+                                  norm_cost, {q_down}));
+  }
+  // One gather (or gradient all-reduce) for the compressed query and key/value together.
+  int latent = -1;
+  if (d.tp > 1) {
+    std::vector<int> compressed = {kv_norm};
+    if (q_norm >= 0) compressed.push_back(q_norm);
+    latent = add_tensor_parallel_entry(b, d, "attn.latent",
+                                       a.kv_lora_rank + a.rope_head_dim + a.q_lora_rank, std::move(compressed));
+  }
+  const int64_t q_width = heads * m.head_dim;
+  int q_up = 0;
+  if (q_norm >= 0) {
+    q_up = add_column_parallel_gemm(b, shard, d, "attn.q_up", q_width, a.q_lora_rank, latent >= 0 ? latent : q_norm);
   } else {
     const int entry = add_tensor_parallel_entry(b, d, "attn.q", m.hidden, {norm});
     q_up = add_column_parallel_gemm(b, shard, d, "attn.q", q_width, m.hidden, entry);
   }
-  const int latent = add_tensor_parallel_entry(b, d, "attn.latent", compressed_width, std::move(compressed));
-  if (a.q_lora_rank > 0) q_up = add_column_parallel_gemm(b, shard, d, "attn.q_up", q_width, a.q_lora_rank, latent);
   const int64_t nope = m.head_dim - a.rope_head_dim;
   const int kv_up = add_column_parallel_gemm(b, shard, d, "attn.kv_up", heads * (nope + a.v_head_dim), a.kv_lora_rank,
-                                             latent);
+                                             latent >= 0 ? latent : kv_norm);
   // Reads the queries, the up-projected keys and values and the rotary key part; writes queries,
   // keys and values. Backward, the same.
   const double read = static_cast<double>(heads * (m.head_dim + nope + a.v_head_dim) + a.rope_head_dim);
@@ -903,7 +915,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         const Bytes statistics_traffic = 3.0 * statistics;
         Forward merge = memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
                                   Bytes(T * output_width * (d.e + 8.0)) + statistics_traffic, Bytes(0),
-                                  elements(T * output_width, d.e + 8.0) +
+                                  elements(T * q_width, d.e + 8.0) +
                                       elements(T * static_cast<double>(attended_kv_width + value_width), 3.0 * d.e),
                                   {core});
         merge.recompute_selective = true;

@@ -129,7 +129,7 @@ class LayerGraph {
   // Of `parameters`, the weights every tensor-parallel rank holds whole and, under sequence
   // parallelism, trains on its own tokens (multi-head latent attention's down-projections and
   // their norms): their gradients are summed over the tensor-parallel group before the step. The
-  // block's own norms, as small, are left out.
+  // block's own norms and an MoE router, small beside them, are left out.
   int64_t tp_summed_parameters = 0;
 
  private:

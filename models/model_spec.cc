@@ -49,7 +49,9 @@ MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
 
 MlaSpec read_mla(YamlMap& map, int64_t head_dim) {
   MlaSpec mla;
-  if (map.has("q_lora_rank")) mla.q_lora_rank = positive(map, "q_lora_rank", map.required<int64_t>("q_lora_rank"));
+  mla.q_lora_rank = map.get<int64_t>("q_lora_rank", 0);
+  if (mla.q_lora_rank < 0) map.fail("q_lora_rank", fmt::format("= {} must be 0 (no compressed query) or more", mla.q_lora_rank));
+  if (mla.q_lora_rank > 0) positive(map, "q_lora_rank", mla.q_lora_rank);
   mla.kv_lora_rank = positive(map, "kv_lora_rank", map.required<int64_t>("kv_lora_rank"));
   mla.rope_head_dim = positive(map, "rope_head_dim", map.required<int64_t>("rope_head_dim"));
   if (mla.rope_head_dim >= head_dim) {
@@ -207,8 +209,8 @@ ModelSpec read_model(YamlMap& map) {
                                        m.kv_heads, m.heads));
     }
     if (m.position != Position::kRope) {
-      map.fail("position", fmt::format("= {} must be rope with mla, whose keys share a rotary part",
-                                       to_string(m.position)));
+      map.fail("position", fmt::format("= {}{} must be rope with mla, whose keys share a rotary part",
+                                       to_string(m.position), map.has("position") ? "" : " (the default)"));
     }
     for (const auto& [key, set] : {std::pair{"bias", m.linear_bias}, {"qkv_bias", m.qkv_bias}, {"qk_norm", m.qk_norm}}) {
       if (set) map.fail(key, "= true is not a form of mla; its projections have no biases and it normalises the "
@@ -231,7 +233,7 @@ ModelSpec read_model(YamlMap& map) {
     if (m.moe->every > m.layers) {
       moe->fail("every", fmt::format("= {} exceeds layers = {}", m.moe->every, m.layers));
     }
-    if (m.moe->first_dense_layers > 0 && m.num_moe_layers() == 0) {
+    if (m.moe->first_dense_layers > 0 && (m.moe->first_dense_layers >= m.layers || m.num_moe_layers() == 0)) {
       moe->fail("first_dense_layers", fmt::format("= {} leaves no MoE layer of layers = {} at every = {}",
                                                   m.moe->first_dense_layers, m.layers, m.moe->every));
     }

@@ -19,11 +19,14 @@ namespace {
 void check_attention_kernel(const Scenario& s, YamlMap& training) {
   const AttentionKernel kernel = s.training.attention;
   if (s.model.mla && kernel != AttentionKernel::kFlash && kernel != AttentionKernel::kFlash3) {
-    training.fail("attention", fmt::format("= {} does not run multi-head latent attention's narrower values "
-                                           "(model.mla.v_head_dim {} against head_dim {}); use flash (cuDNN's, "
-                                           "which Megatron-Core runs for it) or flash3",
+    training.fail("attention", fmt::format("= {} does not run multi-head latent attention, whose values are not "
+                                           "as wide as its queries and keys (model.mla.v_head_dim {} against "
+                                           "head_dim {}); use flash (cuDNN's, which Megatron-Core runs for it) or "
+                                           "flash3",
                                            to_string(kernel), s.model.mla->v_head_dim, s.model.head_dim));
   }
+  // Latent attention has no unfused form here.
+  const std::string_view instead = s.model.mla ? "flash" : "flash or unfused";
   if (kernel == AttentionKernel::kFlash || kernel == AttentionKernel::kUnfused) return;
   const bool triton = kernel == AttentionKernel::kFlashTriton;
   const std::string name = to_string(kernel);
@@ -32,13 +35,14 @@ void check_attention_kernel(const Scenario& s, YamlMap& training) {
                                                                 : "FlashAttention-2";
   if (s.cluster.gpu.kernels.attention(kernel).forward == 0.0) {
     training.fail("attention", fmt::format("= {} needs {}'s efficiencies for {}; its catalog entry has none "
-                                           "(kernels.attention.{}_forward_efficiency); use flash or unfused",
-                                           name, what, s.cluster.gpu.name, name));
+                                           "(kernels.attention.{}_forward_efficiency); use {}",
+                                           name, what, s.cluster.gpu.name, name, instead));
   }
   const int64_t max_head_dim = attention_kernel_max_head_dim(kernel);
-  if (s.model.head_dim > max_head_dim) {
-    training.fail("attention", fmt::format("= {} runs head dims up to {}; the model's is {}; use flash or unfused",
-                                           name, max_head_dim, s.model.head_dim));
+  const int64_t widest = std::max(s.model.head_dim, s.model.value_head_dim());
+  if (widest > max_head_dim) {
+    training.fail("attention", fmt::format("= {} runs head dims up to {}; the model's is {}; use {}", name,
+                                           max_head_dim, widest, instead));
   }
   if (triton && s.model.kv_heads != s.model.heads && !s.training.repeat_kv) {
     training.fail("attention", fmt::format("= flash_triton reads keys and values for every query head; the model has "

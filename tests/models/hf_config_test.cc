@@ -118,10 +118,39 @@ TEST(HfConfig, LatentAttentionWithoutAQueryRankProjectsQueriesDirectly) {
   const ModelSpec imported = parse_hf_config(v2_lite, "v2.json");
   EXPECT_EQ(imported.mla->q_lora_rank, 0);
   EXPECT_EQ(imported.num_moe_layers(), 26);
+  std::string biased = v2_lite;
+  biased.replace(biased.find(R"("rms_norm_eps")"), 0, R"("attention_bias": true, )");
+  EXPECT_EQ(error_of([&] { parse_hf_config(biased, "v2.json"); }),
+            "v2.json:5:80: attention_bias = true is not a form of latent attention, whose projections have no biases");
   std::string without_nope = v2_lite;
   without_nope.replace(without_nope.find(R"("qk_nope_head_dim": 128, )"), 25, "");
   EXPECT_EQ(error_of([&] { parse_hf_config(without_nope, "v2.json"); }),
             "v2.json:1:1: qk_nope_head_dim is required for model_type 'deepseek_v2'");
+}
+
+TEST(HfConfig, DeepSeekMoeLayersFollowTheirModellingCode) {
+  // Layer i is an MoE layer when i >= first_k_dense_replace and i % moe_layer_freq == 0: with 2
+  // dense layers and a frequency of 2, layers 2, 4 and 6 of 7.
+  const auto config = [](int dense, int freq) {
+    return fmt::format(
+        R"({{"model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 7, "num_attention_heads": 4,
+            "intermediate_size": 512, "max_position_embeddings": 4096, "vocab_size": 1000, "q_lora_rank": 64,
+            "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+            "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+            "first_k_dense_replace": {}, "moe_layer_freq": {}}})",
+        dense, freq);
+  };
+  const ModelSpec model = parse_hf_config(config(2, 2), "d.json");
+  std::vector<int> moe_layers;
+  for (int layer = 0; layer < model.layers; ++layer) {
+    if (model.is_moe_layer(layer)) moe_layers.push_back(layer);
+  }
+  EXPECT_EQ(moe_layers, (std::vector<int>{2, 4, 6}));
+  EXPECT_EQ(model.num_moe_layers(), 3);
+  // Layer 0 as an MoE layer with a stride of 2 is beyond paceline's MoE placement.
+  EXPECT_EQ(error_of([&] { parse_hf_config(config(0, 2), "d.json"); }),
+            "d.json:5:59: moe_layer_freq = 2 with first_k_dense_replace = 0 makes layer 0 an MoE layer, which an MoE "
+            "layer every 2 layers cannot express");
 }
 
 TEST(HfConfig, Gpt2HasItsPublishedCount) {

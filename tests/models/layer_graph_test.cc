@@ -285,11 +285,31 @@ TEST(LayerGraph, LatentAttentionProjectsDownOnTheRanksTokensAndUpOnItsHeads) {
   EXPECT_EQ(core.head_dim, 192);
   EXPECT_EQ(core.value_dim(), 128);
   EXPECT_DOUBLE_EQ(forward("attn.core").flop / Flop(1), 2.0 * 64 * 4096.0 * 4096 * (192 + 128) * 0.5);
+  // Backward: Q·Kᵀ again and four products at their own widths, (3·192 + 2·128) / (192 + 128)
+  // times the forward's work.
+  for (const OpId id : g.ops(Phase::kBackwardInput)) {
+    if (g.op(id).name == "attn.core.bwd") {
+      EXPECT_DOUBLE_EQ(g.op(id).flop / forward("attn.core").flop, 832.0 / 320.0);
+    }
+  }
   // The down-projections' gradients come from the rank's own tokens: summed over TP before the
   // step. Without sequence parallelism every rank's are the same.
   EXPECT_EQ(g.tp_summed_parameters, count_parameters(m).tp_replicated_per_layer);
   s.sequence_parallel = false;
   EXPECT_EQ(build_transformer_layer(m, s, false).tp_summed_parameters, 0);
+  // Without tensor parallelism each up-projection reads its own norm: nothing gathers them.
+  s.tp = 1;
+  const LayerGraph whole = build_transformer_layer(m, s, false);
+  const auto reads = [&](const std::string& gemm) {
+    std::vector<std::string> names;
+    for (const OpId id : whole.ops(Phase::kForward)) {
+      if (whole.op(id).name != gemm) continue;
+      for (const OpId input : whole.predecessors(id)) names.push_back(whole.op(input).name);
+    }
+    return names;
+  };
+  EXPECT_EQ(reads("attn.q_up"), (std::vector<std::string>{"attn.q_norm"}));
+  EXPECT_EQ(reads("attn.kv_up"), (std::vector<std::string>{"attn.kv_norm"}));
 }
 
 TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
@@ -833,6 +853,7 @@ TEST(LayerGraph, WeightTensorsAreTheParametersOneByOne) {
       s.ep = m.moe ? 8 : 1;
       std::vector<LayerGraph> blocks = {build_embedding(m, s), build_output_head(m, s)};
       blocks.push_back(build_transformer_layer(m, s, m.moe.has_value()));
+      if (m.ffn_hidden > 0) blocks.push_back(build_transformer_layer(m, s, false));
       for (const LayerGraph& g : blocks) {
         int64_t sum = 0;
         for (const int64_t t : g.weight_tensors) sum += t;

@@ -239,18 +239,26 @@ TEST(ReadModel, LatentAttentionStatesItsHeadsInFull) {
   EXPECT_EQ(error_of([&] { read_text(rope + "head_dim: 12\nkv_heads: 4\n" + mla); }),
             "m.yaml:9:11: model.kv_heads = 4 must equal heads = 8 with mla: every head has its own key and value");
   EXPECT_EQ(error_of([&] { read_text(std::string(kRequired) + "head_dim: 12\n" + mla); }),
-            "m.yaml:1:1: model.position = learned must be rope with mla, whose keys share a rotary part");
+            "m.yaml:1:1: model.position = learned (the default) must be rope with mla, whose keys share a rotary "
+            "part");
   EXPECT_EQ(error_of([&] { read_text(rope + "head_dim: 12\nqk_norm: true\n" + mla); }),
             "m.yaml:9:10: model.qk_norm = true is not a form of mla; its projections have no biases and it "
             "normalises the compressed query and key/value instead");
   const ModelSpec model = read_text(rope + "head_dim: 12\n" + mla);
   EXPECT_EQ(model.mla->q_lora_rank, 0);  // queries projected from the block input
   EXPECT_EQ(model.value_head_dim(), 8);
+  // 0 said outright, as the result echoes it, reads back the same.
+  EXPECT_EQ(read_text(rope + "head_dim: 12\nmla: {q_lora_rank: 0, kv_lora_rank: 32, rope_head_dim: 4, "
+                             "v_head_dim: 8}\n").mla,
+            model.mla);
 }
 
 TEST(ReadModel, FirstDenseLayersMustLeaveAnMoeLayer) {
   EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "moe: {experts: 4, first_dense_layers: 2}\n"); }),
             "m.yaml:7:39: model.moe.first_dense_layers = 2 leaves no MoE layer of layers = 2 at every = 1");
+  // More dense layers than layers would count a negative number of MoE layers.
+  EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "moe: {experts: 4, first_dense_layers: 5}\n"); }),
+            "m.yaml:7:39: model.moe.first_dense_layers = 5 leaves no MoE layer of layers = 2 at every = 1");
   const ModelSpec model = read_text(std::string(kRequired) + "moe: {experts: 4, first_dense_layers: 1}\n");
   EXPECT_FALSE(model.is_moe_layer(0));
   EXPECT_TRUE(model.is_moe_layer(1));

@@ -632,8 +632,15 @@ training: {global_batch: 1, micro_batch: 1, seq_len: 4096}
   const Prediction p = simulate(scenario_of(std::string(kLatent) + "parallelism: {tp: 2}\n"));
   const std::vector<double> summed = span_seconds(p, "tp.replicated_gradient_all_reduce");
   ASSERT_EQ(summed.size(), 1u);
-  // 121 MB (2 layers of 15,140,864 fp32 gradients) all-reduced over NVLink: well over 100 us.
+  // 121 MB (2 layers of 15,140,864 fp32 gradients) all-reduced over NVLink: well over 100 us, and
+  // twice the layers take about twice as long.
   EXPECT_GT(summed[0], 100e-6);
+  std::string four_layers(kLatent);
+  four_layers.replace(four_layers.find("layers: 2"), 9, "layers: 4");
+  const std::vector<double> doubled =
+      span_seconds(simulate(scenario_of(four_layers + "parallelism: {tp: 2}\n")), "tp.replicated_gradient_all_reduce");
+  ASSERT_EQ(doubled.size(), 1u);
+  EXPECT_NEAR(doubled[0] / summed[0], 2.0, 0.1);
   const Prediction unsplit =
       simulate(scenario_of(std::string(kLatent) + "parallelism: {tp: 2, sequence_parallel: false}\n"));
   EXPECT_TRUE(span_seconds(unsplit, "tp.replicated_gradient_all_reduce").empty());

@@ -207,14 +207,18 @@ TEST(ScenarioErrors, FlashAttention2NeedsItsEfficiencies) {
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  attention: flash2")), "");
 }
 
-TEST(ScenarioErrors, LatentAttentionRunsOnKernelsThatTakeNarrowerValues) {
+TEST(ScenarioErrors, LatentAttentionRunsOnKernelsThatTakeOtherValueWidths) {
   const std::string latent = replace(replace(kBase, "model: gpt3-175b", "model: deepseek-v3"), "global_batch: 1536",
                                      "global_batch: 1536\n  attention: flash2");
   EXPECT_EQ(error_of(latent),
-            "s.yaml:14:14: training.attention = flash2 does not run multi-head latent attention's narrower values "
-            "(model.mla.v_head_dim 128 against head_dim 192); use flash (cuDNN's, which Megatron-Core runs for it) "
-            "or flash3");
+            "s.yaml:14:14: training.attention = flash2 does not run multi-head latent attention, whose values are not "
+            "as wide as its queries and keys (model.mla.v_head_dim 128 against head_dim 192); use flash (cuDNN's, "
+            "which Megatron-Core runs for it) or flash3");
   EXPECT_EQ(error_of(replace(latent, "attention: flash2", "attention: flash")), "");
+  // Where FlashAttention-3 is missing, the one alternative left is cuDNN's.
+  EXPECT_EQ(error_of(replace(latent, "attention: flash2", "attention: flash3")),
+            "s.yaml:14:14: training.attention = flash3 needs FlashAttention-3's efficiencies for a100-sxm4-80gb; its "
+            "catalog entry has none (kernels.attention.flash3_forward_efficiency); use flash");
 }
 
 TEST(ScenarioErrors, FlashAttention3RunsOnHopperWithHeadsUpTo256) {
