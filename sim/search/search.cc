@@ -62,7 +62,13 @@ Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Ov
                                  partial.IsScalar() ? partial.Scalar() : describe(partial)));
   }
   int64_t nodes = raw_integer(root, "cluster", "nodes", 1);
-  int64_t gpus_per_node = raw_integer(root, "cluster", "gpus_per_node", 1);
+  // A cluster built of a catalog system takes its node size from the system unless it says one.
+  const YAML::Node system = child(child(root, "cluster"), "system");
+  const int64_t system_gpus_per_node =
+      system.IsScalar()
+          ? load_system(system.Scalar(), default_system_catalog(), location_of(system, source.file)).gpus_per_node
+          : 1;
+  int64_t gpus_per_node = raw_integer(root, "cluster", "gpus_per_node", system_gpus_per_node);
   if (gpus > 0) {
     if (gpus_per_node >= 1 && gpus % gpus_per_node == 0) {
       nodes = gpus / gpus_per_node;

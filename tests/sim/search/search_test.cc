@@ -82,6 +82,17 @@ TEST(Search, GpusResizeTheCluster) {
   }
 }
 
+TEST(Search, ACatalogSystemGivesTheNodeSize) {
+  // A DGX H100 node holds 8 GPUs: the global batch of 16 is searched over 8 of them, not 1.
+  const ScenarioSource source{R"(model: {name: m, layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 32000,
+  seq_len: 2048}
+cluster: {system: dgx-h100, nodes: 1}
+training: {global_batch: 16}
+)",
+                              "dgx.yaml"};
+  EXPECT_EQ(search_layouts(source, {.top = 1}).gpus, 8);
+}
+
 TEST(Search, TheScenariosOwnLayoutDoesNotMatter) {
   // tp 3 does not divide 64 heads, and the global batch is not a multiple of dp = 4: the search
   // replaces both, so the scenario still searches.
