@@ -1216,7 +1216,11 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   const ParameterCount count = count_parameters(m);
   LayerGraph graph = b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
                              layer_weight_tensors(m, shard, moe));
-  if (d.sp) graph.tp_summed_parameters = count.tp_replicated_per_layer;
+  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  if (d.sp) {
+    graph.tp_summed_parameters = 2 * norm_params + count.tp_replicated_per_layer + (moe ? m.hidden * m.moe->experts : 0);
+  }
+  if (m.qk_norm && shard.tp > 1) graph.tp_summed_parameters += 2 * m.head_dim;
   return graph;
 }
 
@@ -1294,7 +1298,9 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   std::vector<int64_t> tensors;
   add_norm_tensors(tensors, m);
   if (output > 0) tensors.push_back(output / shard.tp);
-  return b.build(output / shard.tp + norm_params, output + norm_params, std::move(tensors));
+  LayerGraph graph = b.build(output / shard.tp + norm_params, output + norm_params, std::move(tensors));
+  if (d.sp) graph.tp_summed_parameters = norm_params;
+  return graph;
 }
 
 std::string_view to_string(CommGroup group) {

@@ -126,10 +126,11 @@ class LayerGraph {
   // temporaries by the largest; a per-tensor parameter gather moves them one at a time.
   std::vector<int64_t> weight_tensors;
   int64_t largest_weight() const;
-  // Of `parameters`, the weights every tensor-parallel rank holds whole and, under sequence
-  // parallelism, trains on its own tokens (multi-head latent attention's down-projections and
-  // their norms): their gradients are summed over the tensor-parallel group before the step. The
-  // block's own norms and an MoE router, small beside them, are left out.
+  // Of `parameters`, the weights every tensor-parallel rank holds whole but trains on a part of
+  // the work: under sequence parallelism on its own tokens (norms, an MoE router, multi-head
+  // latent attention's down-projections and their norms), and QK-norm on its own heads. Their
+  // gradients are summed over the tensor-parallel group before the step (Megatron-LM's
+  // finalize_model_grads).
   int64_t tp_summed_parameters = 0;
 
  private:

@@ -745,8 +745,8 @@ void StageBuilder::step() {
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
-  // Weights every tensor-parallel rank trained on its own tokens are summed over the group once the
-  // data-parallel reductions are done (Megatron-LM's finalize_model_grads).
+  // Weights every tensor-parallel rank trained on its own tokens or heads are summed over the group
+  // once the data-parallel reductions are done (Megatron-LM's finalize_model_grads).
   int64_t tp_summed = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) tp_summed += plans_of(block).graph->tp_summed_parameters;

@@ -292,9 +292,9 @@ TEST(LayerGraph, LatentAttentionProjectsDownOnTheRanksTokensAndUpOnItsHeads) {
       EXPECT_DOUBLE_EQ(g.op(id).flop / forward("attn.core").flop, 832.0 / 320.0);
     }
   }
-  // The down-projections' gradients come from the rank's own tokens: summed over TP before the
-  // step. Without sequence parallelism every rank's are the same.
-  EXPECT_EQ(g.tp_summed_parameters, count_parameters(m).tp_replicated_per_layer);
+  // The down-projections' gradients, like the two norms', come from the rank's own tokens: summed
+  // over TP before the step. Without sequence parallelism every rank's are the same.
+  EXPECT_EQ(g.tp_summed_parameters, count_parameters(m).tp_replicated_per_layer + 2 * 7168);
   s.sequence_parallel = false;
   EXPECT_EQ(build_transformer_layer(m, s, false).tp_summed_parameters, 0);
   // Without tensor parallelism each up-projection reads its own norm: nothing gathers them.
