@@ -988,16 +988,10 @@ int add_dense_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& sh
   const int64_t f = ffn_hidden / tp;
   const double T = static_cast<double>(d.tokens);
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
-  const double in_rows = static_cast<double>(d.sp_tokens * m.hidden);
-  const int fc1 = b.add(weight_gemm(prefix + ".fc1", d.tokens, fc1_width, m.hidden, 1, gemm_dtype(shard), d.e,
-                                    Bytes(in_rows * saved_input_bytes(shard, d.e)), {input}));
-  add_grad_cast(b, shard, d.e, fc1);
+  // Shared experts pass `d` without sequence parallelism: they run on the rank's own tokens.
+  const int fc1 = add_column_parallel_gemm(b, shard, d, prefix + ".fc1", fc1_width, m.hidden, input);
   keep_per_op(b.at(fc1), T, f, fc1_width, d.e);  // w1 (w3 recomputed)
   if (m.linear_bias) b.at(fc1).op.bytes += elements(T * fc1_width, 2.0 * d.e);
-  if (d.sp && tp > 1) {
-    b.at(fc1).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
-                                            elements(static_cast<double>(d.tokens * m.hidden), d.e)};
-  }
   const double act_out = T * f;
   const int act = b.add(elementwise_op(prefix + ".act", activation_kernel(m), act_out,
                                        activation_cost(m.activation, d.fusion, d.e), {fc1}));
@@ -1112,7 +1106,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
 // Parameters one rank holds of a block after TP (and EP for experts).
 int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
   const ParameterCount count = count_parameters(m);
-  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  const int64_t norm_params = m.norm_parameters();
   const int64_t whole = 2 * norm_params + count.tp_replicated_per_layer;  // on every tensor-parallel rank
   if (!moe) return (count.per_dense_layer - whole) / shard.tp + whole;
   const int64_t experts = m.moe->experts * count.per_expert;
@@ -1216,7 +1210,7 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   const ParameterCount count = count_parameters(m);
   LayerGraph graph = b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
                              layer_weight_tensors(m, shard, moe));
-  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  const int64_t norm_params = m.norm_parameters();
   if (d.sp) {
     graph.tp_summed_parameters = 2 * norm_params + count.tp_replicated_per_layer + (moe ? m.hidden * m.moe->experts : 0);
   }
@@ -1293,7 +1287,7 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   }
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   const ParameterCount count = count_parameters(m);
-  const int64_t norm_params = m.norm == Norm::kLayerNorm ? 2 * m.hidden : m.hidden;
+  const int64_t norm_params = m.norm_parameters();
   const int64_t output = count.output > 0 || !shard.head_apart_from_embedding ? count.output : m.vocab * m.hidden;
   std::vector<int64_t> tensors;
   add_norm_tensors(tensors, m);

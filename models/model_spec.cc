@@ -88,15 +88,17 @@ WideCount wide_count(const ModelSpec& m) {
   const Wide hidden = m.hidden;
   const Wide q_width = Wide{m.heads} * m.head_dim;
   const Wide kv_width = Wide{m.kv_heads} * m.head_dim;
-  const Wide norm_params = m.norm == Norm::kLayerNorm ? 2 * hidden : hidden;
+  const Wide norm_params = m.norm_parameters();
 
-  // Attention: Q, K, V and output projections, their biases, and the per-head q/k norms.
-  count.attention_matmuls_per_layer = hidden * (q_width + 2 * kv_width) + q_width * hidden;
-  Wide attention = count.attention_matmuls_per_layer;
-  if (m.linear_bias) attention += q_width + 2 * kv_width + hidden;
-  if (m.qkv_bias && !m.linear_bias) attention += q_width + 2 * kv_width;
-  if (m.qk_norm) attention += 2 * Wide{m.head_dim};
-  if (m.mla) {
+  Wide attention = 0;
+  if (!m.mla) {
+    // Q, K, V and output projections, their biases, and the per-head q/k norms.
+    count.attention_matmuls_per_layer = hidden * (q_width + 2 * kv_width) + q_width * hidden;
+    attention = count.attention_matmuls_per_layer;
+    if (m.linear_bias) attention += q_width + 2 * kv_width + hidden;
+    if (m.qkv_bias && !m.linear_bias) attention += q_width + 2 * kv_width;
+    if (m.qk_norm) attention += 2 * Wide{m.head_dim};
+  } else {
     // Down-projections with their norms, up-projections to the heads (queries; keys' non-rotary
     // part and values), the output projection.
     const MlaSpec& a = *m.mla;

@@ -76,6 +76,8 @@ struct ModelSpec {
   int num_moe_layers() const;
   bool gated_mlp() const { return activation == Activation::kSwiglu; }
   int64_t value_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
+  // One norm's weight, and LayerNorm's bias.
+  int64_t norm_parameters() const { return norm == Norm::kLayerNorm ? 2 * hidden : hidden; }
 
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };

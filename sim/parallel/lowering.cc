@@ -745,12 +745,21 @@ void StageBuilder::step() {
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
-  // Weights every tensor-parallel rank trained on its own tokens or heads are summed over the group
-  // once the data-parallel reductions are done (Megatron-LM's finalize_model_grads).
+  int64_t parameters = 0;
+  int64_t expert_parameters = 0;
+  int64_t largest_weight = 0;
   int64_t tp_summed = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    for (const BlockRef& block : chunk_blocks(chunk)) tp_summed += plans_of(block).graph->tp_summed_parameters;
+    for (const BlockRef& block : chunk_blocks(chunk)) {
+      const BlockPlans& plans = plans_of(block);
+      parameters += plans.parameters;
+      expert_parameters += plans.expert_parameters;
+      largest_weight = std::max(largest_weight, plans.graph->largest_weight());
+      tp_summed += plans.graph->tp_summed_parameters;
+    }
   }
+  // Weights every tensor-parallel rank trained on its own tokens or heads are summed over the group
+  // once the data-parallel reductions are done (Megatron-LM's finalize_model_grads).
   if (tp_summed > 0) {
     reductions = {step_collective(Collective::kAllReduce, Bytes(static_cast<double>(tp_summed) * bytes.gradient),
                                   GroupKind::kTensor, "tp.replicated_gradient_all_reduce", reductions)};
@@ -758,17 +767,6 @@ void StageBuilder::step() {
   // The gradient norm (for clipping) is summed over the model-parallel ranks.
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
                                       reductions);
-  int64_t parameters = 0;
-  int64_t expert_parameters = 0;
-  int64_t largest_weight = 0;
-  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    for (const BlockRef& block : chunk_blocks(chunk)) {
-      const BlockPlans& plans = plans_of(block);
-      parameters += plans.parameters;
-      expert_parameters += plans.expert_parameters;
-      largest_weight = std::max(largest_weight, plans.graph->largest_weight());
-    }
-  }
   // The optimizer updates the states this rank holds: of dense weights a 1/zero_shard share, of
   // experts a share over at most the ranks holding the same experts (as static memory shards
   // them).

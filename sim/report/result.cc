@@ -12,11 +12,12 @@
 namespace paceline {
 namespace {
 
-// Matmul parameters a token passes through in one block (MoE: its top-k experts).
-double active_matmul_parameters(const ModelSpec& m, bool moe) {
+// Matmul parameters a token passes through in one block (MoE: its top-k experts), of whose
+// attention `count` has the projections.
+double active_matmul_parameters(const ModelSpec& m, const ParameterCount& count, bool moe) {
   const double h = static_cast<double>(m.hidden);
   const double matrices = m.gated_mlp() ? 3.0 : 2.0;
-  const double parameters = static_cast<double>(count_parameters(m).attention_matmuls_per_layer);
+  const double parameters = static_cast<double>(count.attention_matmuls_per_layer);
   if (!moe) return parameters + matrices * h * static_cast<double>(m.ffn_hidden);
   const MoeSpec& e = *m.moe;
   return parameters + h * e.experts + e.top_k * matrices * h * static_cast<double>(e.ffn_hidden) +
@@ -141,9 +142,10 @@ Json to_json(const Breakdown& b) {
 
 Flop model_flop_per_iteration(const Scenario& s) {
   const ModelSpec& m = s.model;
+  const ParameterCount count = count_parameters(m);
   double per_token = 0.0;
   for (int layer = 0; layer < m.layers; ++layer) {
-    per_token += 6.0 * active_matmul_parameters(m, m.is_moe_layer(layer)) +
+    per_token += 6.0 * active_matmul_parameters(m, count, m.is_moe_layer(layer)) +
                  6.0 * static_cast<double>(m.heads * (m.head_dim + m.value_head_dim())) *
                      static_cast<double>(s.training.seq_len);
   }
