@@ -51,6 +51,11 @@ class LayerGraphBuilder {
     // kWeightGemm: forward ops whose backward also delivers part of this GEMM's output gradient,
     // which the weight gradient needs whole (a reduce-scatter split beside the GEMM).
     std::vector<int> wgrad_also_after;
+    // kCommunication: the backward is an autograd function of its own, issued once the backward
+    // of every later op in the block has been, weight gradients included, so it waits for them
+    // (the expert-parallel exchanges; tensor-parallel collectives run inside their GEMM's
+    // backward, beside its weight gradient).
+    bool backward_after_weight_gradients = false;
   };
 
   int add(Forward f) {
@@ -175,6 +180,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     for (const int input : forwards_[i].inputs) consumers[input].push_back(static_cast<int>(i));
   }
   std::vector<std::vector<OpId>> grad_in(n);
+  std::vector<OpId> weight_gradients;  // of the ops after the current one
   std::vector<OpId> holder_release;
   for (size_t r = n; r-- > 0;) {
     const Forward& f = forwards_[r];
@@ -185,6 +191,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     // nothing of it).
     if (recompute_id[r] != UINT32_MAX && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
     if (f.recipe != Recipe::kCommunication) after.insert(after.end(), recomputed_inputs[r].begin(), recomputed_inputs[r].end());
+    if (f.backward_after_weight_gradients) after.insert(after.end(), weight_gradients.begin(), weight_gradients.end());
     // The op whose saved tensors a backward op consumes (and then frees).
     const OpId saver = recompute_id[r] != UINT32_MAX ? recompute_id[r] : forward_id[r];
 
@@ -225,6 +232,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
         const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);
+        weight_gradients.push_back(wgrad_id);
         g.graph_[saver].released_by = wgrad_id;
         grad_in[r] = {dgrad_id};
         break;
@@ -1023,14 +1031,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const double routed = Ts * moe.top_k;
   const int permute = b.add(memory_op("moe.permute", MemoryKernel::kPermute, elements(2.0 * routed * H, d.e),
                                       Bytes(0), elements(2.0 * routed * H, d.e), {input, topk}));
-  int tokens_in = permute;
   const int local_experts = moe.experts / shard.ep;
-  if (shard.ep > 1) {
-    // Each rank sends the tokens bound for other ranks' experts: (ep−1)/ep of its routed tokens.
-    const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
-    tokens_in = b.add(collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                 sent, {permute}));
-  }
   // Load on this rank: its experts receive `routed` tokens on average; the busiest expert gets
   // `imbalance` times its share (capped by the capacity factor, beyond which tokens drop), and
   // the rank with it carries (local_experts − 1 + imbalance)/local_experts of the mean.
@@ -1042,6 +1043,24 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   const double e = d.e;
   const double rows = static_cast<double>(per_expert * local_experts);
+  int tokens_in = permute;
+  if (shard.ep > 1) {
+    // Each rank sends the tokens bound for other ranks' experts: (ep−1)/ep of its routed tokens.
+    const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
+    Forward dispatch = collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+                                  sent, {permute});
+    dispatch.backward_after_weight_gradients = true;
+    tokens_in = b.add(dispatch);
+  }
+  // The exchange delivers tokens grouped by the rank they came from; with several local experts
+  // one pass regroups them by expert, and another restores the rank order before the combine
+  // (Megatron-Core's sort_chunks_by_idxs, torchtitan's permutation around its experts).
+  const bool regrouped = shard.ep > 1 && local_experts > 1;
+  const Bytes regroup_traffic = elements(2.0 * rows * H, e);
+  if (regrouped) {
+    tokens_in = b.add(memory_op("moe.group_by_expert", MemoryKernel::kPermute, regroup_traffic, Bytes(0),
+                                regroup_traffic, {tokens_in}));
+  }
   const int fc1_input = add_input_cast(b, shard, e, "moe.expert_fc1", rows * H, tokens_in);
   const int fc1 = b.add(weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts,
                                     gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
@@ -1078,10 +1097,16 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                     elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
   add_grad_cast(b, shard, e, fc2);
   int tokens_out = fc2;
+  if (regrouped) {
+    tokens_out = b.add(memory_op("moe.group_by_rank", MemoryKernel::kPermute, regroup_traffic, Bytes(0),
+                                 regroup_traffic, {fc2}));
+  }
   if (shard.ep > 1) {
     const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
-    tokens_out = b.add(collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                  sent, {fc2}));
+    Forward combine = collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+                                 sent, {tokens_out});
+    combine.backward_after_weight_gradients = true;
+    tokens_out = b.add(combine);
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
   // already weighted, the copies of a token are only summed.

@@ -767,6 +767,46 @@ TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
   EXPECT_EQ(all_to_all, 2);  // dispatch and combine
 }
 
+TEST(LayerGraph, SeveralLocalExpertsRegroupTheExchangedTokens) {
+  // The all-to-all delivers tokens by source rank: with two local experts a pass regroups them by
+  // expert before the experts and another restores the rank order before the combine.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 4;
+  const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+  const double routed_bytes = 4096.0 * 2 * 4096 * 2;  // tokens · top-2 · hidden · bf16
+  for (const char* name : {"moe.group_by_expert", "moe.group_by_rank"}) {
+    const Op& op = g.op(forward_op(g, name));
+    EXPECT_EQ(op.bytes, Bytes(2.0 * routed_bytes)) << name;
+    EXPECT_EQ(op.saved, Bytes(0)) << name;
+    EXPECT_EQ(g.op(op_in(g, Phase::kBackwardInput, std::string(name) + ".bwd")).bytes, Bytes(2.0 * routed_bytes));
+  }
+  EXPECT_TRUE(waits_for(g, forward_op(g, "moe.expert_fc1"), forward_op(g, "moe.group_by_expert")));
+  EXPECT_TRUE(waits_for(g, forward_op(g, "moe.group_by_expert"), forward_op(g, "moe.dispatch")));
+  EXPECT_TRUE(waits_for(g, forward_op(g, "moe.combine"), forward_op(g, "moe.group_by_rank")));
+  EXPECT_TRUE(waits_for(g, forward_op(g, "moe.group_by_rank"), forward_op(g, "moe.expert_fc2")));
+  // One expert a rank (8 over ep 8) receives its tokens already grouped.
+  s.ep = 8;
+  const LayerGraph one_each = build_transformer_layer(m, s, /*moe=*/true);
+  for (const OpId id : one_each.ops(Phase::kForward)) EXPECT_EQ(one_each.op(id).name.find("moe.group_by"), std::string::npos);
+}
+
+TEST(LayerGraph, ExpertExchangeGradientWaitsForTheExpertsWeightGradients) {
+  // The dispatch's all-to-all is an autograd function of its own: backward issues it after the
+  // experts' backward returns, weight gradients included. A tensor-parallel reduction runs beside
+  // its GEMM's weight gradient instead.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s = shard(2, false);
+  s.ep = 8;
+  const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+  const OpId dispatch = op_in(g, Phase::kBackwardInput, "moe.dispatch.bwd");
+  EXPECT_TRUE(waits_for(g, dispatch, op_in(g, Phase::kBackwardWeight, "moe.expert_fc1.wgrad")));
+  EXPECT_TRUE(waits_for(g, dispatch, op_in(g, Phase::kBackwardWeight, "moe.expert_fc2.wgrad")));
+  EXPECT_FALSE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.qkv.grad_allreduce.bwd"),
+                         op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
+}
+
 TEST(LayerGraph, MoeWeightingInTheActivationKeepsProbabilitiesNotTokens) {
   // Mixtral, one expert a rank: 4096 tokens · top-2 = 8192 routed rows of 4096, bf16.
   const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
