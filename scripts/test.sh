@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the C++ and Python suites (ctest) and
 # the validation ratchet (public MAPE, as it is and with the software its sources state,
-# peak-memory MAPE with that software, and the MAPE of the Megatron-Bridge runs kept apart must
-# not rise above the values in tests/validation_ratchet).
+# peak-memory MAPE with that software, and the MAPE of the Megatron-Bridge dense and
+# mixture-of-experts runs kept apart must not rise above the values in tests/validation_ratchet).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,6 +13,7 @@ build/sim/cli/paceline validate scenarios/validation/public.yaml --max-mape "${l
 build/sim/cli/paceline validate scenarios/validation/public.yaml --overlay scenarios/validation/stated-software.yaml \
   --max-mape "${limits[1]}" --max-memory-mape "${limits[2]}" | tail -n 21
 build/sim/cli/paceline validate scenarios/validation/megatron-bridge.yaml --max-mape "${limits[3]}" | tail -n 14
+build/sim/cli/paceline validate scenarios/validation/megatron-bridge-moe.yaml --max-mape "${limits[4]}" | tail -n 10
 
 # Reliability (README.md, "Reliability"). PACELINE_RELIABILITY=0 skips it for a quick local run.
 if [[ "${PACELINE_RELIABILITY:-1}" != 0 ]]; then

@@ -41,6 +41,23 @@ TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
   EXPECT_EQ(report.out_of_memory, 4);
 }
 
+TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
+  std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/megatron-bridge-moe.yaml");
+  EXPECT_EQ(cases.size(), 8u);
+  const std::vector<OverlayRule> rules = load_overlay_file("scenarios/validation/stated-software.yaml");
+  EXPECT_EQ(apply_overlay(cases, rules).size(), rules.size());
+  for (const ValidationCase& c : cases) {
+    EXPECT_TRUE(c.scenario->model.moe.has_value()) << c.id;
+    EXPECT_EQ(c.scenario->training.moe_weighting, MoeWeighting::kActivation) << c.id;
+  }
+  const ValidationReport report = validate(cases, 2);
+  EXPECT_EQ(report.unsupported, 0);
+  EXPECT_EQ(report.out_of_memory, 0);
+  std::vector<std::string> gpus;
+  for (const ValidationReport::GroupError& group : report.by_gpu) gpus.push_back(group.name);
+  EXPECT_EQ(gpus, (std::vector<std::string>{"b200", "h100-sxm5-80gb"}));
+}
+
 TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
   EXPECT_TRUE(apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml")).empty());
