@@ -52,9 +52,9 @@ class LayerGraphBuilder {
     // which the weight gradient needs whole (a reduce-scatter split beside the GEMM).
     std::vector<int> wgrad_also_after;
     // kCommunication: the backward is an autograd function of its own, issued once the backward
-    // of every later op in the block has been, weight gradients included, so it waits for them
-    // (the expert-parallel exchanges; tensor-parallel collectives run inside their GEMM's
-    // backward, beside its weight gradient).
+    // of the ops reading the collective's output has run, weight gradients included, so it waits
+    // for their weight gradients (the expert-parallel dispatch; tensor-parallel collectives run
+    // inside their GEMM's backward, beside its weight gradient).
     bool backward_after_weight_gradients = false;
   };
 
@@ -180,7 +180,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     for (const int input : forwards_[i].inputs) consumers[input].push_back(static_cast<int>(i));
   }
   std::vector<std::vector<OpId>> grad_in(n);
-  std::vector<OpId> weight_gradients;  // of the ops after the current one
+  std::vector<OpId> weight_gradient(n, UINT32_MAX);
   std::vector<OpId> holder_release;
   for (size_t r = n; r-- > 0;) {
     const Forward& f = forwards_[r];
@@ -191,7 +191,15 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     // nothing of it).
     if (recompute_id[r] != UINT32_MAX && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
     if (f.recipe != Recipe::kCommunication) after.insert(after.end(), recomputed_inputs[r].begin(), recomputed_inputs[r].end());
-    if (f.backward_after_weight_gradients) after.insert(after.end(), weight_gradients.begin(), weight_gradients.end());
+    if (f.backward_after_weight_gradients) {
+      // The ops reading this one's output, directly or through others, come after it in forward.
+      std::vector<bool> downstream(n, false);
+      downstream[r] = true;
+      for (size_t i = r + 1; i < n; ++i) {
+        for (const int input : forwards_[i].inputs) downstream[i] = downstream[i] || downstream[input];
+        if (downstream[i] && weight_gradient[i] != UINT32_MAX) after.push_back(weight_gradient[i]);
+      }
+    }
     // The op whose saved tensors a backward op consumes (and then frees).
     const OpId saver = recompute_id[r] != UINT32_MAX ? recompute_id[r] : forward_id[r];
 
@@ -232,7 +240,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
         const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);
-        weight_gradients.push_back(wgrad_id);
+        weight_gradient[r] = wgrad_id;
         g.graph_[saver].released_by = wgrad_id;
         grad_in[r] = {dgrad_id};
         break;
@@ -1054,7 +1062,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   }
   // The exchange delivers tokens grouped by the rank they came from; with several local experts
   // one pass regroups them by expert, and another restores the rank order before the combine
-  // (Megatron-Core's sort_chunks_by_idxs, torchtitan's permutation around its experts).
+  // (Megatron-Core's sort_chunks_by_idxs, torchtitan's permutation around its experts). Without
+  // an exchange the permutation has grouped them already (Megatron-Core still copies them then,
+  // which is left out).
   const bool regrouped = shard.ep > 1 && local_experts > 1;
   const Bytes regroup_traffic = elements(2.0 * rows * H, e);
   if (regrouped) {
@@ -1103,10 +1113,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   }
   if (shard.ep > 1) {
     const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
-    Forward combine = collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                 sent, {tokens_out});
-    combine.backward_after_weight_gradients = true;
-    tokens_out = b.add(combine);
+    tokens_out = b.add(collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+                                  sent, {tokens_out}));
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
   // already weighted, the copies of a token are only summed.

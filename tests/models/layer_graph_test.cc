@@ -794,15 +794,19 @@ TEST(LayerGraph, SeveralLocalExpertsRegroupTheExchangedTokens) {
 
 TEST(LayerGraph, ExpertExchangeGradientWaitsForTheExpertsWeightGradients) {
   // The dispatch's all-to-all is an autograd function of its own: backward issues it after the
-  // experts' backward returns, weight gradients included. A tensor-parallel reduction runs beside
-  // its GEMM's weight gradient instead.
-  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  // experts' backward returns, weight gradients included. Shared experts run before the routing,
+  // so their backward comes later; a tensor-parallel reduction runs beside its GEMM's weight
+  // gradient.
+  ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  m.moe->shared_experts = 1;
+  m.moe->shared_ffn_hidden = 4096;
   LayerShard s = shard(2, false);
   s.ep = 8;
   const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
   const OpId dispatch = op_in(g, Phase::kBackwardInput, "moe.dispatch.bwd");
   EXPECT_TRUE(waits_for(g, dispatch, op_in(g, Phase::kBackwardWeight, "moe.expert_fc1.wgrad")));
   EXPECT_TRUE(waits_for(g, dispatch, op_in(g, Phase::kBackwardWeight, "moe.expert_fc2.wgrad")));
+  EXPECT_FALSE(waits_for(g, dispatch, op_in(g, Phase::kBackwardWeight, "moe.shared.fc1.wgrad")));
   EXPECT_FALSE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.qkv.grad_allreduce.bwd"),
                          op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
 }

@@ -77,6 +77,50 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
   EXPECT_EQ(plan.tasks[0].alloc_bytes, static_cast<int64_t>(graph.saved_activations() / Bytes(1)));
 }
 
+// Whether task `later` of `plan` waits, directly or through other tasks, for task `earlier`.
+bool task_waits_for(const TaskPlan& plan, uint32_t later, uint32_t earlier) {
+  for (const uint32_t d : plan.tasks[later].deps) {
+    if (d == earlier || task_waits_for(plan, d, earlier)) return true;
+  }
+  return false;
+}
+
+OpId op_named(const LayerGraph& g, const std::string& name) {
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    if (g.op(id).name == name) return id;
+  }
+  ADD_FAILURE() << "no op " << name;
+  return 0;
+}
+
+TEST(TaskPlan, TheDispatchGradientWaitsForTheExpertWeightGradientsOnlyInTheirPass) {
+  Fixture f;
+  f.parallelism.tp = 1;
+  f.parallelism.dp = 8;
+  f.parallelism.ep = 8;
+  f.parallelism.zero_shard = 1;
+  const RankLayout layout(f.parallelism, 8);
+  const OpTimer timer(f.cluster.gpu);
+  const Topology topology(f.cluster);
+  const CollectiveModel collectives(f.cluster, topology);
+  const OpPricer pricer(timer, collectives, layout);
+  const ModelSpec model = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard shard;
+  shard.seq_len = 4096;
+  shard.ep = 8;
+  const LayerGraph graph = build_transformer_layer(model, shard, true);
+  const OpId dispatch = op_named(graph, "moe.dispatch.bwd");
+  const OpId wgrad = op_named(graph, "moe.expert_fc1.wgrad");
+  const TaskPlan whole = plan_pass(graph, PassKind::kBackward, pricer, "layer.backward");
+  EXPECT_TRUE(task_waits_for(whole, whole.op_task[dispatch], whole.op_task[wgrad]));
+  // Zero-bubble's input pass leaves the weight gradients to a pass of their own: the exchange
+  // goes out after the input gradient alone.
+  const TaskPlan input = plan_pass(graph, PassKind::kBackwardInput, pricer, "layer.backward_input");
+  ASSERT_NE(input.op_task[dispatch], kNoId);
+  EXPECT_EQ(input.op_task[wgrad], kNoId);
+  EXPECT_TRUE(input.tasks[input.op_task[dispatch]].external_deps.empty());
+}
+
 // Two H100 nodes of 8 GPUs with `nics` NICs each.
 ClusterSpec cluster_with_nics(int nics) {
   const std::string text = "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " +
