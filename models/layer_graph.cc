@@ -56,6 +56,9 @@ class LayerGraphBuilder {
     // for their weight gradients (the expert-parallel dispatch; tensor-parallel collectives run
     // inside their GEMM's backward, beside its weight gradient).
     bool backward_after_weight_gradients = false;
+    // kWeightGemm: the forward op after whose backward the weight gradient is computed (delayed
+    // past the backward ops between them); -1: beside its data gradient.
+    int weight_gradient_after = -1;
   };
 
   int add(Forward f) {
@@ -181,6 +184,13 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   }
   std::vector<std::vector<OpId>> grad_in(n);
   std::vector<OpId> weight_gradient(n, UINT32_MAX);
+  // Delayed weight gradients, by the forward op whose backward they follow: (op, waits, frees).
+  struct DelayedWeightGradient {
+    Op op;
+    std::vector<OpId> after;
+    std::vector<OpId> frees;  // the ops whose kept tensors it releases
+  };
+  std::vector<std::vector<DelayedWeightGradient>> delayed(n);
   std::vector<OpId> holder_release;
   for (size_t r = n; r-- > 0;) {
     const Forward& f = forwards_[r];
@@ -239,10 +249,19 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient, shard_.gradient_buffer};
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
+        grad_in[r] = {dgrad_id};
+        if (f.weight_gradient_after >= 0) {
+          PACELINE_CHECK(f.weight_gradient_after < static_cast<int>(r), "a weight gradient delayed to a later op");
+          std::vector<OpId> frees = {saver};
+          if (!full && saver != forward_id[r] && g.graph_[forward_id[r]].saved > Bytes(0)) {
+            frees.push_back(forward_id[r]);
+          }
+          delayed[f.weight_gradient_after].push_back({wgrad, wgrad_after, frees});
+          break;
+        }
         const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);
         weight_gradient[r] = wgrad_id;
         g.graph_[saver].released_by = wgrad_id;
-        grad_in[r] = {dgrad_id};
         break;
       }
       case Recipe::kActivationGemm: {
@@ -312,6 +331,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       g.graph_[forward_id[r]].released_by = g.graph_[saver].released_by;
     }
     if (static_cast<int>(r) == input_holder_ && from_input) holder_release = grad_in[r];
+    for (const DelayedWeightGradient& w : delayed[r]) {
+      const OpId id = add_vertex(g, w.op, w.after);
+      for (const OpId kept : w.frees) g.graph_[kept].released_by = id;
+    }
   }
   // Recomputed from its input, the block frees the input after its last input-gradient op.
   if (from_input && input_holder_ >= 0 && !holder_release.empty()) {
@@ -1052,14 +1075,16 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const double e = d.e;
   const double rows = static_cast<double>(per_expert * local_experts);
   int tokens_in = permute;
+  int dispatch_id = -1;
   if (shard.ep > 1) {
     // Each rank sends the tokens bound for other ranks' experts: (ep−1)/ep of its routed tokens.
     const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
     Forward dispatch = collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
                                   sent, {permute});
-    dispatch.backward_after_weight_gradients = true;
-    tokens_in = b.add(dispatch);
+    dispatch.backward_after_weight_gradients = !shard.delay_expert_weight_gradients;
+    tokens_in = dispatch_id = b.add(dispatch);
   }
+  const int expert_weight_gradient_after = shard.delay_expert_weight_gradients ? dispatch_id : -1;
   // The exchange delivers tokens grouped by the rank they came from; with several local experts
   // one pass regroups them by expert, and another restores the rank order before the combine
   // (Megatron-Core's sort_chunks_by_idxs, torchtitan's permutation around its experts). Without
@@ -1075,6 +1100,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int fc1 = b.add(weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts,
                                     gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
                                     {fc1_input}));
+  b.at(fc1).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc1);
   // Weighted in the activation, each routed token's fp32 probability is read with it and kept.
   // Megatron-Core fuses the weighting into SwiGLU only (bias_activation_fusion); after any other
@@ -1105,6 +1131,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
   const int fc2 = b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
                                     elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
+  b.at(fc2).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc2);
   int tokens_out = fc2;
   if (regrouped) {

@@ -68,6 +68,10 @@ struct LayerShard {
   // for where it is issued, before the next block starts, forward and backward.
   bool cp_comm_overlap = true;
   int ep = 1;              // expert parallel
+  // The experts' weight gradients wait until the dispatch's gradient exchange is issued and run
+  // beside it (Transformer Engine's delay_wgrad_compute, which Megatron-Core's expert-parallel
+  // communication overlap pairs with).
+  bool delay_expert_weight_gradients = false;
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // sequence-parallel collectives in chunks beside their GEMMs
   TpOverlapMethod tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;

@@ -23,6 +23,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.cp_comm = s.parallelism.cp_comm;
   shard.cp_comm_overlap = s.parallelism.cp_comm_overlap;
   shard.ep = s.parallelism.ep;
+  shard.delay_expert_weight_gradients = s.parallelism.ep_comm_overlap;
   shard.sequence_parallel = s.parallelism.sequence_parallel;
   shard.tp_comm_overlap = s.parallelism.tp_comm_overlap;
   shard.tp_comm_overlap_method = s.parallelism.tp_comm_overlap_method;
@@ -191,8 +192,19 @@ class StageBuilder {
  private:
   struct Instance {
     std::vector<TaskId> exits;
-    TaskId first = kNoId;         // first task
+    std::vector<TaskId> tasks;    // by template
     TaskId last_compute = kNoId;  // last compute-stream task
+  };
+  // A plan instance added task by task, so that two passes can interleave.
+  struct Emission {
+    uint32_t plan_index = 0;
+    BlockRef block;
+    int microbatch = 0;
+    std::vector<TaskId> entry;
+    const std::vector<TaskId>* other_pass = nullptr;
+    std::vector<TaskId>* op_tasks = nullptr;
+    int64_t free_at_exit = 0;
+    Instance instance;
   };
 
   // A task outside any plan: pipeline transfers, step-level collectives, the optimizer.
@@ -329,7 +341,17 @@ class StageBuilder {
   uint32_t next_sequence(GroupKind group) { return sequence_[static_cast<int>(group)]++; }
 
   Instance instantiate(uint32_t plan_index, const BlockRef& block, int microbatch, const std::vector<TaskId>& entry,
-                       const std::vector<TaskId>* other_pass, std::vector<TaskId>* op_tasks, int64_t free_at_exit);
+                       const std::vector<TaskId>* other_pass, std::vector<TaskId>* op_tasks, int64_t free_at_exit) {
+    return instantiate(Emission{plan_index, block, microbatch, entry, other_pass, op_tasks, free_at_exit, {}});
+  }
+  Instance instantiate(Emission e) {
+    while (!emitted_all(e)) emit_task(e);
+    return end_instance(e);
+  }
+  bool emitted_all(const Emission& e) const { return e.instance.tasks.size() == c_.plans[e.plan_index]->tasks.size(); }
+  // Adds the next task of `e`'s plan; returns its stream.
+  StreamKind emit_task(Emission& e);
+  Instance end_instance(Emission& e);
   std::vector<BlockRef> chunk_blocks(int chunk) const {
     return c_.virtual_stage_blocks[chunk * c_.scenario.parallelism.pp + stage_];
   }
@@ -368,6 +390,7 @@ class StageBuilder {
   TaskId gather_updated_weights(int64_t parameters, int64_t expert_parameters, std::vector<TaskId> deps);
   void forward(int microbatch, int chunk);
   void backward(int microbatch, int chunk, PipelineAction::Kind kind);
+  void forward_backward(const PipelineAction& forward_action, const PipelineAction& backward_action);
   void weight(int microbatch, int chunk);
   void step();
 
@@ -398,6 +421,34 @@ class StageBuilder {
     std::vector<TaskId> gathers;
     std::vector<TaskId> exits;
   };
+  // One pass through a model chunk, a block at a time: forward in block order, backward in
+  // reverse, each between its pipeline transfers.
+  struct ForwardRun {
+    int microbatch;
+    int vs;
+    std::vector<BlockRef> blocks;
+    std::vector<TaskId> input;  // what the next block waits for
+    FsdpPass fsdp;
+    size_t next = 0;            // the next block
+  };
+  struct BackwardRun {
+    int microbatch;
+    int chunk;
+    int vs;
+    bool input_only;  // zero-bubble's input-gradient pass
+    std::vector<BlockRef> blocks;
+    std::vector<TaskId> gradient;  // what the next block waits for
+    FsdpPass fsdp;
+    size_t next = 0;
+  };
+  ForwardRun start_forward(int microbatch, int chunk);
+  Emission forward_block(ForwardRun& run);
+  void end_forward_block(ForwardRun& run, const Instance& instance);
+  void end_forward(const ForwardRun& run);
+  BackwardRun start_backward(int microbatch, int chunk, PipelineAction::Kind kind);
+  Emission backward_block(BackwardRun& run);
+  void end_backward_block(BackwardRun& run, const Instance& instance);
+  void end_backward(const BackwardRun& run);
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
@@ -436,51 +487,52 @@ class StageBuilder {
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
 };
 
-StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const BlockRef& block, int microbatch,
-                                                 const std::vector<TaskId>& entry, const std::vector<TaskId>* other_pass,
-                                                 std::vector<TaskId>* op_tasks, int64_t free_at_exit) {
-  const TaskPlan& plan = *c_.plans[plan_index];
-  const TaskId base = static_cast<TaskId>(builder_.num_tasks());
-  Instance instance;
-  for (uint32_t i = 0; i < plan.tasks.size(); ++i) {
-    const TaskTemplate& t = plan.tasks[i];
-    Task task;
-    task.stream = static_cast<StreamId>(t.stream);
-    task.duration = t.duration;
-    task.persistent_duration = t.persistent_duration;
-    task.alloc_at_start_bytes = t.alloc_bytes;
-    task.free_at_end_bytes = t.free_bytes + (i == plan.last_compute ? free_at_exit : 0);
-    task.transient_bytes = t.transient_bytes;
-    task.tag = static_cast<uint8_t>(t.tag);
-    task.sms = t.sms;
-    task.label = static_cast<uint32_t>(labels_.size());
-    if (t.stream != StreamKind::kCompute) {
-      const uint32_t members = c_.members[static_cast<int>(t.group)];
-      const uint32_t sequence = next_sequence(t.group);
-      if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
-      task.external = c_.networked[static_cast<int>(t.group)];
-    }
-    const TaskId id = builder_.add_task(task);
-    labels_.push_back(TaskLabel{plan_index, i, block.block, microbatch});
-    for (const uint32_t d : t.deps) builder_.add_dependency(base + d, id);
-    if (t.entry) {
-      for (const TaskId e : entry) {
-        if (e != kNoId) builder_.add_dependency(e, id);
-      }
-    }
-    for (const OpId op : t.external_deps) {
-      PACELINE_CHECK(other_pass != nullptr && (*other_pass)[op] != kNoId, "weight pass without its input pass");
-      builder_.add_dependency((*other_pass)[op], id);
-    }
-    if (t.exit) instance.exits.push_back(id);
-    if (t.stream == StreamKind::kCompute) instance.last_compute = id;
+StreamKind StageBuilder::emit_task(Emission& e) {
+  const TaskPlan& plan = *c_.plans[e.plan_index];
+  const uint32_t i = static_cast<uint32_t>(e.instance.tasks.size());
+  const TaskTemplate& t = plan.tasks[i];
+  Task task;
+  task.stream = static_cast<StreamId>(t.stream);
+  task.duration = t.duration;
+  task.persistent_duration = t.persistent_duration;
+  task.alloc_at_start_bytes = t.alloc_bytes;
+  task.free_at_end_bytes = t.free_bytes + (i == plan.last_compute ? e.free_at_exit : 0);
+  task.transient_bytes = t.transient_bytes;
+  task.tag = static_cast<uint8_t>(t.tag);
+  task.sms = t.sms;
+  task.label = static_cast<uint32_t>(labels_.size());
+  if (t.stream != StreamKind::kCompute) {
+    const uint32_t members = c_.members[static_cast<int>(t.group)];
+    const uint32_t sequence = next_sequence(t.group);
+    if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
+    task.external = c_.networked[static_cast<int>(t.group)];
   }
-  if (!plan.tasks.empty()) instance.first = base;
+  const TaskId id = builder_.add_task(task);
+  labels_.push_back(TaskLabel{e.plan_index, i, e.block.block, e.microbatch});
+  for (const uint32_t d : t.deps) builder_.add_dependency(e.instance.tasks[d], id);
+  if (t.entry) {
+    for (const TaskId entry : e.entry) {
+      if (entry != kNoId) builder_.add_dependency(entry, id);
+    }
+  }
+  for (const OpId op : t.external_deps) {
+    PACELINE_CHECK(e.other_pass != nullptr && (*e.other_pass)[op] != kNoId, "weight pass without its input pass");
+    builder_.add_dependency((*e.other_pass)[op], id);
+  }
+  if (t.exit) e.instance.exits.push_back(id);
+  if (t.stream == StreamKind::kCompute) e.instance.last_compute = id;
+  e.instance.tasks.push_back(id);
+  return t.stream;
+}
+
+StageBuilder::Instance StageBuilder::end_instance(Emission& e) {
+  const TaskPlan& plan = *c_.plans[e.plan_index];
+  Instance& instance = e.instance;
   if (instance.exits.empty() && instance.last_compute != kNoId) instance.exits.push_back(instance.last_compute);
-  if (op_tasks) {
-    op_tasks->assign(plan.op_task.size(), kNoId);
+  if (e.op_tasks) {
+    e.op_tasks->assign(plan.op_task.size(), kNoId);
     for (size_t op = 0; op < plan.op_task.size(); ++op) {
-      if (plan.op_task[op] != kNoId) (*op_tasks)[op] = base + plan.op_task[op];
+      if (plan.op_task[op] != kNoId) (*e.op_tasks)[op] = instance.tasks[plan.op_task[op]];
     }
   }
   executed_ += plan.flop;
@@ -488,7 +540,7 @@ StageBuilder::Instance StageBuilder::instantiate(uint32_t plan_index, const Bloc
     if (t.tag == ActivityTag::kRecompute) recomputed_ += t.flop;
   }
   if (instance.last_compute != kNoId) last_compute_ = instance.last_compute;
-  return instance;
+  return std::move(instance);
 }
 
 TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId after, const std::string& name,
@@ -571,84 +623,149 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
 
 // A forward pass of one micro-batch through one model chunk: receive the activation from the
 // previous virtual stage, run the blocks, send the activation on.
+StageBuilder::ForwardRun StageBuilder::start_forward(int microbatch, int chunk) {
+  ForwardRun run{microbatch, virtual_stage(chunk), chunk_blocks(chunk), {}, FsdpPass(0)};
+  run.fsdp = FsdpPass(run.blocks.size());
+  if (run.vs > 0) {
+    run.input = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation",
+                                   previous_stage(), microbatch, run.vs - 1, {})};
+  }
+  return run;
+}
+
+StageBuilder::Emission StageBuilder::forward_block(ForwardRun& run) {
+  const size_t i = run.next;
+  const BlockRef& block = run.blocks[i];
+  const BlockPlans& plans = plans_of(block);
+  std::vector<TaskId> entry = run.input;
+  int64_t free_at_exit = 0;
+  if (fsdp()) {
+    entry.push_back(prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward"));
+    free_at_exit = plans.gathered_bytes;
+  } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
+    entry.push_back(it->second);
+  }
+  return Emission{plans.forward, block, run.microbatch, after_waited_reductions(std::move(entry)), nullptr, nullptr,
+                  free_at_exit, {}};
+}
+
+void StageBuilder::end_forward_block(ForwardRun& run, const Instance& instance) {
+  run.fsdp.exits[run.next] = instance.exits.empty() ? kNoId : instance.exits.back();
+  run.input = instance.exits;
+  ++run.next;
+}
+
+void StageBuilder::end_forward(const ForwardRun& run) {
+  if (run.vs + 1 < c_.virtual_stages_total) {
+    pipeline_transfer(StreamKind::kSendNext, GroupKind::kForwardSend, "pp.send_activation", stage_, run.microbatch,
+                      run.vs, run.input);
+  }
+}
+
 void StageBuilder::forward(int microbatch, int chunk) {
-  const int vs = virtual_stage(chunk);
-  std::vector<TaskId> input;
-  if (vs > 0) {
-    input = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation", previous_stage(),
-                               microbatch, vs - 1, {})};
+  ForwardRun run = start_forward(microbatch, chunk);
+  while (run.next < run.blocks.size()) {
+    Emission e = forward_block(run);
+    end_forward_block(run, instantiate(e));
   }
-  const std::vector<BlockRef> blocks = chunk_blocks(chunk);
-  FsdpPass fsdp_pass(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const BlockRef& block = blocks[i];
-    const BlockPlans& plans = plans_of(block);
-    std::vector<TaskId> entry = input;
-    int64_t free_at_exit = 0;
-    if (fsdp()) {
-      entry.push_back(prefetched_gather(fsdp_pass, blocks, i, microbatch, "forward"));
-      free_at_exit = plans.gathered_bytes;
-    } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
-      entry.push_back(it->second);
-    }
-    const Instance instance = instantiate(plans.forward, block, microbatch, after_waited_reductions(std::move(entry)),
-                                          nullptr, nullptr, free_at_exit);
-    fsdp_pass.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
-    input = instance.exits;
-  }
-  if (vs + 1 < c_.virtual_stages_total) {
-    pipeline_transfer(StreamKind::kSendNext, GroupKind::kForwardSend, "pp.send_activation", stage_, microbatch, vs, input);
-  }
+  end_forward(run);
 }
 
 // A backward pass (or its input-gradient half, for zero-bubble) of one micro-batch through one
 // model chunk, in reverse block order, between gradient transfers.
+StageBuilder::BackwardRun StageBuilder::start_backward(int microbatch, int chunk, PipelineAction::Kind kind) {
+  BackwardRun run{microbatch, chunk, virtual_stage(chunk), kind == PipelineAction::Kind::kBackwardInput,
+                  chunk_blocks(chunk), {}, FsdpPass(0)};
+  std::reverse(run.blocks.begin(), run.blocks.end());
+  run.fsdp = FsdpPass(run.blocks.size());
+  if (run.vs + 1 < c_.virtual_stages_total) {
+    run.gradient = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
+                                      microbatch, run.vs + 1, {})};
+  }
+  return run;
+}
+
+StageBuilder::Emission StageBuilder::backward_block(BackwardRun& run) {
+  const size_t i = run.next;
+  const BlockRef& block = run.blocks[i];
+  const BlockPlans& plans = plans_of(block);
+  std::vector<TaskId> entry = run.gradient;
+  int64_t free_at_exit = 0;
+  if (fsdp()) {
+    TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "backward");
+    // DeepSpeed gathers them again between the recomputed forward and the backward; they are
+    // timed after the block's gathers, ahead of its pass: with its synchronized gathers
+    // (fsdp_prefetch: 0) the pass waits for them either way. They hold no more memory than
+    // the copies released before them.
+    if (!plans.gathers.regather_sizes.empty()) {
+      gathered = gather_weights(block, run.microbatch, gathered, "fsdp.backward_weight_regather",
+                                plans.gathers.regather_sizes, Bytes(0), false);
+    }
+    entry.push_back(gathered);
+    // Under zero-bubble the weights stay gathered until the W pass.
+    if (!run.input_only) free_at_exit = plans.gathered_bytes;
+  }
+  std::vector<TaskId>* ops = nullptr;
+  if (run.input_only) ops = &backward_ops_[{run.microbatch, run.chunk, block.block}];
+  return Emission{run.input_only ? plans.backward_input : plans.backward, block, run.microbatch,
+                  after_waited_reductions(std::move(entry)), nullptr, ops, free_at_exit, {}};
+}
+
+void StageBuilder::end_backward_block(BackwardRun& run, const Instance& instance) {
+  const BlockRef& block = run.blocks[run.next];
+  run.fsdp.exits[run.next] = instance.exits.empty() ? kNoId : instance.exits.back();
+  run.gradient = instance.exits;
+  if (!run.input_only) {
+    last_backward_[{run.chunk, block.block}] = instance.last_compute;
+    if (per_microbatch_reduce()) reduce_block_gradients(plans_of(block), instance.last_compute);
+  }
+  ++run.next;
+}
+
+void StageBuilder::end_backward(const BackwardRun& run) {
+  if (per_microbatch_reduce() && !run.input_only) reduce_gradient_bucket();
+  if (run.vs > 0) {
+    pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(),
+                      run.microbatch, run.vs, run.gradient);
+  }
+}
+
 void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind) {
-  const int vs = virtual_stage(chunk);
-  std::vector<TaskId> gradient;
-  if (vs + 1 < c_.virtual_stages_total) {
-    gradient = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
-                                  microbatch, vs + 1, {})};
+  BackwardRun run = start_backward(microbatch, chunk, kind);
+  while (run.next < run.blocks.size()) {
+    Emission e = backward_block(run);
+    end_backward_block(run, instantiate(e));
   }
-  const bool input_only = kind == PipelineAction::Kind::kBackwardInput;
-  std::vector<BlockRef> blocks = chunk_blocks(chunk);
-  std::reverse(blocks.begin(), blocks.end());
-  FsdpPass fsdp_pass(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const BlockRef& block = blocks[i];
-    const BlockPlans& plans = plans_of(block);
-    std::vector<TaskId> entry = gradient;
-    int64_t free_at_exit = 0;
-    if (fsdp()) {
-      TaskId gathered = prefetched_gather(fsdp_pass, blocks, i, microbatch, "backward");
-      // DeepSpeed gathers them again between the recomputed forward and the backward; they are
-      // timed after the block's gathers, ahead of its pass: with its synchronized gathers
-      // (fsdp_prefetch: 0) the pass waits for them either way. They hold no more memory than
-      // the copies released before them.
-      if (!plans.gathers.regather_sizes.empty()) {
-        gathered = gather_weights(block, microbatch, gathered, "fsdp.backward_weight_regather",
-                                  plans.gathers.regather_sizes, Bytes(0), false);
-      }
-      entry.push_back(gathered);
-      // Under zero-bubble the weights stay gathered until the W pass.
-      if (!input_only) free_at_exit = plans.gathered_bytes;
+  end_backward(run);
+}
+
+// A forward and a backward of other micro-batches, their blocks taken in pairs (the backward's
+// first) and each pair's tasks interleaved at the expert-parallel exchanges: each pass adds its
+// tasks up to and including its next all-to-all, then hands over, so that the compute stream
+// runs one pass's work while the other's exchange is under way (Megatron-Core's combined 1F1B
+// with --overlap-moe-expert-parallel-comm).
+void StageBuilder::forward_backward(const PipelineAction& forward_action, const PipelineAction& backward_action) {
+  ForwardRun f = start_forward(forward_action.microbatch, forward_action.chunk);
+  BackwardRun b = start_backward(backward_action.microbatch, backward_action.chunk, backward_action.kind);
+  auto until_exchange = [&](Emission& e) {
+    while (!emitted_all(e)) {
+      if (emit_task(e) == StreamKind::kExpert) return;
     }
-    std::vector<TaskId>* ops = nullptr;
-    if (input_only) ops = &backward_ops_[{microbatch, chunk, block.block}];
-    const Instance instance = instantiate(input_only ? plans.backward_input : plans.backward, block, microbatch,
-                                          after_waited_reductions(std::move(entry)), nullptr, ops, free_at_exit);
-    fsdp_pass.exits[i] = instance.exits.empty() ? kNoId : instance.exits.back();
-    gradient = instance.exits;
-    if (!input_only) {
-      last_backward_[{chunk, block.block}] = instance.last_compute;
-      if (per_microbatch_reduce()) reduce_block_gradients(plans, instance.last_compute);
+  };
+  while (f.next < f.blocks.size() || b.next < b.blocks.size()) {
+    std::optional<Emission> backward_pass;
+    std::optional<Emission> forward_pass;
+    if (b.next < b.blocks.size()) backward_pass = backward_block(b);
+    if (f.next < f.blocks.size()) forward_pass = forward_block(f);
+    while ((backward_pass && !emitted_all(*backward_pass)) || (forward_pass && !emitted_all(*forward_pass))) {
+      if (backward_pass) until_exchange(*backward_pass);
+      if (forward_pass) until_exchange(*forward_pass);
     }
+    if (backward_pass) end_backward_block(b, end_instance(*backward_pass));
+    if (forward_pass) end_forward_block(f, end_instance(*forward_pass));
   }
-  if (per_microbatch_reduce() && !input_only) reduce_gradient_bucket();
-  if (vs > 0) {
-    pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(), microbatch,
-                      vs, gradient);
-  }
+  end_backward(b);
+  end_forward(f);
 }
 
 // Zero-bubble W: the weight gradients of a chunk's blocks for one micro-batch.
@@ -667,7 +784,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
     const std::vector<TaskTemplate>& tasks = c_.plans[plans.backward_weight]->tasks;
     const auto first_compute = std::ranges::find(tasks, StreamKind::kCompute, &TaskTemplate::stream);
     if (first_compute != tasks.end()) {
-      const TaskId held = instance.first + static_cast<TaskId>(first_compute - tasks.begin());
+      const TaskId held = instance.tasks[first_compute - tasks.begin()];
       for (const TaskId reduction : after_waited_reductions({})) builder_.add_dependency(reduction, held);
     }
     backward_ops_.erase(key);
@@ -826,8 +943,15 @@ StageProgram StageBuilder::build() {
       }
     }
   }
-  const auto actions = pipeline_schedule(p.schedule, p.pp, stage_, static_cast<int>(c_.microbatches), p.virtual_stages);
-  for (const PipelineAction& action : actions) {
+  const auto actions = pipeline_schedule(p.schedule, p.pp, stage_, static_cast<int>(c_.microbatches), p.virtual_stages,
+                                         p.ep_comm_overlap);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& action = actions[i];
+    if (action.paired) {
+      forward_backward(action, actions.at(i + 1));
+      ++i;
+      continue;
+    }
     switch (action.kind) {
       case PipelineAction::Kind::kForward: forward(action.microbatch, action.chunk); break;
       case PipelineAction::Kind::kBackward:

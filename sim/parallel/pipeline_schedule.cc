@@ -17,14 +17,14 @@ std::vector<PipelineAction> gpipe(int microbatches) {
   return actions;
 }
 
-std::vector<PipelineAction> one_f_one_b(int stages, int stage, int microbatches) {
+std::vector<PipelineAction> one_f_one_b(int stages, int stage, int microbatches, bool paired) {
   std::vector<PipelineAction> actions;
-  const int warmup = std::min(stages - stage - 1, microbatches);
+  const int warmup = std::min(stages - stage - 1 + (paired ? 1 : 0), microbatches);
   int forward = 0;
   int backward = 0;
   for (; forward < warmup; ++forward) actions.push_back({Kind::kForward, forward, 0});
   while (forward < microbatches) {
-    actions.push_back({Kind::kForward, forward++, 0});
+    actions.push_back({Kind::kForward, forward++, 0, paired});
     actions.push_back({Kind::kBackward, backward++, 0});
   }
   while (backward < microbatches) actions.push_back({Kind::kBackward, backward++, 0});
@@ -34,12 +34,12 @@ std::vector<PipelineAction> one_f_one_b(int stages, int stage, int microbatches)
 // Megatron-LM's interleaved schedule: virtual micro-batch k of a stage is micro-batch
 // (k / (p·v))·p + k mod p on chunk (k / p) mod v for forwards, and on chunk v−1−((k / p) mod v)
 // for backwards. Warm-up runs (p−s−1)·2 + (v−1)·p forwards.
-std::vector<PipelineAction> interleaved(int stages, int stage, int microbatches, int chunks) {
+std::vector<PipelineAction> interleaved(int stages, int stage, int microbatches, int chunks, bool paired) {
   const int total = microbatches * chunks;
   auto microbatch_of = [&](int k) { return (k / (stages * chunks)) * stages + k % stages; };
   auto forward_chunk = [&](int k) { return (k / stages) % chunks; };
   auto backward_chunk = [&](int k) { return chunks - 1 - (k / stages) % chunks; };
-  const int warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  const int warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages + (paired ? 1 : 0), total);
   std::vector<PipelineAction> actions;
   int forward = 0;
   int backward = 0;
@@ -47,7 +47,7 @@ std::vector<PipelineAction> interleaved(int stages, int stage, int microbatches,
     actions.push_back({Kind::kForward, microbatch_of(forward), forward_chunk(forward)});
   }
   while (forward < total) {
-    actions.push_back({Kind::kForward, microbatch_of(forward), forward_chunk(forward)});
+    actions.push_back({Kind::kForward, microbatch_of(forward), forward_chunk(forward), paired});
     ++forward;
     actions.push_back({Kind::kBackward, microbatch_of(backward), backward_chunk(backward)});
     ++backward;
@@ -93,12 +93,14 @@ std::vector<PipelineAction> zero_bubble_h1(int stages, int stage, int microbatch
 }  // namespace
 
 std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int microbatches,
-                                              int chunks) {
+                                              int chunks, bool paired) {
   PACELINE_CHECK(stages >= 1 && stage >= 0 && stage < stages && microbatches >= 1 && chunks >= 1);
+  PACELINE_CHECK(!paired || schedule == Schedule::kOneFOneB || schedule == Schedule::kInterleavedOneFOneB,
+                 "only 1f1b schedules pair forwards with backwards");
   switch (schedule) {
     case Schedule::kGpipe: return gpipe(microbatches);
-    case Schedule::kOneFOneB: return one_f_one_b(stages, stage, microbatches);
-    case Schedule::kInterleavedOneFOneB: return interleaved(stages, stage, microbatches, chunks);
+    case Schedule::kOneFOneB: return one_f_one_b(stages, stage, microbatches, paired);
+    case Schedule::kInterleavedOneFOneB: return interleaved(stages, stage, microbatches, chunks, paired);
     case Schedule::kZeroBubble: return zero_bubble_h1(stages, stage, microbatches);
   }
   return {};

@@ -10,6 +10,10 @@
 //                     gradient pass B and a weight-gradient pass W; stage s defers p−s−1 of its
 //                     W passes and runs each deferred W just before a B, in the slots where
 //                     1f1b would wait for the next stage's gradient.
+//
+// Paired (1f1b and interleaved-1f1b, for expert-parallel communication overlap): one more warm-up
+// forward, so that each steady-state forward and the backward after it belong to different
+// micro-batches and can run interleaved (Megatron-Core's combined 1F1B).
 #ifndef PACELINE_SIM_PARALLEL_PIPELINE_SCHEDULE_H_
 #define PACELINE_SIM_PARALLEL_PIPELINE_SCHEDULE_H_
 
@@ -25,14 +29,15 @@ struct PipelineAction {
   Kind kind;
   int microbatch;
   int chunk;  // model chunk on this stage (0 unless interleaved)
+  bool paired = false;  // a forward run interleaved with the backward that follows it
 
   friend bool operator==(const PipelineAction&, const PipelineAction&) = default;
 };
 
 // The actions of `stage` (0-based) of `stages`, for `microbatches` micro-batches and
-// `chunks` model chunks per stage.
+// `chunks` model chunks per stage; `paired` pairs steady-state forwards with backwards.
 std::vector<PipelineAction> pipeline_schedule(Schedule schedule, int stages, int stage, int microbatches,
-                                              int chunks);
+                                              int chunks, bool paired);
 
 }  // namespace paceline
 

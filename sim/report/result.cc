@@ -269,6 +269,7 @@ Json to_json(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   Json parallelism = Json::object();
   parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
+  parallelism.set("ep_comm_overlap", p.ep_comm_overlap);
   parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);
   parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
@@ -379,8 +380,8 @@ std::string to_text(const Result& r) {
                      s.cluster.nodes, s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node);
   const std::string context_exchange =
       p.cp > 1 ? fmt::format(" ({}{})", to_string(p.cp_comm), p.cp_comm_overlap ? "" : ", waited") : "";
-  out += fmt::format("  tp {} · pp {} · dp {} · cp {}{} · ep {}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,
-                     p.pp, p.dp, p.cp, context_exchange, p.ep,
+  out += fmt::format("  tp {} · pp {} · dp {} · cp {}{} · ep {}{}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,
+                     p.pp, p.dp, p.cp, context_exchange, p.ep, p.ep_comm_overlap ? " (overlapped)" : "",
                      to_string(p.schedule),
                      p.virtual_stages > 1 ? fmt::format(" (v={})", p.virtual_stages) : "", p.zero, r.microbatches,
                      s.training.micro_batch);

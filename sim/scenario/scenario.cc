@@ -90,6 +90,7 @@ Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given)
                                       : ContextComm::kRing;
   p.cp_comm_overlap = map.get<bool>("cp_comm_overlap", true);
   p.ep = at_least_one(map, "ep", 1);
+  p.ep_comm_overlap = map.get<bool>("ep_comm_overlap", false);
   dp_given = map.has("dp");
   p.dp = dp_given ? at_least_one(map, "dp", 1) : 1;
   p.virtual_stages = at_least_one(map, "virtual_stages", 1);
@@ -275,6 +276,20 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     if ((p.tp * p.dp * p.cp) % p.ep != 0) {
       fail_parallel("ep", fmt::format("= {} does not divide tp·dp·cp = {} (expert layers fold their expert-parallel "
                                       "groups over the ranks of a pipeline stage)", p.ep, p.tp * p.dp * p.cp));
+    }
+  }
+  if (p.ep_comm_overlap) {
+    if (p.ep == 1) fail_parallel("ep_comm_overlap", "= true needs ep > 1: it overlaps the expert-parallel all-to-alls");
+    if (p.schedule != Schedule::kOneFOneB && p.schedule != Schedule::kInterleavedOneFOneB) {
+      fail_parallel("ep_comm_overlap", fmt::format("= true pairs the forwards and backwards of 1f1b or "
+                                                   "interleaved-1f1b; schedule is {}", to_string(p.schedule)));
+    }
+    if (p.zero >= 3) {
+      fail_parallel("ep_comm_overlap", fmt::format("= true is not modelled with zero = {} (weights gathered per "
+                                                   "block); use zero 0 to 2", p.zero));
+    }
+    if (s.training.recompute == Recompute::kFull) {
+      training.fail("recompute", "= full cannot run with parallelism.ep_comm_overlap (Megatron-Core refuses it too)");
     }
   }
   if (m.moe && p.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {

@@ -55,6 +55,11 @@ struct Parallelism {
   // for where it is issued (PyTorch's context parallel under torch.compile).
   bool cp_comm_overlap = true;
   int ep = 1;
+  // Expert-parallel all-to-alls run beside another micro-batch's compute: in the steady state
+  // each forward is paired with a backward and their blocks interleave, and the experts' weight
+  // gradients wait until the dispatch's gradient exchange is under way (Megatron-Core's
+  // --overlap-moe-expert-parallel-comm with --delay-wgrad-compute).
+  bool ep_comm_overlap = false;
   int virtual_stages = 1;
   Schedule schedule = Schedule::kOneFOneB;
   bool sequence_parallel = false;

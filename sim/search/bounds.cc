@@ -39,9 +39,9 @@ LayoutBounds::LayoutBounds(const Scenario& base)
   }
 }
 
-LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) {
-  return ShardKey{
-      l.micro_batch, l.tp, l.cp, l.ep, l.sequence_parallel, static_cast<int>(l.recompute)};
+LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) const {
+  return ShardKey{l.micro_batch, l.tp, l.cp, l.ep, l.sequence_parallel, static_cast<int>(l.recompute),
+                  layout_parallelism(l, base_).ep_comm_overlap};
 }
 
 void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {
@@ -128,10 +128,11 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
     const Layout& l, Detail detail) {
   const bool zero_bubble = l.schedule == Schedule::kZeroBubble;
   const bool buffered = gradient_buffer(base_.training, l.zero, l.pp).has_value();
+  const bool paired = std::get<6>(shard_key(l));
   if (detail == Detail::kKernels) {
     const auto key = std::make_tuple(shard_key(l), zero_bubble, buffered);
     if (auto it = kernel_times_.find(key); it != kernel_times_.end()) return it->second;
-    return kernel_times_.emplace(key, compute_times(shard_facts(l), nullptr, zero_bubble, buffered))
+    return kernel_times_.emplace(key, compute_times(shard_facts(l), nullptr, zero_bubble, buffered, paired))
         .first->second;
   }
   const auto layout_key =
@@ -153,12 +154,13 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
   }
   const OpPricer pricer(timer_, collectives_, ranks);
   const auto& times =
-      times_.emplace(key, compute_times(shard_facts(l), &pricer, zero_bubble, buffered)).first->second;
+      times_.emplace(key, compute_times(shard_facts(l), &pricer, zero_bubble, buffered, paired))
+          .first->second;
   return *(times_by_layout_[layout_key] = &times);
 }
 
 std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds::compute_times(
-    const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble, bool buffered) const {
+    const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble, bool buffered, bool paired) const {
   std::array<BlockTimes, kNumBlockKinds> times{};
   for (int kind = 0; kind < kNumBlockKinds; ++kind) {
     const BlockFacts* block = facts[kind].get();
@@ -179,6 +181,8 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     // collective as soon as its inputs are ready (no stream order assumed for collectives, and
     // none that waits on no kernel of the pass costs anything: it may have run earlier). The
     // span of its kernels bounds the pass's span in any schedule, where only more can wait.
+    // Paired with another micro-batch's pass, whose kernels may fill any wait, only its
+    // kernels count.
     auto pass_bound = [&](PassKind pass) {
       std::vector<double> finish(g.num_ops(), 0.0);
       std::vector<bool> after_kernel(g.num_ops(), false);
@@ -195,7 +199,7 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
           waits_on_kernel = waits_on_kernel || after_kernel[pred];
         }
         if (is_collective(op)) {
-          finish[id] = ready + (waits_on_kernel ? duration[id] : 0.0);
+          finish[id] = ready + (waits_on_kernel && !paired ? duration[id] : 0.0);
           after_kernel[id] = waits_on_kernel;
         } else {
           const double start = std::max(stream, ready);
@@ -317,8 +321,10 @@ const std::vector<std::vector<int>>& LayoutBounds::in_flight(const Layout& l, in
   if (auto it = in_flight_.find(key); it != in_flight_.end()) return it->second;
   // Per-chunk micro-batches in flight at the end of each run of forward passes. A backward
   // pass (its input half, for zero-bubble) counts as freeing its activations.
+  // Unpaired: pairing for expert-parallel overlap only adds a forward in flight, so the count
+  // stays a lower bound.
   const std::vector<PipelineAction> actions =
-      pipeline_schedule(l.schedule, l.pp, stage, static_cast<int>(microbatches), l.virtual_stages);
+      pipeline_schedule(l.schedule, l.pp, stage, static_cast<int>(microbatches), l.virtual_stages, false);
   std::set<std::vector<int>> peaks;
   std::vector<int> live(l.virtual_stages + 1, 0);  // then the highest chunk run
   for (size_t i = 0; i < actions.size(); ++i) {

@@ -102,7 +102,8 @@ class LayoutBounds {
     std::array<int, kNumBlockKinds> count{};
     int last = kHead;
   };
-  using ShardKey = std::tuple<int64_t, int, int, int, bool, int>;  // mb, tp, cp, ep, sp, recompute
+  // mb, tp, cp, ep, sp, recompute, ep_comm_overlap
+  using ShardKey = std::tuple<int64_t, int, int, int, bool, int, bool>;
   using ShardFacts =
       std::array<std::shared_ptr<const BlockFacts>, kNumBlockKinds>;  // null where absent
   // The tensor, context and expert groups block collectives are priced over: each kind's
@@ -111,14 +112,15 @@ class LayoutBounds {
   // Shard, priced groups, zero-bubble, gradient buffer.
   using TimesKey = std::tuple<ShardKey, PricedGroups, bool, bool>;
 
-  static ShardKey shard_key(const Layout& layout);
+  ShardKey shard_key(const Layout& layout) const;
   ShardFacts build_shard(const Layout& layout) const;
   const ShardFacts& shard_facts(const Layout& layout);
   const std::array<BlockTimes, kNumBlockKinds>& block_times(const Layout& layout, Detail detail);
   // The block times of a shard; collectives priced by `pricer`, or instant when null.
-  // `buffered`: weight gradients add into a gradient buffer (ZeRO below 3).
+  // `buffered`: weight gradients add into a gradient buffer (ZeRO below 3). `paired`: passes run
+  // interleaved with another micro-batch's (ep_comm_overlap).
   std::array<BlockTimes, kNumBlockKinds> compute_times(const ShardFacts& facts, const OpPricer* pricer,
-                                                       bool zero_bubble, bool buffered) const;
+                                                       bool zero_bubble, bool buffered, bool paired) const;
   // Distinct states of a stage at the end of a run of forward passes: per chunk, the
   // micro-batches whose activations it holds, then the highest chunk it has run.
   const std::vector<std::vector<int>>& in_flight(const Layout& layout, int stage);

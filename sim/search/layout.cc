@@ -109,6 +109,9 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.tp_comm_overlap = base.parallelism.tp_comm_overlap && l.sequence_parallel;
   p.cp_comm = l.cp > 1 ? base.parallelism.cp_comm : ContextComm::kRing;
   p.cp_comm_overlap = base.parallelism.cp_comm_overlap || l.cp == 1 || p.cp_comm == ContextComm::kAllToAll;
+  // The base's choice, where the layout has expert-parallel exchanges and a schedule that pairs.
+  p.ep_comm_overlap = base.parallelism.ep_comm_overlap && l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull &&
+                      (l.schedule == Schedule::kOneFOneB || l.schedule == Schedule::kInterleavedOneFOneB);
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);
@@ -139,6 +142,7 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
   }
   if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (!p.cp_comm_overlap) parallelism.set("cp_comm_overlap", false);
+  if (p.ep_comm_overlap) parallelism.set("ep_comm_overlap", true);
   if (p.zero == 3 && p.pp == 1) {
     parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
     if (p.fsdp_gradient_reduce != FsdpGradientReduce::kReduceScatter) {

@@ -811,6 +811,27 @@ TEST(LayerGraph, ExpertExchangeGradientWaitsForTheExpertsWeightGradients) {
                          op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
 }
 
+TEST(LayerGraph, DelayedExpertWeightGradientsRunBesideTheDispatchGradient) {
+  // With delay_wgrad_compute the experts' weight gradients come after the dispatch's gradient
+  // exchange is issued, which no longer waits for them; they still free the experts' inputs.
+  const ModelSpec m = resolve_model("qwen3-30b-a3b", default_model_catalog(), {});
+  for (const Recompute recompute : {Recompute::kNone, Recompute::kSelectiveOp}) {
+    LayerShard s = shard(1, false, recompute);
+    s.ep = 8;
+    s.delay_expert_weight_gradients = true;
+    const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+    const OpId dispatch = op_in(g, Phase::kBackwardInput, "moe.dispatch.bwd");
+    for (const char* name : {"moe.expert_fc1.wgrad", "moe.expert_fc2.wgrad"}) {
+      const OpId wgrad = op_in(g, Phase::kBackwardWeight, name);
+      EXPECT_FALSE(waits_for(g, dispatch, wgrad)) << name;
+      EXPECT_GT(wgrad, dispatch) << name;  // declared, so run, after the exchange is issued
+    }
+    const OpId fc1 = forward_op(g, "moe.expert_fc1");
+    const OpId freed = g.op(fc1).saved > Bytes(0) ? fc1 : op_in(g, Phase::kRecompute, "moe.expert_fc1.recompute");
+    EXPECT_EQ(g.op(freed).released_by, op_in(g, Phase::kBackwardWeight, "moe.expert_fc1.wgrad"));
+  }
+}
+
 TEST(LayerGraph, MoeWeightingInTheActivationKeepsProbabilitiesNotTokens) {
   // Mixtral, one expert a rank: 4096 tokens · top-2 = 8192 routed rows of 4096, bf16.
   const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});

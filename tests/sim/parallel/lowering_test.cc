@@ -551,6 +551,37 @@ training: {global_batch: 16, seq_len: 4096}
   EXPECT_EQ(ep.stages[0].weight_bytes, 2 * (count.total - experts + experts / 8));
 }
 
+TEST(Lowering, OverlappedExpertExchangesRunBesideAnotherMicrobatchsCompute) {
+  // Qwen3-30B-A3B over two nodes, experts over both (ep 16): every all-to-all crosses the
+  // network. Paired, a forward's dispatch runs while a backward of another micro-batch computes.
+  const std::string text = R"(model: qwen3-30b-a3b
+cluster: {system: dgx-h100, nodes: 2}
+parallelism: {ep: 16, zero: 1}
+training: {global_batch: 64, micro_batch: 1, seq_len: 4096, precision: fp8}
+)";
+  const Prediction plain = simulate(scenario_of(text));
+  std::string paired_text = text;
+  paired_text.insert(paired_text.find("zero"), "ep_comm_overlap: true, ");
+  const Prediction paired = simulate(scenario_of(paired_text));
+  const Result& a = plain.result;
+  const Result& b = paired.result;
+  EXPECT_DOUBLE_EQ(b.hfu * b.iteration_time / Seconds(1), a.hfu * a.iteration_time / Seconds(1));
+  EXPECT_LT(exposed(b, ActivityTag::kExpertComm), 0.5 * exposed(a, ActivityTag::kExpertComm));
+  EXPECT_LT(b.iteration_time, a.iteration_time);
+  // Some forward dispatch of rank 0 overlaps compute of another micro-batch's backward.
+  const Timeline t = make_timeline(*paired.lowering, paired.run, /*kernels=*/true);
+  bool beside = false;
+  for (size_t i = 0; i < t.size() && !beside; ++i) {
+    if (t.rank[i] != 0 || t.names[t.name[i]] != "moe.dispatch") continue;
+    for (size_t j = 0; j < t.size() && !beside; ++j) {
+      beside = t.rank[j] == 0 && t.stream_names[t.stream[j]] == "compute" && t.microbatch[j] != t.microbatch[i] &&
+               t.start_s[j] < t.end_s[i] && t.end_s[j] > t.start_s[i];
+    }
+  }
+  EXPECT_TRUE(beside);
+  EXPECT_EQ(to_json(b).at("scenario").at("parallelism").at("ep_comm_overlap").dump(-1), "true");
+}
+
 TEST(Lowering, LoadImbalanceSlowsExperts) {
   const std::string balanced = R"(model:
   name: moe

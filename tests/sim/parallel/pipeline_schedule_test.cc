@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "sim/engine/engine.h"
 
@@ -16,7 +19,7 @@ using Kind = PipelineAction::Kind;
 
 TEST(PipelineSchedule, OneFOneBWarmsUpWithTheStagesAhead) {
   // Stage 1 of 4: two warm-up forwards, then alternating, then the remaining backwards.
-  const auto actions = pipeline_schedule(Schedule::kOneFOneB, 4, 1, 6, 1);
+  const auto actions = pipeline_schedule(Schedule::kOneFOneB, 4, 1, 6, 1, false);
   ASSERT_EQ(actions.size(), 12u);
   EXPECT_EQ(actions[0], (PipelineAction{Kind::kForward, 0, 0}));
   EXPECT_EQ(actions[1], (PipelineAction{Kind::kForward, 1, 0}));
@@ -31,7 +34,7 @@ TEST(PipelineSchedule, EverySchedulePassesEveryMicrobatchOnce) {
     const int chunks = schedule == Schedule::kInterleavedOneFOneB ? 3 : 1;
     for (int stage = 0; stage < 4; ++stage) {
       std::map<std::pair<int, int>, int> forward, backward, weight;
-      for (const PipelineAction& a : pipeline_schedule(schedule, 4, stage, 8, chunks)) {
+      for (const PipelineAction& a : pipeline_schedule(schedule, 4, stage, 8, chunks, false)) {
         if (a.kind == Kind::kForward) ++forward[{a.microbatch, a.chunk}];
         if (a.kind == Kind::kBackward || a.kind == Kind::kBackwardInput) ++backward[{a.microbatch, a.chunk}];
         if (a.kind == Kind::kBackwardWeight) ++weight[{a.microbatch, a.chunk}];
@@ -44,6 +47,45 @@ TEST(PipelineSchedule, EverySchedulePassesEveryMicrobatchOnce) {
       }
     }
   }
+}
+
+TEST(PipelineSchedule, PairedSchedulesWarmUpOneMoreAndPairOtherMicrobatches) {
+  for (const Schedule schedule : {Schedule::kOneFOneB, Schedule::kInterleavedOneFOneB}) {
+    const int chunks = schedule == Schedule::kInterleavedOneFOneB ? 3 : 1;
+    for (int stage = 0; stage < 4; ++stage) {
+      const auto plain = pipeline_schedule(schedule, 4, stage, 8, chunks, false);
+      const auto paired = pipeline_schedule(schedule, 4, stage, 8, chunks, true);
+      // The same passes.
+      std::multiset<std::tuple<Kind, int, int>> a, b;
+      for (const PipelineAction& x : plain) a.emplace(x.kind, x.microbatch, x.chunk);
+      for (const PipelineAction& x : paired) b.emplace(x.kind, x.microbatch, x.chunk);
+      EXPECT_EQ(a, b);
+      // One more forward before the first backward.
+      const auto first_backward = [](const std::vector<PipelineAction>& actions) {
+        return std::ranges::find(actions, Kind::kBackward, &PipelineAction::kind) - actions.begin();
+      };
+      EXPECT_EQ(first_backward(paired), first_backward(plain) + 1) << stage;
+      // Each paired forward is followed by a backward of another micro-batch or chunk.
+      int pairs = 0;
+      for (size_t i = 0; i < paired.size(); ++i) {
+        if (!paired[i].paired) continue;
+        ++pairs;
+        ASSERT_LT(i + 1, paired.size());
+        EXPECT_EQ(paired[i].kind, Kind::kForward);
+        EXPECT_EQ(paired[i + 1].kind, Kind::kBackward);
+        EXPECT_FALSE(paired[i + 1].microbatch == paired[i].microbatch && paired[i + 1].chunk == paired[i].chunk);
+      }
+      EXPECT_GT(pairs, 0);
+      for (const PipelineAction& x : plain) EXPECT_FALSE(x.paired);
+    }
+  }
+  // Without pipelining: one forward, then each forward beside the backward of the one before.
+  const auto single = pipeline_schedule(Schedule::kOneFOneB, 1, 0, 3, 1, true);
+  ASSERT_EQ(single.size(), 6u);
+  EXPECT_EQ(single[0], (PipelineAction{Kind::kForward, 0, 0}));
+  EXPECT_EQ(single[1], (PipelineAction{Kind::kForward, 1, 0, true}));
+  EXPECT_EQ(single[2], (PipelineAction{Kind::kBackward, 0, 0}));
+  EXPECT_EQ(single.back(), (PipelineAction{Kind::kBackward, 2, 0}));
 }
 
 // Replays a schedule on `stages` uniform stages in the engine: forward chunk time f,
@@ -61,7 +103,7 @@ SimTime replay(Schedule schedule, int stages, int microbatches, int chunks, doub
     auto transfer = [&](StreamId stream, uint32_t slot, uint32_t sequence) {
       return builder.add_task({.stream = stream, .sync = builder.add_sync({slot, sequence, 2})});
     };
-    for (const PipelineAction& a : pipeline_schedule(schedule, stages, stage, microbatches, chunks)) {
+    for (const PipelineAction& a : pipeline_schedule(schedule, stages, stage, microbatches, chunks, false)) {
       const int vs = a.chunk * stages + stage;
       const uint32_t key = static_cast<uint32_t>(a.microbatch * virtual_stages);
       if (a.kind == Kind::kForward) {

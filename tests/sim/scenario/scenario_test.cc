@@ -366,6 +366,27 @@ TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism)
             "96/8 = 12 does not divide by it");
 }
 
+TEST(ScenarioErrors, ExpertExchangeOverlapNeedsExpertsAndAPairingSchedule) {
+  const std::string mixtral = replace(kBase, "model: gpt3-175b", "model: mixtral-8x7b");
+  const auto with = [&](const std::string& parallelism) { return replace(mixtral, "pp: 16", parallelism); };
+  EXPECT_FALSE(load_scenario_text(with("pp: 16\n  ep: 8"), "s.yaml").parallelism.ep_comm_overlap);
+  EXPECT_TRUE(
+      load_scenario_text(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true"), "s.yaml").parallelism.ep_comm_overlap);
+  EXPECT_EQ(error_of(with("pp: 16\n  ep_comm_overlap: true")),
+            "s.yaml:12:20: parallelism.ep_comm_overlap = true needs ep > 1: it overlaps the expert-parallel "
+            "all-to-alls");
+  EXPECT_EQ(error_of(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true\n  schedule: gpipe")),
+            "s.yaml:13:20: parallelism.ep_comm_overlap = true pairs the forwards and backwards of 1f1b or "
+            "interleaved-1f1b; schedule is gpipe");
+  EXPECT_EQ(error_of(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true\n  zero: 3")),
+            "s.yaml:13:20: parallelism.ep_comm_overlap = true is not modelled with zero = 3 (weights gathered per "
+            "block); use zero 0 to 2");
+  EXPECT_EQ(error_of(replace(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true"), "global_batch: 1536",
+                             "global_batch: 1536\n  recompute: full")),
+            "s.yaml:16:14: training.recompute = full cannot run with parallelism.ep_comm_overlap (Megatron-Core "
+            "refuses it too)");
+}
+
 TEST(ScenarioErrors, ContextExchangesOutsideTheAttentionNeedARingOrGatherToHold) {
   const auto with = [](const std::string& parallelism) { return replace(kBase, "pp: 16", parallelism); };
   EXPECT_TRUE(load_scenario_text(kBase, "s.yaml").parallelism.cp_comm_overlap);

@@ -92,6 +92,40 @@ INSTANTIATE_TEST_SUITE_P(Schedules, BoundsTest,
                                               schedule);
                          });
 
+// The MoE model with its expert-parallel exchanges overlapped where a layout allows (1f1b only:
+// the overlap pairs its forwards and backwards), the passes no longer adding up one after another.
+const Case kOverlapped = {"moe_overlapped", R"(name: moe_overlapped
+model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
+        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
+parallelism: {ep: 2, ep_comm_overlap: true}
+training: {global_batch: 16, attention: unfused}
+)"};
+
+INSTANTIATE_TEST_SUITE_P(Overlapped, BoundsTest,
+                         testing::Combine(testing::Values(kOverlapped), testing::Values("1f1b")),
+                         [](const auto& param_info) { return std::string(std::get<0>(param_info.param).name); });
+
+TEST(Bounds, PairedPassesAreBoundedByTheirKernels) {
+  // Qwen3-30B-A3B with its experts over two nodes: each pass waits on all-to-alls across the
+  // network for much of its span, which the other pass of its pair fills with its kernels.
+  const Scenario base = load_scenario(ScenarioSource{R"(model: qwen3-30b-a3b
+cluster: {system: dgx-h100, nodes: 2}
+parallelism: {ep: 16, ep_comm_overlap: true, zero: 1}
+training: {global_batch: 128, micro_batch: 1, seq_len: 4096, precision: fp8}
+)",
+                                                     "paired.yaml"});
+  Layout l;
+  l.dp = 16;
+  l.ep = 16;
+  l.zero = 1;
+  LayoutBounds bounds(base);
+  const Result r = simulate(std::make_shared<const Scenario>(with_layout(base, l))).result;
+  EXPECT_TRUE(r.scenario->parallelism.ep_comm_overlap);
+  EXPECT_LE(bounds.iteration_time_lower_bound(l), r.iteration_time);
+  EXPECT_GT(bounds.iteration_time_lower_bound(l), 0.5 * r.iteration_time);
+}
+
 TEST(Bounds, NeverExceedTheSimulationWhereGroupsShareANic) {
   // One NIC per node of 4: whether a context group of 3 sends beside another depends on dp and
   // pp, not only on where the group sits, so layouts placing it alike are priced apart.

@@ -101,6 +101,28 @@ training: {global_batch: 4}
   EXPECT_EQ(eps, (std::set<int>{1, 2, 4}));
 }
 
+TEST(Layout, ExpertExchangeOverlapStaysWhereTheLayoutCanPairPasses) {
+  // The base overlaps its all-to-alls; the layouts with experts over several ranks, a 1f1b
+  // schedule, no ZeRO-3 and no full recomputation keep that, the others have nothing to pair.
+  const ScenarioSource source{R"(model: {name: m, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128,
+        seq_len: 8, moe: {experts: 4, top_k: 2}}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {ep: 2, ep_comm_overlap: true}
+training: {global_batch: 4}
+)",
+                              "m.yaml"};
+  const Scenario base = load_scenario(source);
+  std::set<bool> seen;
+  for (const Layout& l : enumerate_layouts(base)) {
+    const bool expected = l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull &&
+                          (l.schedule == Schedule::kOneFOneB || l.schedule == Schedule::kInterleavedOneFOneB);
+    seen.insert(expected);
+    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.ep_comm_overlap, expected) << to_string(l);
+    EXPECT_EQ(with_layout(base, l).parallelism.ep_comm_overlap, expected) << to_string(l);
+  }
+  EXPECT_EQ(seen, (std::set<bool>{false, true}));
+}
+
 // The base scenario's framework settings reach every layout they apply to, as the scenario
 // reader loads it for simulation and as with_layout() builds it for the bounds.
 TEST(Layout, FrameworkSettingsReachTheLayoutsTheyApplyTo) {
