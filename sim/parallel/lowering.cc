@@ -423,32 +423,27 @@ class StageBuilder {
   };
   // One pass through a model chunk, a block at a time: forward in block order, backward in
   // reverse, each between its pipeline transfers.
-  struct ForwardRun {
-    int microbatch;
-    int vs;
-    std::vector<BlockRef> blocks;
-    std::vector<TaskId> input;  // what the next block waits for
-    FsdpPass fsdp;
-    size_t next = 0;            // the next block
-  };
-  struct BackwardRun {
+  struct PassRun {
     int microbatch;
     int chunk;
     int vs;
     bool input_only;  // zero-bubble's input-gradient pass
-    std::vector<BlockRef> blocks;
-    std::vector<TaskId> gradient;  // what the next block waits for
+    std::vector<BlockRef> blocks;  // in the pass's order
+    std::vector<TaskId> carried;   // the activation or gradient the next block waits for
     FsdpPass fsdp;
-    size_t next = 0;
+    size_t next = 0;               // the next block
+    bool done() const { return next == blocks.size(); }
   };
-  ForwardRun start_forward(int microbatch, int chunk);
-  Emission forward_block(ForwardRun& run);
-  void end_forward_block(ForwardRun& run, const Instance& instance);
-  void end_forward(const ForwardRun& run);
-  BackwardRun start_backward(int microbatch, int chunk, PipelineAction::Kind kind);
-  Emission backward_block(BackwardRun& run);
-  void end_backward_block(BackwardRun& run, const Instance& instance);
-  void end_backward(const BackwardRun& run);
+  PassRun start_run(int microbatch, int chunk, bool reversed, bool input_only);
+  // The block just emitted: its exits carry on to the next.
+  void advance(PassRun& run, const Instance& instance);
+  PassRun start_forward(int microbatch, int chunk);
+  Emission forward_block(PassRun& run);
+  void end_forward(const PassRun& run);
+  PassRun start_backward(int microbatch, int chunk, PipelineAction::Kind kind);
+  Emission backward_block(PassRun& run);
+  void end_backward_block(PassRun& run, const Instance& instance);
+  void end_backward(const PassRun& run);
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
@@ -623,21 +618,33 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
 
 // A forward pass of one micro-batch through one model chunk: receive the activation from the
 // previous virtual stage, run the blocks, send the activation on.
-StageBuilder::ForwardRun StageBuilder::start_forward(int microbatch, int chunk) {
-  ForwardRun run{microbatch, virtual_stage(chunk), chunk_blocks(chunk), {}, FsdpPass(0)};
+StageBuilder::PassRun StageBuilder::start_run(int microbatch, int chunk, bool reversed, bool input_only) {
+  PassRun run{microbatch, chunk, virtual_stage(chunk), input_only, chunk_blocks(chunk), {}, FsdpPass(0)};
+  if (reversed) std::reverse(run.blocks.begin(), run.blocks.end());
   run.fsdp = FsdpPass(run.blocks.size());
+  return run;
+}
+
+void StageBuilder::advance(PassRun& run, const Instance& instance) {
+  run.fsdp.exits[run.next] = instance.exits.empty() ? kNoId : instance.exits.back();
+  run.carried = instance.exits;
+  ++run.next;
+}
+
+StageBuilder::PassRun StageBuilder::start_forward(int microbatch, int chunk) {
+  PassRun run = start_run(microbatch, chunk, /*reversed=*/false, /*input_only=*/false);
   if (run.vs > 0) {
-    run.input = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation",
-                                   previous_stage(), microbatch, run.vs - 1, {})};
+    run.carried = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation",
+                                     previous_stage(), microbatch, run.vs - 1, {})};
   }
   return run;
 }
 
-StageBuilder::Emission StageBuilder::forward_block(ForwardRun& run) {
+StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   const size_t i = run.next;
   const BlockRef& block = run.blocks[i];
   const BlockPlans& plans = plans_of(block);
-  std::vector<TaskId> entry = run.input;
+  std::vector<TaskId> entry = run.carried;
   int64_t free_at_exit = 0;
   if (fsdp()) {
     entry.push_back(prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward"));
@@ -649,47 +656,35 @@ StageBuilder::Emission StageBuilder::forward_block(ForwardRun& run) {
                   free_at_exit, {}};
 }
 
-void StageBuilder::end_forward_block(ForwardRun& run, const Instance& instance) {
-  run.fsdp.exits[run.next] = instance.exits.empty() ? kNoId : instance.exits.back();
-  run.input = instance.exits;
-  ++run.next;
-}
-
-void StageBuilder::end_forward(const ForwardRun& run) {
+void StageBuilder::end_forward(const PassRun& run) {
   if (run.vs + 1 < c_.virtual_stages_total) {
     pipeline_transfer(StreamKind::kSendNext, GroupKind::kForwardSend, "pp.send_activation", stage_, run.microbatch,
-                      run.vs, run.input);
+                      run.vs, run.carried);
   }
 }
 
 void StageBuilder::forward(int microbatch, int chunk) {
-  ForwardRun run = start_forward(microbatch, chunk);
-  while (run.next < run.blocks.size()) {
-    Emission e = forward_block(run);
-    end_forward_block(run, instantiate(e));
-  }
+  PassRun run = start_forward(microbatch, chunk);
+  while (!run.done()) advance(run, instantiate(forward_block(run)));
   end_forward(run);
 }
 
 // A backward pass (or its input-gradient half, for zero-bubble) of one micro-batch through one
 // model chunk, in reverse block order, between gradient transfers.
-StageBuilder::BackwardRun StageBuilder::start_backward(int microbatch, int chunk, PipelineAction::Kind kind) {
-  BackwardRun run{microbatch, chunk, virtual_stage(chunk), kind == PipelineAction::Kind::kBackwardInput,
-                  chunk_blocks(chunk), {}, FsdpPass(0)};
-  std::reverse(run.blocks.begin(), run.blocks.end());
-  run.fsdp = FsdpPass(run.blocks.size());
+StageBuilder::PassRun StageBuilder::start_backward(int microbatch, int chunk, PipelineAction::Kind kind) {
+  PassRun run = start_run(microbatch, chunk, /*reversed=*/true, kind == PipelineAction::Kind::kBackwardInput);
   if (run.vs + 1 < c_.virtual_stages_total) {
-    run.gradient = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
-                                      microbatch, run.vs + 1, {})};
+    run.carried = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
+                                     microbatch, run.vs + 1, {})};
   }
   return run;
 }
 
-StageBuilder::Emission StageBuilder::backward_block(BackwardRun& run) {
+StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
   const size_t i = run.next;
   const BlockRef& block = run.blocks[i];
   const BlockPlans& plans = plans_of(block);
-  std::vector<TaskId> entry = run.gradient;
+  std::vector<TaskId> entry = run.carried;
   int64_t free_at_exit = 0;
   if (fsdp()) {
     TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "backward");
@@ -711,31 +706,26 @@ StageBuilder::Emission StageBuilder::backward_block(BackwardRun& run) {
                   after_waited_reductions(std::move(entry)), nullptr, ops, free_at_exit, {}};
 }
 
-void StageBuilder::end_backward_block(BackwardRun& run, const Instance& instance) {
-  const BlockRef& block = run.blocks[run.next];
-  run.fsdp.exits[run.next] = instance.exits.empty() ? kNoId : instance.exits.back();
-  run.gradient = instance.exits;
+void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
   if (!run.input_only) {
+    const BlockRef& block = run.blocks[run.next];
     last_backward_[{run.chunk, block.block}] = instance.last_compute;
     if (per_microbatch_reduce()) reduce_block_gradients(plans_of(block), instance.last_compute);
   }
-  ++run.next;
+  advance(run, instance);
 }
 
-void StageBuilder::end_backward(const BackwardRun& run) {
+void StageBuilder::end_backward(const PassRun& run) {
   if (per_microbatch_reduce() && !run.input_only) reduce_gradient_bucket();
   if (run.vs > 0) {
     pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(),
-                      run.microbatch, run.vs, run.gradient);
+                      run.microbatch, run.vs, run.carried);
   }
 }
 
 void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind) {
-  BackwardRun run = start_backward(microbatch, chunk, kind);
-  while (run.next < run.blocks.size()) {
-    Emission e = backward_block(run);
-    end_backward_block(run, instantiate(e));
-  }
+  PassRun run = start_backward(microbatch, chunk, kind);
+  while (!run.done()) end_backward_block(run, instantiate(backward_block(run)));
   end_backward(run);
 }
 
@@ -745,24 +735,24 @@ void StageBuilder::backward(int microbatch, int chunk, PipelineAction::Kind kind
 // runs one pass's work while the other's exchange is under way (Megatron-Core's combined 1F1B
 // with --overlap-moe-expert-parallel-comm).
 void StageBuilder::forward_backward(const PipelineAction& forward_action, const PipelineAction& backward_action) {
-  ForwardRun f = start_forward(forward_action.microbatch, forward_action.chunk);
-  BackwardRun b = start_backward(backward_action.microbatch, backward_action.chunk, backward_action.kind);
+  PassRun f = start_forward(forward_action.microbatch, forward_action.chunk);
+  PassRun b = start_backward(backward_action.microbatch, backward_action.chunk, backward_action.kind);
   auto until_exchange = [&](Emission& e) {
     while (!emitted_all(e)) {
       if (emit_task(e) == StreamKind::kExpert) return;
     }
   };
-  while (f.next < f.blocks.size() || b.next < b.blocks.size()) {
+  while (!f.done() || !b.done()) {
     std::optional<Emission> backward_pass;
     std::optional<Emission> forward_pass;
-    if (b.next < b.blocks.size()) backward_pass = backward_block(b);
-    if (f.next < f.blocks.size()) forward_pass = forward_block(f);
+    if (!b.done()) backward_pass = backward_block(b);
+    if (!f.done()) forward_pass = forward_block(f);
     while ((backward_pass && !emitted_all(*backward_pass)) || (forward_pass && !emitted_all(*forward_pass))) {
       if (backward_pass) until_exchange(*backward_pass);
       if (forward_pass) until_exchange(*forward_pass);
     }
     if (backward_pass) end_backward_block(b, end_instance(*backward_pass));
-    if (forward_pass) end_forward_block(f, end_instance(*forward_pass));
+    if (forward_pass) advance(f, end_instance(*forward_pass));
   }
   end_backward(b);
   end_forward(f);

@@ -23,13 +23,22 @@ struct Fixture {
   }
 };
 
+// The fixture's cluster priced for its parallelism.
+struct Pricing {
+  explicit Pricing(const Fixture& f)
+      : layout(f.parallelism, 8), timer(f.cluster.gpu), topology(f.cluster), collectives(f.cluster, topology),
+        pricer(timer, collectives, layout) {}
+  RankLayout layout;
+  OpTimer timer;
+  Topology topology;
+  CollectiveModel collectives;
+  OpPricer pricer;
+};
+
 TEST(TaskPlan, EveryOpOfThePassAppearsOnceAndDurationsAdd) {
   Fixture f;
-  const RankLayout layout(f.parallelism, 8);
-  const OpTimer timer(f.cluster.gpu);
-  const Topology topology(f.cluster);
-  const CollectiveModel collectives(f.cluster, topology);
-  const OpPricer pricer(timer, collectives, layout);
+  const Pricing priced(f);
+  const OpPricer& pricer = priced.pricer;
   const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
   LayerShard shard;
   shard.seq_len = 4096;
@@ -60,11 +69,8 @@ TEST(TaskPlan, EveryOpOfThePassAppearsOnceAndDurationsAdd) {
 TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
   Fixture f;
   f.parallelism.tp = 1;
-  const RankLayout layout(f.parallelism, 8);
-  const OpTimer timer(f.cluster.gpu);
-  const Topology topology(f.cluster);
-  const CollectiveModel collectives(f.cluster, topology);
-  const OpPricer pricer(timer, collectives, layout);
+  const Pricing priced(f);
+  const OpPricer& pricer = priced.pricer;
   const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
   LayerShard shard;
   shard.seq_len = 4096;
@@ -99,11 +105,8 @@ TEST(TaskPlan, TheDispatchGradientWaitsForTheExpertWeightGradientsOnlyInTheirPas
   f.parallelism.dp = 8;
   f.parallelism.ep = 8;
   f.parallelism.zero_shard = 1;
-  const RankLayout layout(f.parallelism, 8);
-  const OpTimer timer(f.cluster.gpu);
-  const Topology topology(f.cluster);
-  const CollectiveModel collectives(f.cluster, topology);
-  const OpPricer pricer(timer, collectives, layout);
+  const Pricing priced(f);
+  const OpPricer& pricer = priced.pricer;
   const ModelSpec model = resolve_model("mixtral-8x7b", default_model_catalog(), {});
   LayerShard shard;
   shard.seq_len = 4096;
