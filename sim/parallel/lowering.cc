@@ -485,6 +485,7 @@ class StageBuilder {
 StreamKind StageBuilder::emit_task(Emission& e) {
   const TaskPlan& plan = *c_.plans[e.plan_index];
   const uint32_t i = static_cast<uint32_t>(e.instance.tasks.size());
+  if (i == 0) e.instance.tasks.reserve(plan.tasks.size());
   const TaskTemplate& t = plan.tasks[i];
   Task task;
   task.stream = static_cast<StreamId>(t.stream);
