@@ -284,6 +284,12 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
       fail_parallel("ep_comm_overlap", fmt::format("= true pairs the forwards and backwards of 1f1b or "
                                                    "interleaved-1f1b; schedule is {}", to_string(p.schedule)));
     }
+    // Paired, a stage sends a gradient on only after the forward beside it: with one chunk per
+    // stage the stages would take turns.
+    if (p.pp > 1 && p.virtual_stages == 1) {
+      fail_parallel("ep_comm_overlap", fmt::format("= true with pp = {} needs interleaved-1f1b (virtual_stages > 1), "
+                                                   "as Megatron-Core requires", p.pp));
+    }
     if (p.zero >= 3) {
       fail_parallel("ep_comm_overlap", fmt::format("= true is not modelled with zero = {} (weights gathered per "
                                                    "block); use zero 0 to 2", p.zero));

@@ -110,8 +110,9 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.cp_comm = l.cp > 1 ? base.parallelism.cp_comm : ContextComm::kRing;
   p.cp_comm_overlap = base.parallelism.cp_comm_overlap || l.cp == 1 || p.cp_comm == ContextComm::kAllToAll;
   // The base's choice, where the layout has expert-parallel exchanges and a schedule that pairs.
-  p.ep_comm_overlap = base.parallelism.ep_comm_overlap && l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull &&
-                      (l.schedule == Schedule::kOneFOneB || l.schedule == Schedule::kInterleavedOneFOneB);
+  const bool pairs = (l.schedule == Schedule::kOneFOneB && l.pp == 1) || l.schedule == Schedule::kInterleavedOneFOneB;
+  p.ep_comm_overlap =
+      base.parallelism.ep_comm_overlap && pairs && l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull;
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);

@@ -369,21 +369,23 @@ TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism)
 TEST(ScenarioErrors, ExpertExchangeOverlapNeedsExpertsAndAPairingSchedule) {
   const std::string mixtral = replace(kBase, "model: gpt3-175b", "model: mixtral-8x7b");
   const auto with = [&](const std::string& parallelism) { return replace(mixtral, "pp: 16", parallelism); };
+  const std::string overlapped = "pp: 16\n  virtual_stages: 2\n  ep: 8\n  ep_comm_overlap: true";
   EXPECT_FALSE(load_scenario_text(with("pp: 16\n  ep: 8"), "s.yaml").parallelism.ep_comm_overlap);
-  EXPECT_TRUE(
-      load_scenario_text(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true"), "s.yaml").parallelism.ep_comm_overlap);
+  EXPECT_TRUE(load_scenario_text(with(overlapped), "s.yaml").parallelism.ep_comm_overlap);
   EXPECT_EQ(error_of(with("pp: 16\n  ep_comm_overlap: true")),
             "s.yaml:12:20: parallelism.ep_comm_overlap = true needs ep > 1: it overlaps the expert-parallel "
             "all-to-alls");
   EXPECT_EQ(error_of(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true\n  schedule: gpipe")),
             "s.yaml:13:20: parallelism.ep_comm_overlap = true pairs the forwards and backwards of 1f1b or "
             "interleaved-1f1b; schedule is gpipe");
-  EXPECT_EQ(error_of(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true\n  zero: 3")),
-            "s.yaml:13:20: parallelism.ep_comm_overlap = true is not modelled with zero = 3 (weights gathered per "
+  EXPECT_EQ(error_of(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true")),
+            "s.yaml:13:20: parallelism.ep_comm_overlap = true with pp = 16 needs interleaved-1f1b (virtual_stages > "
+            "1), as Megatron-Core requires");
+  EXPECT_EQ(error_of(with(overlapped + "\n  zero: 3")),
+            "s.yaml:14:20: parallelism.ep_comm_overlap = true is not modelled with zero = 3 (weights gathered per "
             "block); use zero 0 to 2");
-  EXPECT_EQ(error_of(replace(with("pp: 16\n  ep: 8\n  ep_comm_overlap: true"), "global_batch: 1536",
-                             "global_batch: 1536\n  recompute: full")),
-            "s.yaml:16:14: training.recompute = full cannot run with parallelism.ep_comm_overlap (Megatron-Core "
+  EXPECT_EQ(error_of(replace(with(overlapped), "global_batch: 1536", "global_batch: 1536\n  recompute: full")),
+            "s.yaml:17:14: training.recompute = full cannot run with parallelism.ep_comm_overlap (Megatron-Core "
             "refuses it too)");
 }
 
