@@ -297,6 +297,10 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     if (s.training.recompute == Recompute::kFull) {
       training.fail("recompute", "= full cannot run with parallelism.ep_comm_overlap (Megatron-Core refuses it too)");
     }
+    if (s.training.precision == Precision::kFp32) {
+      training.fail("precision", "= fp32 cannot run with parallelism.ep_comm_overlap: Megatron-Core overlaps bf16 or "
+                                 "fp16 models (and their fp8 GEMMs)");
+    }
   }
   if (m.moe && p.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
     fail_parallel("fsdp_gradient_reduce", fmt::format("= all_reduce (DeepSpeed's ZeRO-3 buckets, all-reduced over the "

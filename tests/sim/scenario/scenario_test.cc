@@ -387,6 +387,9 @@ TEST(ScenarioErrors, ExpertExchangeOverlapNeedsExpertsAndAPairingSchedule) {
   EXPECT_EQ(error_of(replace(with(overlapped), "global_batch: 1536", "global_batch: 1536\n  recompute: full")),
             "s.yaml:17:14: training.recompute = full cannot run with parallelism.ep_comm_overlap (Megatron-Core "
             "refuses it too)");
+  EXPECT_EQ(error_of(replace(with(overlapped), "global_batch: 1536", "global_batch: 1536\n  precision: fp32")),
+            "s.yaml:17:14: training.precision = fp32 cannot run with parallelism.ep_comm_overlap: Megatron-Core "
+            "overlaps bf16 or fp16 models (and their fp8 GEMMs)");
 }
 
 TEST(ScenarioErrors, ContextExchangesOutsideTheAttentionNeedARingOrGatherToHold) {
