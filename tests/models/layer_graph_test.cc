@@ -789,7 +789,9 @@ TEST(LayerGraph, SeveralLocalExpertsRegroupTheExchangedTokens) {
   // One expert a rank (8 over ep 8) receives its tokens already grouped.
   s.ep = 8;
   const LayerGraph one_each = build_transformer_layer(m, s, /*moe=*/true);
-  for (const OpId id : one_each.ops(Phase::kForward)) EXPECT_EQ(one_each.op(id).name.find("moe.group_by"), std::string::npos);
+  for (const OpId id : one_each.ops(Phase::kForward)) {
+    EXPECT_EQ(one_each.op(id).name.find("moe.group_by"), std::string::npos);
+  }
 }
 
 TEST(LayerGraph, ExpertExchangeGradientWaitsForTheExpertsWeightGradients) {
