@@ -1074,13 +1074,14 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   const double e = d.e;
   const double rows = static_cast<double>(per_expert * local_experts);
+  // Each rank sends the tokens bound for other ranks' experts, (ep−1)/ep of its routed tokens,
+  // and receives their outputs back.
+  const Bytes exchanged = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
   int tokens_in = permute;
   int dispatch_id = -1;
   if (shard.ep > 1) {
-    // Each rank sends the tokens bound for other ranks' experts: (ep−1)/ep of its routed tokens.
-    const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
     Forward dispatch = collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                  sent, {permute});
+                                  exchanged, {permute});
     dispatch.backward_after_weight_gradients = !shard.delay_expert_weight_gradients;
     tokens_in = dispatch_id = b.add(dispatch);
   }
@@ -1139,9 +1140,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                  regroup_traffic, {fc2}));
   }
   if (shard.ep > 1) {
-    const Bytes sent = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
     tokens_out = b.add(collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                  sent, {tokens_out}));
+                                  exchanged, {tokens_out}));
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
   // already weighted, the copies of a token are only summed.
@@ -1164,15 +1164,19 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
 }
 
 // Parameters one rank holds of a block after TP (and EP for experts).
+// Parameters of a block every tensor-parallel rank holds whole: its two norms, those
+// count_parameters names replicated (latent attention's down-projections and their norms), and
+// an MoE router.
+int64_t tp_whole_parameters(const ModelSpec& m, const ParameterCount& count, bool moe) {
+  return 2 * m.norm_parameters() + count.tp_replicated_per_layer + (moe ? m.hidden * m.moe->experts : 0);
+}
+
 int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
   const ParameterCount count = count_parameters(m);
-  const int64_t norm_params = m.norm_parameters();
-  const int64_t whole = 2 * norm_params + count.tp_replicated_per_layer;  // on every tensor-parallel rank
+  const int64_t whole = tp_whole_parameters(m, count, moe);
   if (!moe) return (count.per_dense_layer - whole) / shard.tp + whole;
   const int64_t experts = m.moe->experts * count.per_expert;
-  const int64_t rest = count.per_moe_layer - experts;
-  return (rest - whole - m.hidden * m.moe->experts) / shard.tp + whole + m.hidden * m.moe->experts +
-         experts / shard.ep;
+  return (count.per_moe_layer - experts - whole) / shard.tp + whole + experts / shard.ep;
 }
 
 // A norm's weight, and its bias for LayerNorm: PyTorch keeps them apart.
@@ -1270,10 +1274,8 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
   const ParameterCount count = count_parameters(m);
   LayerGraph graph = b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
                              layer_weight_tensors(m, shard, moe));
-  const int64_t norm_params = m.norm_parameters();
-  if (d.sp) {
-    graph.tp_summed_parameters = 2 * norm_params + count.tp_replicated_per_layer + (moe ? m.hidden * m.moe->experts : 0);
-  }
+  // Under sequence parallelism every whole-held weight trains on the rank's own tokens.
+  if (d.sp) graph.tp_summed_parameters = tp_whole_parameters(m, count, moe);
   if (m.qk_norm && shard.tp > 1) graph.tp_summed_parameters += 2 * m.head_dim;
   return graph;
 }

@@ -41,7 +41,7 @@ LayoutBounds::LayoutBounds(const Scenario& base)
 
 LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) const {
   return ShardKey{l.micro_batch, l.tp, l.cp, l.ep, l.sequence_parallel, static_cast<int>(l.recompute),
-                  layout_parallelism(l, base_).ep_comm_overlap};
+                  layout_overlaps_expert_exchanges(l, base_)};
 }
 
 void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {
@@ -128,15 +128,16 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
     const Layout& l, Detail detail) {
   const bool zero_bubble = l.schedule == Schedule::kZeroBubble;
   const bool buffered = gradient_buffer(base_.training, l.zero, l.pp).has_value();
-  const bool paired = std::get<6>(shard_key(l));
+  const ShardKey shard = shard_key(l);
+  const bool paired = std::get<6>(shard);
   if (detail == Detail::kKernels) {
-    const auto key = std::make_tuple(shard_key(l), zero_bubble, buffered);
+    const auto key = std::make_tuple(shard, zero_bubble, buffered);
     if (auto it = kernel_times_.find(key); it != kernel_times_.end()) return it->second;
     return kernel_times_.emplace(key, compute_times(shard_facts(l), nullptr, zero_bubble, buffered, paired))
         .first->second;
   }
   const auto layout_key =
-      std::make_tuple(shard_key(l), l.tp, l.cp, l.dp, l.pp, l.ep, zero_bubble, buffered);
+      std::make_tuple(shard, l.tp, l.cp, l.dp, l.pp, l.ep, zero_bubble, buffered);
   if (auto it = times_by_layout_.find(layout_key); it != times_by_layout_.end()) return *it->second;
   const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.nvlink_domain);
   auto placed = placements_.find({l.tp, l.cp, l.dp, l.pp, l.ep});
@@ -148,7 +149,7 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
                                        priced(GroupKind::kExpert)})
                  .first;
   }
-  const TimesKey key{shard_key(l), placed->second, zero_bubble, buffered};
+  const TimesKey key{shard, placed->second, zero_bubble, buffered};
   if (auto it = times_.find(key); it != times_.end()) {
     return *(times_by_layout_[layout_key] = &it->second);
   }

@@ -109,14 +109,16 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.tp_comm_overlap = base.parallelism.tp_comm_overlap && l.sequence_parallel;
   p.cp_comm = l.cp > 1 ? base.parallelism.cp_comm : ContextComm::kRing;
   p.cp_comm_overlap = base.parallelism.cp_comm_overlap || l.cp == 1 || p.cp_comm == ContextComm::kAllToAll;
-  // The base's choice, where the layout has expert-parallel exchanges and a schedule that pairs.
-  const bool pairs = (l.schedule == Schedule::kOneFOneB && l.pp == 1) || l.schedule == Schedule::kInterleavedOneFOneB;
-  p.ep_comm_overlap =
-      base.parallelism.ep_comm_overlap && pairs && l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull;
+  p.ep_comm_overlap = layout_overlaps_expert_exchanges(l, base);
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);
   return p;
+}
+
+bool layout_overlaps_expert_exchanges(const Layout& l, const Scenario& base) {
+  const bool pairs = (l.schedule == Schedule::kOneFOneB && l.pp == 1) || l.schedule == Schedule::kInterleavedOneFOneB;
+  return base.parallelism.ep_comm_overlap && pairs && l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull;
 }
 
 Scenario with_layout(const Scenario& base, const Layout& l) {

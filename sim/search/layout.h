@@ -58,6 +58,10 @@ std::vector<Layout> enumerate_layouts(const Scenario& base);
 // split by default, zero_shard = dp·cp, base's rank_order).
 Parallelism layout_parallelism(const Layout& layout, const Scenario& base);
 
+// Whether `layout` keeps base's parallelism.ep_comm_overlap: where it has expert-parallel
+// exchanges, a schedule that pairs passes, no ZeRO-3 and no full recomputation.
+bool layout_overlaps_expert_exchanges(const Layout& layout, const Scenario& base);
+
 // The scenario with `layout` applied: parallelism and micro-batch/recompute set as
 // enumerate_layouts() defines them, the layer split and zero_shard left to their defaults.
 Scenario with_layout(const Scenario& base, const Layout& layout);
