@@ -7,9 +7,10 @@ namespace paceline {
 ParameterBytes parameter_bytes(const Training& training) {
   ParameterBytes bytes;
   const bool fp32 = training.precision == Precision::kFp32;
-  bytes.weight = fp32 ? 4.0 : 2.0;
-  // Transformer Engine keeps an fp8 copy of each GEMM weight between micro-batches.
-  bytes.fp8_weight = training.precision == Precision::kFp8 ? 1.0 : 0.0;
+  // fp8 parameters are the working copy; otherwise Transformer Engine keeps an fp8 copy of each
+  // GEMM weight between micro-batches beside the 16-bit one.
+  bytes.weight = fp32 ? 4.0 : training.fp8_param_gather ? 1.0 : 2.0;
+  bytes.fp8_weight = training.precision == Precision::kFp8 && !training.fp8_param_gather ? 1.0 : 0.0;
   bytes.gradient = training.gradients_in_bf16 ? 2.0 : 4.0;
   // Adam: master weights (mixed precision only) and two fp32 moments; SGD: momentum.
   const double master = fp32 ? 0.0 : 4.0;

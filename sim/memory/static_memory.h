@@ -6,7 +6,8 @@
 // training forces fp32 accumulation), and 12 for Adam's fp32 master weights and two moments
 // (Rajbhandari et al., ZeRO, SC'20, §3.1: "16Ψ" = 2 + 2 + 12 with 16-bit grads; paceline keeps
 // the 4-byte gradient Megatron allocates). ZeRO-1 shards the 12, ZeRO-2 also the gradients,
-// ZeRO-3 also the weights. fp32 training has 4-byte weights and no master copy.
+// ZeRO-3 also the weights. fp32 training has 4-byte weights and no master copy. fp8 training
+// adds an fp8 copy of each GEMM weight, or with fp8 parameters holds that byte alone.
 #ifndef PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 #define PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 

@@ -294,6 +294,7 @@ Json to_json(const Scenario& s) {
   training.set("fusion", to_string(t.fusion));
   training.set("cross_entropy", to_string(t.cross_entropy));
   training.set("gradient_dtype", t.gradients_in_bf16 ? "bf16" : "fp32");
+  if (t.precision == Precision::kFp8) training.set("fp8_param_gather", t.fp8_param_gather);
   training.set("optimizer", t.optimizer == Optimizer::kAdam ? "adam" : "sgd");
   training.set("optimizer_kernels", to_string(t.optimizer_kernels));
   training.set("overlap_grad_reduce", t.overlap_grad_reduce).set("overlap_param_gather", t.overlap_param_gather);

@@ -219,6 +219,10 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   if (t.gradients_in_bf16 && t.precision == Precision::kFp32) {
     map.fail("gradient_dtype", "= bf16 needs 16-bit training (precision fp16, bf16 or fp8; here fp32)");
   }
+  t.fp8_param_gather = map.get<bool>("fp8_param_gather", false);
+  if (t.fp8_param_gather && t.precision != Precision::kFp8) {
+    map.fail("fp8_param_gather", fmt::format("= true keeps fp8 weights; it needs precision fp8 (here {})", precision));
+  }
   const std::string optimizer = map.choice("optimizer", {"adam", "sgd"}, "adam");
   t.optimizer = optimizer == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   const std::string kernels = map.choice("optimizer_kernels", {"fused", "unfused", "for_loop"}, "fused");
@@ -301,6 +305,12 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
       training.fail("precision", "= fp32 cannot run with parallelism.ep_comm_overlap: Megatron-Core overlaps bf16 or "
                                  "fp16 models (and their fp8 GEMMs)");
     }
+  }
+  // Megatron-LM gathers fp8 weights only from the distributed optimizer or FSDP, whose step
+  // writes them from the fp32 master shards.
+  if (s.training.fp8_param_gather && p.zero < 1) {
+    training.fail("fp8_param_gather", fmt::format("= true needs parallelism.zero 1 or more (the distributed optimizer "
+                                                  "or FSDP gathers the fp8 weights); here zero = {}", p.zero));
   }
   if (m.moe && p.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
     fail_parallel("fsdp_gradient_reduce", fmt::format("= all_reduce (DeepSpeed's ZeRO-3 buckets, all-reduced over the "

@@ -118,6 +118,10 @@ struct Training {
   // Gradients accumulated and reduced in 16 bits rather than fp32 (Megatron-LM's
   // --grad-reduce-in-bf16, NeMo's distributed Adam with grad_sync_dtype: bf16).
   bool gradients_in_bf16 = false;
+  // fp8 training whose GEMM weights are fp8 tensors themselves (Transformer Engine's fp8
+  // parameters; Megatron-LM's --fp8-param-gather): no 16-bit working copy beside them, and the
+  // distributed optimizer's and FSDP's weight gathers move fp8.
+  bool fp8_param_gather = false;
   Optimizer optimizer = Optimizer::kAdam;
   OptimizerKernels optimizer_kernels = OptimizerKernels::kFused;
   bool overlap_grad_reduce = true;

@@ -290,7 +290,7 @@ double LayoutBounds::fsdp_stream_s(const Layout& l) {
   const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.nvlink_domain);
   // As sim/parallel/lowering.cc sizes them: weights at the working precision, gradients at the
   // accumulation precision, over the ZeRO shard group (dp·cp ranks).
-  const ParameterBytes bytes = parameter_bytes(base_.training);
+  const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
   // Experts' weights are gathered (where their states are sharded) and their gradients
   // reduce-scattered over the ranks holding the same experts.
   const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
@@ -347,7 +347,7 @@ const std::vector<std::vector<int>>& LayoutBounds::in_flight(const Layout& l, in
 int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
   const ShardFacts& facts = shard_facts(l);
   const auto& blocks = blocks_of(l.pp * l.virtual_stages);
-  const ParameterBytes bytes = parameter_bytes(base_.training);
+  const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
   const Parallelism parallelism = layout_parallelism(l, base_);
   // ZeRO-3 with pipelining gathers each chunk's weights for the whole step.
   const bool gathered = l.zero >= 3 && !per_microbatch_fsdp(l.zero, l.pp);
@@ -375,7 +375,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
       }
       expert += count[kMoe] * (expert_parameters_ / l.ep);
     }
-    const StaticMemory states = rank_static_memory(base_.training, parallelism, parameters, expert);
+    const StaticMemory states = rank_static_memory(layout_training(l, base_), parallelism, parameters, expert);
     int64_t transient = 0;
     for (const std::vector<int>& state : in_flight(l, stage)) {
       int64_t held = 0;

@@ -121,11 +121,18 @@ bool layout_overlaps_expert_exchanges(const Layout& l, const Scenario& base) {
   return base.parallelism.ep_comm_overlap && pairs && l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull;
 }
 
+Training layout_training(const Layout& l, const Scenario& base) {
+  Training t = base.training;
+  t.micro_batch = l.micro_batch;
+  t.recompute = l.recompute;
+  t.fp8_param_gather = base.training.fp8_param_gather && l.zero >= 1;
+  return t;
+}
+
 Scenario with_layout(const Scenario& base, const Layout& l) {
   Scenario s = base;
   s.parallelism = layout_parallelism(l, base);
-  s.training.micro_batch = l.micro_batch;
-  s.training.recompute = l.recompute;
+  s.training = layout_training(l, base);
   return s;
 }
 
@@ -157,9 +164,13 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
       parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
     }
   }
-  return {{"parallelism", parallelism.dump(-1)},
-          {"training.micro_batch", fmt::format("{}", l.micro_batch)},
-          {"training.recompute", to_string(l.recompute)}};
+  std::vector<Override> overrides = {{"parallelism", parallelism.dump(-1)},
+                                     {"training.micro_batch", fmt::format("{}", l.micro_batch)},
+                                     {"training.recompute", to_string(l.recompute)}};
+  if (base.training.fp8_param_gather) {
+    overrides.push_back({"training.fp8_param_gather", layout_training(l, base).fp8_param_gather ? "true" : "false"});
+  }
+  return overrides;
 }
 
 std::string to_string(const Layout& l) {

@@ -62,6 +62,10 @@ Parallelism layout_parallelism(const Layout& layout, const Scenario& base);
 // exchanges, a schedule that pairs passes, no ZeRO-3 and no full recomputation.
 bool layout_overlaps_expert_exchanges(const Layout& layout, const Scenario& base);
 
+// The training settings of `layout` on `base`: its micro-batch and recomputation, and base's fp8
+// parameters where the layout has the ZeRO sharding that gathers them (zero 1 and up).
+Training layout_training(const Layout& layout, const Scenario& base);
+
 // The scenario with `layout` applied: parallelism and micro-batch/recompute set as
 // enumerate_layouts() defines them, the layer split and zero_shard left to their defaults.
 Scenario with_layout(const Scenario& base, const Layout& layout);

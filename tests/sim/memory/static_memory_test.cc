@@ -37,6 +37,15 @@ TEST(StaticMemory, Fp8KeepsCopiesOfGemmWeights) {
   EXPECT_EQ(static_memory(training, Sharding{}, 1000, 800, 1).weight_bytes, 2000 + 800);
 }
 
+TEST(StaticMemory, Fp8ParametersAreTheWorkingCopy) {
+  // One fp8 byte per weight in place of the 16-bit weight and its fp8 copy; ZeRO-3 shards it.
+  Training training;
+  training.precision = Precision::kFp8;
+  training.fp8_param_gather = true;
+  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 800, 1).weight_bytes, 1000);
+  EXPECT_EQ(static_memory(training, Sharding{true, true, true}, 1000, 800, 4).weight_bytes, 250);
+}
+
 TEST(StaticMemory, Bf16GradientsTakeTwoBytes) {
   Training training;
   training.gradients_in_bf16 = true;

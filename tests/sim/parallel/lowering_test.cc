@@ -476,6 +476,27 @@ training: {global_batch: 16, seq_len: 2048, overlap_grad_reduce: false}
   EXPECT_GT(exposed(bf16, ActivityTag::kDataComm), 0.4 * fp32_exposed);
 }
 
+TEST(Lowering, Fp8ParametersAreGatheredInFp8) {
+  // GPT 1.7B in fp8 over two nodes with the distributed optimizer gathering the updated weights
+  // after the step: fp8 parameters move half the bytes of 16-bit ones, and hold one byte per
+  // weight instead of the 16-bit weight and its fp8 copy.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}}
+parallelism: {dp: 16, zero: 1}
+training: {global_batch: 16, seq_len: 2048, precision: fp8, overlap_param_gather: false}
+)";
+  const Prediction bf16_weights = simulate(scenario_of(text));
+  const Prediction fp8_weights = simulate(scenario_of(std::string(text).insert(text.find("overlap_param"),
+                                                                                "fp8_param_gather: true, ")));
+  const std::vector<double> bf16_gather = span_seconds(bf16_weights, "dp.weight_all_gather");
+  const std::vector<double> fp8_gather = span_seconds(fp8_weights, "dp.weight_all_gather");
+  ASSERT_EQ(bf16_gather.size(), 1u);
+  ASSERT_EQ(fp8_gather.size(), 1u);
+  EXPECT_LT(fp8_gather[0], 0.6 * bf16_gather[0]);
+  EXPECT_GT(fp8_gather[0], 0.4 * bf16_gather[0]);
+  EXPECT_EQ(3 * fp8_weights.result.stages[0].weight_bytes, bf16_weights.result.stages[0].weight_bytes);
+}
+
 TEST(Lowering, WeightGradientsAddIntoTheGradientBufferUnlessParametersAreSharded) {
   // Megatron-LM's weight-gradient GEMMs add into main_grad, in the gradient dtype; under FSDP
   // (zero 3) autograd's weight gradient is a fresh tensor.

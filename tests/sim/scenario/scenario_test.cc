@@ -350,6 +350,22 @@ TEST(ScenarioErrors, GradientDtypeIsFp32OrBf16OfSixteenBitTraining) {
             "s.yaml:15:19: training.gradient_dtype = bf16 needs 16-bit training (precision fp16, bf16 or fp8; here fp32)");
 }
 
+TEST(ScenarioErrors, Fp8ParametersNeedFp8TrainingAndAShardedOptimizer) {
+  const auto with = [](const std::string& training, const std::string& zero) {
+    return replace(replace(replace(kBase, "global_batch: 1536", "global_batch: 1536\n" + training), "pp: 16",
+                           "pp: 16\n" + zero),
+                   "a100-sxm4-80gb", "h100-sxm5-80gb");
+  };
+  EXPECT_FALSE(load_scenario_text(kBase, "s.yaml").training.fp8_param_gather);
+  EXPECT_TRUE(load_scenario_text(with("  precision: fp8\n  fp8_param_gather: true", "  zero: 1"), "s.yaml")
+                  .training.fp8_param_gather);
+  EXPECT_EQ(error_of(with("  fp8_param_gather: true", "  zero: 1")),
+            "s.yaml:15:21: training.fp8_param_gather = true keeps fp8 weights; it needs precision fp8 (here bf16)");
+  EXPECT_EQ(error_of(with("  precision: fp8\n  fp8_param_gather: true", "  zero: 0")),
+            "s.yaml:16:21: training.fp8_param_gather = true needs parallelism.zero 1 or more (the distributed "
+            "optimizer or FSDP gathers the fp8 weights); here zero = 0");
+}
+
 TEST(ScenarioErrors, ContextCommunicationFitsTheHeadsAndNeedsContextParallelism) {
   const auto with = [](const std::string& parallelism) { return replace(kBase, "pp: 16", parallelism); };
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").parallelism.cp_comm, ContextComm::kRing);

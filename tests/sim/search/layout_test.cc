@@ -125,6 +125,23 @@ training: {global_batch: 4}
   EXPECT_EQ(seen, (std::set<bool>{false, true}));
 }
 
+TEST(Layout, Fp8ParametersStayWhereTheOptimizerIsSharded) {
+  const ScenarioSource source{R"(model: {name: g, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128, seq_len: 8}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {zero: 1}
+training: {global_batch: 4, precision: fp8, fp8_param_gather: true}
+)",
+                              "g.yaml"};
+  const Scenario base = load_scenario(source);
+  std::set<bool> seen;
+  for (const Layout& l : enumerate_layouts(base)) {
+    seen.insert(l.zero >= 1);
+    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).training.fp8_param_gather, l.zero >= 1) << to_string(l);
+    EXPECT_EQ(with_layout(base, l).training.fp8_param_gather, l.zero >= 1) << to_string(l);
+  }
+  EXPECT_EQ(seen, (std::set<bool>{false, true}));
+}
+
 // The base scenario's framework settings reach every layout they apply to, as the scenario
 // reader loads it for simulation and as with_layout() builds it for the bounds.
 TEST(Layout, FrameworkSettingsReachTheLayoutsTheyApplyTo) {

@@ -81,6 +81,8 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_FALSE(by_id("nemo2407_Nemotron-22B_64gpu").training.gradients_in_bf16);
   EXPECT_TRUE(by_id("nemo2407_Nemotron-340B_128gpu").training.gradients_in_bf16);
   EXPECT_TRUE(by_id("mbridge2511_Qwen3-30B-A3B_16gpu_FP8-CS").training.gradients_in_bf16);
+  EXPECT_TRUE(by_id("mbridge2511_Qwen3-30B-A3B_16gpu_FP8-CS").training.fp8_param_gather);
+  EXPECT_FALSE(by_id("nemo2407_GPT3-20B_64gpu").training.fp8_param_gather);
   EXPECT_EQ(by_id("mbridge2511_Qwen3-235B-A22B_256gpu_FP8-CS").training.moe_weighting, MoeWeighting::kActivation);
   EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").cluster.inter_node->post_overhead, Seconds(2e-6));
   EXPECT_EQ(by_id("korthikanti_22B_selective_sp").cluster.inter_node->post_overhead, Seconds(0));
