@@ -79,7 +79,7 @@ std::vector<RankDim> read_rank_order(YamlMap& map) {
   return order;
 }
 
-Parallelism read_parallelism(YamlMap& map, bool& dp_given, bool& schedule_given) {
+Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given, bool& schedule_given) {
   Parallelism p;
   p.tp = at_least_one(map, "tp", 1);
   p.pp = at_least_one(map, "pp", 1);
@@ -402,6 +402,12 @@ DType Scenario::compute_dtype() const {
   return DType::kBf16;
 }
 
+Parallelism read_parallelism(YamlMap& map) {
+  bool dp_given = false;
+  bool schedule_given = false;
+  return read_parallelism_fields(map, dp_given, schedule_given);
+}
+
 Scenario read_scenario(YamlMap& root) {
   Scenario s;
   s.file = root.file();
@@ -419,7 +425,7 @@ Scenario read_scenario(YamlMap& root) {
   bool schedule_given = false;
   std::optional<YamlMap> parallelism = root.optional_map("parallelism");
   if (parallelism) {
-    s.parallelism = read_parallelism(*parallelism, dp_given, schedule_given);
+    s.parallelism = read_parallelism_fields(*parallelism, dp_given, schedule_given);
   } else {
     s.parallelism.sequence_parallel = false;
   }

@@ -160,6 +160,10 @@ struct Scenario {
 Scenario read_scenario(YamlMap& map);
 Scenario load_scenario_file(const std::string& path);
 
+// A scenario's parallelism mapping read on its own (`map` at path "parallelism"): each field
+// checked as a scenario checks it, none against the model, cluster or training.
+Parallelism read_parallelism(YamlMap& map);
+
 // Layers of each virtual stage when `layers_per_stage` is not given: an even split, extra layers
 // to the inner stages first.
 std::vector<int> default_layers_per_stage(int layers, int virtual_stages_total);

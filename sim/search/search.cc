@@ -97,6 +97,24 @@ Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Ov
     neutral.push_back({"training.global_batch", fmt::format("{}", nodes * gpus_per_node)});
   }
   Scenario base = load_scenario(source, neutral);
+  // The scenario's framework settings reach the layouts they apply to (layout_parallelism); its
+  // own layout does not.
+  if (const YAML::Node given = child(root, "parallelism"); given.IsDefined()) {
+    YamlMap map(given, source.file, "parallelism");
+    const Parallelism settings = read_parallelism(map);
+    Parallelism& p = base.parallelism;
+    p.schedule = settings.schedule;
+    p.tp_comm_overlap = settings.tp_comm_overlap;
+    p.tp_comm_overlap_method = settings.tp_comm_overlap_method;
+    p.cp_comm = settings.cp_comm;
+    p.cp_comm_overlap = settings.cp_comm_overlap;
+    p.ep_comm_overlap = settings.ep_comm_overlap;
+    p.fsdp_prefetch = settings.fsdp_prefetch;
+    p.fsdp_gather = settings.fsdp_gather;
+    p.fsdp_gradient_reduce = settings.fsdp_gradient_reduce;
+    p.fsdp_persistence_threshold = settings.fsdp_persistence_threshold;
+    p.fsdp_reuse_distance = settings.fsdp_reuse_distance;
+  }
   if (has_batch) {
     base.training.global_batch = read_scalar<int64_t>(batch, source.file, "training.global_batch");
     if (base.training.global_batch < 1) {

@@ -101,6 +101,38 @@ TEST(Search, TheScenariosOwnLayoutDoesNotMatter) {
             to_json(search_layouts({kFourGpus, "four.yaml"}, {.top = 2})).at("layouts").dump());
 }
 
+TEST(Search, TheScenariosFrameworkSettingsReachItsLayouts) {
+  // The schedule of one chunk per stage is the scenario's.
+  const SearchReport gpipe =
+      search_layouts({std::string(kFourGpus) + "parallelism: {tp: 3, schedule: gpipe}\n", "four.yaml"}, {.top = 50});
+  int single_chunk = 0;
+  for (const RankedLayout& r : gpipe.top) {
+    if (r.layout.virtual_stages > 1) continue;
+    ++single_chunk;
+    EXPECT_EQ(r.layout.schedule, Schedule::kGpipe) << to_string(r.layout);
+  }
+  EXPECT_GT(single_chunk, 0);
+  // The expert-parallel exchanges of layouts with experts over several ranks overlap: those
+  // layouts run faster, the others as before.
+  const std::string moe = R"(name: moe
+model: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 2048, vocab: 32000, seq_len: 2048,
+        moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
+training: {global_batch: 16}
+)";
+  const SearchReport plain = search_layouts({moe, "moe.yaml"}, {.top = 400});
+  const SearchReport overlapped =
+      search_layouts({moe + "parallelism: {ep_comm_overlap: true}\n", "moe.yaml"}, {.top = 400});
+  int faster = 0;
+  for (const RankedLayout& o : overlapped.top) {
+    const auto p = std::ranges::find(plain.top, o.layout, &RankedLayout::layout);
+    if (p == plain.top.end()) continue;
+    if (o.layout.ep == 1) EXPECT_EQ(o.iteration_time_s, p->iteration_time_s) << to_string(o.layout);
+    if (o.iteration_time_s < p->iteration_time_s) ++faster;
+  }
+  EXPECT_GT(faster, 0);
+}
+
 TEST(Search, BadScenariosStillSayWhere) {
   try {
     search_layouts(
