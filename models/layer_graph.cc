@@ -1063,20 +1063,26 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int permute = b.add(memory_op("moe.permute", MemoryKernel::kPermute, elements(2.0 * routed * H, d.e),
                                       Bytes(0), elements(2.0 * routed * H, d.e), {input, topk}));
   const int local_experts = moe.experts / shard.ep;
-  // Load on this rank: its experts receive `routed` tokens on average; the busiest expert gets
-  // `imbalance` times its share (capped by the capacity factor, beyond which tokens drop), and
-  // the rank with it carries (local_experts − 1 + imbalance)/local_experts of the mean.
-  double imbalance = moe.imbalance;
-  if (moe.capacity_factor > 0.0) imbalance = std::min(imbalance, moe.capacity_factor);
-  const double rank_tokens = routed * (local_experts - 1 + imbalance) / local_experts;
+  // Load on this rank, which holds the busiest expert: that expert gets `imbalance` times its
+  // share of the routed tokens and the others split the rest evenly, (experts − imbalance) /
+  // (experts − 1) shares each, so the tokens add up over the experts; the capacity factor caps
+  // every expert's share, the tokens beyond it dropped before the dispatch.
+  const double experts = moe.experts;
+  double busiest = moe.imbalance;
+  double others = moe.experts > 1 ? (experts - moe.imbalance) / (experts - 1) : 1.0;
+  if (moe.capacity_factor > 0.0) {
+    busiest = std::min(busiest, moe.capacity_factor);
+    others = std::min(others, moe.capacity_factor);
+  }
+  const double rank_tokens = routed * (busiest + (local_experts - 1) * others) / local_experts;
   const int64_t per_expert = static_cast<int64_t>(std::ceil(rank_tokens / local_experts));
   const int64_t f = moe.ffn_hidden;
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   const double e = d.e;
   const double rows = static_cast<double>(per_expert * local_experts);
-  // Each rank sends the tokens bound for other ranks' experts, (ep−1)/ep of its routed tokens,
-  // and receives their outputs back.
-  const Bytes exchanged = elements(routed * H * (shard.ep - 1) / shard.ep, d.e);
+  // The rank receives the tokens for its experts from the other ranks, (ep−1)/ep of them, and
+  // sends their outputs back.
+  const Bytes exchanged = elements(rank_tokens * H * (shard.ep - 1) / shard.ep, d.e);
   int tokens_in = permute;
   int dispatch_id = -1;
   if (shard.ep > 1) {

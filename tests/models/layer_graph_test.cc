@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <string>
 
@@ -765,6 +767,37 @@ TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
     }
   }
   EXPECT_EQ(all_to_all, 2);  // dispatch and combine
+}
+
+TEST(LayerGraph, ExpertLoadAddsUpOverTheExpertsAndTheCapacityCapsEveryOne) {
+  // Mixtral's 8 experts, 4096 tokens, top-2: 8192 routed tokens. The busiest expert's extra
+  // tokens are taken from the others, so a rank holding every expert carries all 8192 however
+  // they are spread; on 4 ranks of two experts the busiest expert's rank carries (3 + 5/7)/2
+  // times the mean 8192 at imbalance 3. A capacity factor below 1 drops tokens at every expert, and
+  // the exchange carries only what is kept.
+  ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  const auto expert_rows = [&](double imbalance, double capacity, int ep) {
+    m.moe->imbalance = imbalance;
+    m.moe->capacity_factor = capacity;
+    s.ep = ep;
+    const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+    const Op& op = g.op(forward_op(g, "moe.expert_fc1"));
+    return op.gemm.m * op.gemm.count;
+  };
+  EXPECT_EQ(expert_rows(1.0, 0.0, 1), 8192);
+  EXPECT_EQ(expert_rows(3.0, 0.0, 1), 8192);
+  EXPECT_EQ(expert_rows(3.0, 0.0, 4), 2 * static_cast<int64_t>(std::ceil(8192.0 * (3.0 + 5.0 / 7.0) / 2 / 2)));
+  EXPECT_EQ(expert_rows(1.0, 0.5, 1), 4096);
+  const auto exchanged = [&](double capacity) {
+    m.moe->imbalance = 1.0;
+    m.moe->capacity_factor = capacity;
+    s.ep = 8;
+    const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+    return g.op(forward_op(g, "moe.dispatch")).comm.size;
+  };
+  EXPECT_EQ(exchanged(0.5), exchanged(0.0) * 0.5);
 }
 
 TEST(LayerGraph, SeveralLocalExpertsRegroupTheExchangedTokens) {
