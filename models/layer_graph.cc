@@ -1089,6 +1089,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Forward dispatch = collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
                                   exchanged, {permute});
     dispatch.backward_after_weight_gradients = !shard.delay_expert_weight_gradients;
+    // Per operator the exchanges keep their output, as torchtitan's policy saves all_to_all_single.
+    dispatch.per_op_output = exchanged;
     tokens_in = dispatch_id = b.add(dispatch);
   }
   const int expert_weight_gradient_after = shard.delay_expert_weight_gradients ? dispatch_id : -1;
@@ -1146,8 +1148,10 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                  regroup_traffic, {fc2}));
   }
   if (shard.ep > 1) {
-    tokens_out = b.add(collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                  exchanged, {tokens_out}));
+    Forward combine = collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+                                 exchanged, {tokens_out});
+    combine.per_op_output = exchanged;
+    tokens_out = b.add(combine);
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
   // already weighted, the copies of a token are only summed.

@@ -827,6 +827,24 @@ TEST(LayerGraph, SeveralLocalExpertsRegroupTheExchangedTokens) {
   }
 }
 
+TEST(LayerGraph, PerOperatorRecomputeKeepsTheExpertExchanges) {
+  // torchtitan's per-operator policy saves all_to_all_single: backward does not exchange the
+  // tokens again; the exchanges keep what they received.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 8;
+  s.recompute = Recompute::kSelectiveOp;
+  const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+  for (const OpId id : g.ops(Phase::kRecompute)) {
+    EXPECT_NE(g.op(id).comm.collective, Collective::kAllToAll) << g.op(id).name;
+  }
+  for (const char* name : {"moe.dispatch", "moe.combine"}) {
+    const Op& op = g.op(forward_op(g, name));
+    EXPECT_EQ(op.saved, op.comm.size) << name;
+  }
+}
+
 TEST(LayerGraph, ExpertExchangeGradientWaitsForTheExpertsWeightGradients) {
   // The dispatch's all-to-all is an autograd function of its own: backward issues it after the
   // experts' backward returns, weight gradients included. Shared experts run before the routing,
