@@ -47,7 +47,7 @@ LayerShard kept_layer_shard(const Scenario& s) {
 }
 
 std::optional<DType> gradient_buffer(const Training& training, int zero, int pp) {
-  if (zero >= 3 || reduces_gradients_per_microbatch(zero, pp)) return std::nullopt;
+  if (reduces_gradients_per_microbatch(zero, pp)) return std::nullopt;
   return training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
 }
 

@@ -101,8 +101,9 @@ struct OptimizerStep {
 OptimizerStep optimizer_step(const Training& training, double gradient_bytes, double weight_bytes);
 
 // The buffer that weight-gradient GEMMs add into, in its dtype: where a stage accumulates whole
-// gradients below ZeRO-3 they are accumulated in place (Megatron-LM's gradient-accumulation
-// fusion); under ZeRO-3, or where each micro-batch's gradients are reduced, none.
+// gradients over its micro-batches they are accumulated in place (Megatron-LM's
+// gradient-accumulation fusion; under ZeRO-3 with pipelining, PyTorch FSDP's unsharded gradients,
+// accumulated in the reduce dtype); where each micro-batch's gradients are reduced, none.
 std::optional<DType> gradient_buffer(const Training& training, int zero, int pp);
 
 // Whether ZeRO stage `zero` over `pp` pipeline stages gathers weights and reduces gradients per

@@ -497,9 +497,10 @@ training: {global_batch: 16, seq_len: 2048, precision: fp8, overlap_param_gather
   EXPECT_EQ(3 * fp8_weights.result.stages[0].weight_bytes, bf16_weights.result.stages[0].weight_bytes);
 }
 
-TEST(Lowering, WeightGradientsAddIntoTheGradientBufferUnlessParametersAreSharded) {
+TEST(Lowering, WeightGradientsAddIntoTheGradientBufferUnlessEachMicrobatchReducesThem) {
   // Megatron-LM's weight-gradient GEMMs add into main_grad, in the gradient dtype; under FSDP
-  // (zero 3) autograd's weight gradient is a fresh tensor.
+  // (zero 3) autograd's weight gradient is a fresh tensor, reduced at once; with pipelining FSDP
+  // accumulates the unsharded gradients over the micro-batches in the reduce dtype.
   const auto targets = [](const std::string& parallelism, const std::string& training) {
     const auto s = scenario_of(fmt::format(R"(model: gpt-1.7b
 cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
@@ -522,6 +523,8 @@ training: {{global_batch: 16, seq_len: 2048{}}}
   EXPECT_EQ(targets("zero: 1", ""), (std::set<std::optional<DType>>{DType::kFp32}));
   EXPECT_EQ(targets("zero: 1", ", gradient_dtype: bf16"), (std::set<std::optional<DType>>{DType::kBf16}));
   EXPECT_EQ(targets("zero: 3", ""), (std::set<std::optional<DType>>{std::nullopt}));
+  EXPECT_EQ(gradient_buffer(Training{}, /*zero=*/3, /*pp=*/2), DType::kFp32);
+  EXPECT_EQ(gradient_buffer(Training{}, /*zero=*/2, /*pp=*/1), std::nullopt);
 }
 
 TEST(Lowering, ContextCommunicationModesDoTheSameAttentionWork) {
