@@ -11,7 +11,32 @@ std::string SourceLocation::to_string() const {
   return fmt::format("{}:{}:{}", name, line, column);
 }
 
+namespace {
+
+// One line of printable text: control characters in echoed values and keys are escaped, and an
+// echoed value of pages is cut short.
+std::string one_line(const std::string& text) {
+  constexpr size_t kMostChars = 2000;
+  std::string line;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      line += fmt::format("\\x{:02x}", byte);
+    } else {
+      line += c;
+    }
+    if (line.size() >= kMostChars) return line + " [cut]";
+  }
+  return line;
+}
+
+}  // namespace
+
 InputError::InputError(const SourceLocation& where, const std::string& message)
-    : std::invalid_argument(where.to_string() + ": " + message), where_(where), detail_(message) {}
+    : std::invalid_argument(one_line(where.to_string() + ": " + message)), where_(where), detail_(one_line(message)) {}
 
 }  // namespace paceline

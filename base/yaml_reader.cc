@@ -6,20 +6,75 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace paceline {
 namespace {
 
+// Where the quoted scalar opening at `open` ends (the position of its closing quote), or npos:
+// a double quote ends at the next one not escaped by a backslash, a single quote at the next one
+// not doubled.
+size_t closing_quote(const std::string& text, size_t open) {
+  const char quote = text[open];
+  for (size_t i = open + 1; i < text.size(); ++i) {
+    if (quote == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == quote) {
+      if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;
+      } else {
+        return i;
+      }
+    }
+  }
+  return std::string::npos;
+}
+
+// What yaml-cpp lets through: a key given twice in one mapping (it keeps the first) and a
+// quoted string without its closing quote (it runs to the end of the file, taking the keys
+// after it).
+void check_node(const YAML::Node& node, const std::string& text, const std::string& name) {
+  if (node.IsScalar()) {
+    const size_t open = node.Mark().is_null() ? std::string::npos : static_cast<size_t>(node.Mark().pos);
+    if (open < text.size() && (text[open] == '"' || text[open] == '\'') &&
+        closing_quote(text, open) == std::string::npos) {
+      throw InputError(location_of(node, name), "YAML syntax error: this quoted string has no closing quote");
+    }
+  } else if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& entry : node) {
+      check_node(entry.first, text, name);
+      check_node(entry.second, text, name);
+      if (!entry.first.IsScalar()) continue;
+      const auto [first, inserted] = seen.emplace(entry.first.Scalar(), entry.first.Mark());
+      if (!inserted) {
+        throw InputError(location_of(entry.first, name),
+                         fmt::format("key '{}' is given twice in this mapping (first on line {}); give it once",
+                                     entry.first.Scalar(), first->second.line + 1));
+      }
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) check_node(item, text, name);
+  }
+}
+
 YamlDocument parse(const std::string& text, const std::string& name) {
   YamlDocument document{name, {}};
   try {
-    document.root = YAML::Load(text);
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      throw InputError(location_of(documents[1], name),
+                       "a second YAML document ('---'): a file holds one document");
+    }
+    if (!documents.empty()) document.root = documents.front();
   } catch (const YAML::ParserException& e) {
     throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
                      fmt::format("YAML syntax error: {}", e.msg));
   }
+  check_node(document.root, text, name);
   if (!document.root || document.root.IsNull()) {
     // An empty document has no node to point at: cite its start.
     throw InputError(SourceLocation{name, 1, 1}, "the file is empty; expected a YAML mapping");

@@ -68,6 +68,32 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
             "/nonexistent/x.yaml: cannot open the file (missing or unreadable)");
 }
 
+TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
+  // A key given twice (the parser keeps the first), a quoted string without its closing quote
+  // (it would run to the end of the file, taking the keys after it), a second document.
+  EXPECT_EQ(error_of([] { load_yaml_text("p:\n  pp: 2\n  pp: 4\n", "d.yaml"); }),
+            "d.yaml:3:3: key 'pp' is given twice in this mapping (first on line 2); give it once");
+  EXPECT_EQ(error_of([] { load_yaml_text("a: [{x: 1, x: 2}]\n", "d.yaml"); }),
+            "d.yaml:1:12: key 'x' is given twice in this mapping (first on line 1); give it once");
+  EXPECT_EQ(error_of([] { load_yaml_text("source: \"my paper\ntied: true\n", "q.yaml"); }),
+            "q.yaml:1:9: YAML syntax error: this quoted string has no closing quote");
+  EXPECT_EQ(error_of([] { load_yaml_text("a: 1\n---\nb: 2\n", "two.yaml"); }),
+            "two.yaml:3:1: a second YAML document ('---'): a file holds one document");
+  // Escaped and doubled quotes close where they should.
+  const YamlDocument doc = load_yaml_text("a: \"x \\\" y\"\nb: 'it''s'\n", "ok.yaml");
+  EXPECT_EQ(doc.root["a"].Scalar(), "x \" y");
+  EXPECT_EQ(doc.root["b"].Scalar(), "it's");
+}
+
+TEST(InputError, IsOneLineOfPrintableText) {
+  // Values and keys are echoed as given: their control characters are escaped, and a value of
+  // pages is cut short.
+  EXPECT_STREQ(InputError(SourceLocation{"f.yaml", 1, 2}, "x = 'a\nb\x1b[31m'").what(), "f.yaml:1:2: x = 'a\\nb\\x1b[31m'");
+  const std::string long_message = InputError(SourceLocation{"f.yaml"}, std::string(100000, 'v')).what();
+  EXPECT_LT(long_message.size(), 2100u);
+  EXPECT_TRUE(long_message.ends_with(" [cut]"));
+}
+
 TEST(YamlReader, MissingRequiredKeyPointsAtTheMapping) {
   const YamlDocument doc = load_yaml_text("model:\n  layers: 2\n", "m.yaml");
   YamlMap root(doc.root, doc.file, "");
