@@ -2,9 +2,12 @@
 // training on a GPU cluster. Command-line front end; all logic lives in the libraries.
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -86,10 +89,13 @@ Lists the catalog with each entry's key figures.
 // Parsed command line: positional arguments and --flags (with their value when they take one).
 struct Arguments {
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;            // the last value of each option
-  std::map<std::string, std::vector<std::string>> repeated;  // every value, in order
+  std::map<std::string, std::string> options;            // the value of each option
+  std::map<std::string, std::vector<std::string>> repeated;  // every value of --set, in order
   bool has(const std::string& flag) const { return options.count(flag) > 0; }
 };
+
+// The one option a command line may repeat: each gives another axis.
+constexpr const char* kRepeatable = "--set";
 
 Arguments parse(int argc, char** argv, int first, const std::vector<std::string>& valued,
                 const std::vector<std::string>& flags) {
@@ -102,6 +108,9 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
     }
     if (std::find(valued.begin(), valued.end(), arg) != valued.end()) {
       if (i + 1 >= argc) throw InputError({"<command line>"}, fmt::format("option {} needs a value", arg));
+      if (args.has(arg) && arg != kRepeatable) {
+        throw InputError({"<command line>"}, fmt::format("option {} is given twice; give it once", arg));
+      }
       args.options[arg] = argv[++i];
       args.repeated[arg].push_back(args.options[arg]);
     } else if (std::find(flags.begin(), flags.end(), arg) != flags.end()) {
@@ -116,20 +125,29 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
   return args;
 }
 
-uint64_t parse_count(const std::string& text, const std::string& option) {
-  try {
-    size_t used = 0;
-    const unsigned long long value = std::stoull(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
+// A whole number of at least `least` and at most `most`, in decimal digits only.
+uint64_t parse_count(const std::string& text, const std::string& option, uint64_t least = 0,
+                     uint64_t most = std::numeric_limits<uint64_t>::max()) {
+  uint64_t value = 0;
+  const auto [rest, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool digits = !text.empty() && text.front() != '+' && text.front() != '-';
+  if (!digits || ec != std::errc() || rest != text.data() + text.size()) {
+    throw InputError({"<command line>"}, fmt::format("{} = '{}' is not a non-negative integer", option, text));
   }
-  throw InputError({"<command line>"}, fmt::format("{} = '{}' is not a non-negative integer", option, text));
+  if (value < least || value > most) {
+    throw InputError({"<command line>"}, fmt::format("{} = {} is out of range; expected {} to {}", option, value,
+                                                      least, most));
+  }
+  return value;
+}
+
+// An option that takes a count of the int range.
+int parse_int_count(const Arguments& args, const std::string& option, uint64_t least) {
+  return static_cast<int>(parse_count(args.options.at(option), option, least, std::numeric_limits<int>::max()));
 }
 
 // --threads N, or 0 (one per hardware thread) when it is not given.
-int thread_count(const Arguments& args) {
-  return args.has("--threads") ? static_cast<int>(parse_count(args.options.at("--threads"), "--threads")) : 0;
-}
+int thread_count(const Arguments& args) { return args.has("--threads") ? parse_int_count(args, "--threads", 0) : 0; }
 
 int run_command(int argc, char** argv) {
   const Arguments args =
@@ -190,6 +208,22 @@ int validate_command(int argc, char** argv) {
                                                      "the plot's SVG beside it) or .html (one page, the plot inline)",
                                                      report_path));
   }
+  // The limits asked for, each a fraction of at least 0.
+  std::map<std::string, std::optional<double>> limits;
+  for (const char* option : {"--max-mape", "--max-memory-mape"}) {
+    if (!args.has(option)) {
+      limits[option] = std::nullopt;
+      continue;
+    }
+    const std::string& text = args.options.at(option);
+    double limit = 0.0;
+    const auto [rest, ec] = std::from_chars(text.data(), text.data() + text.size(), limit);
+    if (ec != std::errc() || rest != text.data() + text.size() || !std::isfinite(limit) || limit < 0.0) {
+      throw InputError({"<command line>"}, fmt::format("{} = '{}': expected a fraction of at least 0 (e.g. 0.12 "
+                                                       "for 12%)", option, text));
+    }
+    limits[option] = limit;
+  }
   std::vector<ValidationCase> cases;
   for (const std::string& file : args.positional) {
     std::vector<ValidationCase> loaded = load_validation_file(file);
@@ -215,24 +249,20 @@ int validate_command(int argc, char** argv) {
   }
   std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
   // The checks asked for: exit 1 when an error exceeds its limit.
-  const auto within = [&](const char* option, const char* what, std::optional<double> value) {
-    if (!args.has(option)) return true;
-    double limit = 0.0;
-    try {
-      limit = std::stod(args.options.at(option));
-    } catch (const std::exception&) {
-      throw InputError({"<command line>"}, fmt::format("{} needs a number (a fraction, e.g. 0.12)", option));
-    }
-    if (!value) {
-      throw InputError({"<command line>"},
-                       fmt::format("{}: no case of the validation files has a measured peak memory", option));
-    }
-    if (*value <= limit) return true;
-    std::cerr << fmt::format("paceline: {} {:.2f}% exceeds the limit {:.2f}%\n", what, 100.0 * *value, 100.0 * limit);
+  const auto within = [&](const char* option, const char* what, std::optional<double> value, const std::string& missing) {
+    const std::optional<double>& limit = limits.at(option);
+    if (!limit) return true;
+    if (!value) throw InputError({"<command line>"}, fmt::format("{}: {}", option, missing));
+    if (*value <= *limit) return true;
+    std::cerr << fmt::format("paceline: {} {:.2f}% exceeds the limit {:.2f}%\n", what, 100.0 * *value, 100.0 * *limit);
     return false;
   };
-  const bool time_within = within("--max-mape", "MAPE", report.mape);
-  const bool memory_within = within("--max-memory-mape", "peak-memory MAPE", report.memory_mape);
+  const size_t predicted = report.cases.size() - static_cast<size_t>(report.unsupported);
+  const bool time_within =
+      within("--max-mape", "MAPE", predicted > 0 ? std::optional(report.mape) : std::nullopt,
+             fmt::format("no case of the validation files was predicted ({} unsupported)", report.unsupported));
+  const bool memory_within = within("--max-memory-mape", "peak-memory MAPE", report.memory_mape,
+                                    "no case of the validation files has a measured peak memory");
   return time_within && memory_within ? 0 : 1;
 }
 
@@ -241,6 +271,10 @@ int catalog_command(int argc, char** argv, bool gpus) {
   if (args.has("--help")) {
     std::cout << kCatalogUsage;
     return 0;
+  }
+  if (!args.positional.empty()) {
+    throw InputError({"<command line>"}, fmt::format("paceline {} takes no file or name; '{}' is extra (see paceline "
+                                                      "{} --help)", argv[1], args.positional[0], argv[1]));
   }
   const Json list = gpus ? gpu_listing() : model_listing();
   std::string text;
@@ -292,8 +326,8 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
     throw InputError({"<command line>"}, "paceline search takes exactly one scenario file (see paceline search --help)");
   }
   SearchOptions options;
-  if (args.has("--gpus")) options.gpus = static_cast<int>(parse_count(args.options.at("--gpus"), "--gpus"));
-  if (args.has("--top")) options.top = static_cast<int>(parse_count(args.options.at("--top"), "--top"));
+  if (args.has("--gpus")) options.gpus = parse_int_count(args, "--gpus", 1);
+  if (args.has("--top")) options.top = parse_int_count(args, "--top", 1);
   options.threads = thread_count(args);
   const SearchReport report = search_layouts(read_scenario_source(args.positional[0]), options);
   std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
@@ -334,8 +368,7 @@ the scenario format is a row with its error, not a failure of the sweep.
   SweepOptions options;
   options.threads = thread_count(args);
   const ScenarioSource source = read_scenario_source(args.positional[0]);
-  // Reads the scenario as given first, so that an error outside the axes fails the sweep itself.
-  load_scenario(source, sweep_configuration(axes, 0));
+  check_sweep(source, axes);
   const SweepTable table = run_sweep(source, axes, 0, sweep_size(axes), options);
   if (args.has("--json")) {
     std::cout << to_json(axes, 0, table).dump() << "\n";

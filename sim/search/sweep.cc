@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "base/check.h"
 #include "base/input_error.h"
@@ -53,6 +55,19 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
   return axis;
 }
 
+void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes) {
+  std::optional<InputError> first;
+  for (size_t i = 0; i < sweep_size(axes); ++i) {
+    try {
+      load_scenario(base, sweep_configuration(axes, i));
+      return;
+    } catch (const InputError& e) {
+      if (!first) first = e;
+    }
+  }
+  throw *first;
+}
+
 size_t sweep_size(const std::vector<SweepAxis>& axes) {
   size_t size = 1;
   for (const SweepAxis& axis : axes) size *= axis.values.size();
@@ -72,6 +87,13 @@ std::vector<Override> sweep_configuration(const std::vector<SweepAxis>& axes, si
 
 SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes, size_t begin,
                      size_t end, const SweepOptions& options) {
+  std::set<std::string> paths;
+  for (const SweepAxis& axis : axes) {
+    if (!paths.insert(axis.path).second) {
+      throw InputError(SourceLocation{base.file},
+                       fmt::format("the sweep sets {} on two axes; give each field one axis", axis.path));
+    }
+  }
   end = std::min(end, sweep_size(axes));
   begin = std::min(begin, end);
   const size_t n = end - begin;

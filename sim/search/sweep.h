@@ -28,6 +28,11 @@ struct SweepAxis {
 // outside brackets, braces and quotes. Throws InputError citing `where` when it is malformed.
 SweepAxis parse_sweep_axis(const std::string& text, const std::string& where);
 
+// Refuses a sweep of which no configuration reads: an error outside the axes, thrown as the
+// first configuration's. Configurations that only some values break are left to be rows with
+// their error.
+void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes);
+
 // The number of configurations (the product of the axis lengths; 1 for no axes).
 size_t sweep_size(const std::vector<SweepAxis>& axes);
 // The overrides of configuration `index`.
@@ -55,7 +60,8 @@ struct SweepOptions {
   std::function<void(size_t done, size_t total)> progress;
 };
 
-// Simulates configurations [begin, end) of the sweep (all when end is past the last).
+// Simulates configurations [begin, end) of the sweep (all when end is past the last). Refuses
+// axes that set one field twice: its rows would be labelled by one value and run with another.
 SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes, size_t begin,
                      size_t end, const SweepOptions& options = {});
 

@@ -1,4 +1,5 @@
 // Tests the paceline executable: exit codes, one-line errors, JSON output.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -87,6 +88,45 @@ TEST(Cli, ValidateLimitsFailTheRunWithExitOne) {
   const CliOutcome no_peak = run_cli("validate " + without_peak + " --max-memory-mape 0.1");
   EXPECT_EQ(no_peak.exit_code, 2);
   EXPECT_NE(no_peak.output.find("--max-memory-mape: no case of the validation files has a measured peak memory"),
+            std::string::npos);
+}
+
+TEST(Cli, OptionValuesAreCheckedWhole) {
+  // A count is decimal digits within its range (no sign, no wrap at 32 bits), a limit a whole
+  // non-negative fraction, an option given once, and a catalog listing takes no argument.
+  const std::string scenario = "scenarios/gpt-1.7b-1xa100.yaml";
+  const auto error = [](const std::string& command) {
+    const CliOutcome o = run_cli(command);
+    EXPECT_EQ(o.exit_code, 2) << command << "\n" << o.output;
+    return o.output;
+  };
+  EXPECT_EQ(error("run " + scenario + " --threads -1"),
+            "paceline: <command line>: --threads = '-1' is not a non-negative integer\n");
+  EXPECT_EQ(error("search " + scenario + " --gpus 4294967304"),
+            "paceline: <command line>: --gpus = 4294967304 is out of range; expected 1 to 2147483647\n");
+  EXPECT_EQ(error("search " + scenario + " --gpus 0"),
+            "paceline: <command line>: --gpus = 0 is out of range; expected 1 to 2147483647\n");
+  error("run " + scenario + " --max-events 10x");
+  error("run " + scenario + " --threads 2 --threads 1");
+  error("models extra");
+  const std::string cases = paceline::testing::temp_path("whole.yaml");
+  std::ofstream(cases) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+)";
+  for (const char* limit : {"5%", "0.2abc", "nan", "inf", "-1", " 0.2"}) {
+    EXPECT_EQ(error("validate " + cases + " --max-mape '" + limit + "'"),
+              fmt::format("paceline: <command line>: --max-mape = '{}': expected a fraction of at least 0 (e.g. "
+                          "0.12 for 12%)\n", limit));
+  }
+  error("validate " + cases + " --overlay a.yaml --overlay b.yaml");
+  // No case predicted: a limit on the MAPE cannot be met.
+  const std::string unsupported = paceline::testing::temp_path("unsupported.yaml");
+  std::ofstream(unsupported) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}, parallelism: {tp: 3},
+              training: {global_batch: 1, seq_len: 1024}}}
+)";
+  EXPECT_NE(error("validate " + unsupported + " --max-mape 0.5")
+                .find("--max-mape: no case of the validation files was predicted (1 unsupported)"),
             std::string::npos);
 }
 

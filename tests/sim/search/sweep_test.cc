@@ -32,6 +32,30 @@ TEST(Sweep, LastAxisVariesFastest) {
   EXPECT_EQ(sweep_size({}), 1u);
 }
 
+TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
+  // An invalid value is a row in either place; an error outside the axes fails the sweep; a
+  // field on two axes would label rows by one value and run another.
+  const ScenarioSource base{kBase, "sweep.yaml"};
+  check_sweep(base, {{"parallelism.tp", {"5", "1"}}});
+  check_sweep(base, {{"parallelism.tp", {"1", "5"}}});
+  const auto error_of = [](const auto& body) -> std::string {
+    try {
+      body();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of([&] { check_sweep(base, {{"parallelism.tp", {"3", "5"}}}); }).rfind("sweep.yaml:", 0), 0u);
+  EXPECT_EQ(error_of([&] { check_sweep({"model: nope\n", "bad.yaml"}, {{"training.global_batch", {"1", "2"}}}); })
+                .rfind("bad.yaml:1:8: model = 'nope'", 0),
+            0u);
+  EXPECT_EQ(error_of([&] {
+              run_sweep(base, {{"parallelism.tp", {"1", "2"}}, {"parallelism.tp", {"4"}}}, 0, 2, {.threads = 1});
+            }),
+            "sweep.yaml: the sweep sets parallelism.tp on two axes; give each field one axis");
+}
+
 TEST(Sweep, RowsCarryTheSimulationsWarnings) {
   // One NIC per node: with stages innermost, every stage's data-parallel pair leaves through it.
   const ScenarioSource base{R"(model: gpt-1.7b
