@@ -318,6 +318,10 @@ std::string to_text(const SearchReport& r) {
       "  layouts: {} considered · {} pruned by memory · {} pruned by throughput bound · {} simulated · "
       "{} fit   ({:.2f} s)\n\n",
       r.considered, r.pruned_memory, r.pruned_bound, r.simulated, r.fit, r.wall_s);
+  if (r.considered == 0) {
+    return out + "  no parallel layout splits this model over these GPUs (the heads, layers, sequence or batch do "
+                 "not divide)\n";
+  }
   if (r.top.empty()) return out + "  no layout fits in GPU memory\n";
   out += fmt::format(
       "  {:>3} {:>4} {:>4} {:>5} {:>4} {:>4} {:>3} {:>5} {:>10} {:>5} {:>3} {:>12} {:>8} {:>6} "

@@ -133,6 +133,18 @@ training: {global_batch: 16}
   EXPECT_GT(faster, 0);
 }
 
+TEST(Search, SaysWhenNoLayoutSplitsTheModel) {
+  // 7 heads over 16 GPUs with a global batch of one sequence of one token: no tp, cp or dp fits.
+  const SearchReport report = search_layouts({R"(model: {name: m, layers: 4, hidden: 1792, heads: 7, ffn_hidden: 4096,
+        vocab: 32000, seq_len: 1}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}}
+training: {global_batch: 1}
+)",
+                                              "none.yaml"});
+  EXPECT_EQ(report.considered, 0u);
+  EXPECT_NE(to_text(report).find("no parallel layout splits this model over these GPUs"), std::string::npos);
+}
+
 TEST(Search, BadScenariosStillSayWhere) {
   try {
     search_layouts(
