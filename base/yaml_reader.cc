@@ -238,8 +238,9 @@ std::string read_scalar<std::string>(const YAML::Node& node, const std::string& 
 template <>
 bool read_scalar<bool>(const YAML::Node& node, const std::string& file, const std::string& field) {
   const std::string& text = scalar_text(node, file, field, "true or false");
-  if (text == "true" || text == "True" || text == "yes") return true;
-  if (text == "false" || text == "False" || text == "no") return false;
+  // YAML 1.2's booleans; YAML 1.1's yes, no, on and off are refused, not read one way or another.
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
   throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a boolean; expected true or false", field, text));
 }
 

@@ -229,6 +229,7 @@ int validate_command(int argc, char** argv) {
     std::vector<ValidationCase> loaded = load_validation_file(file);
     cases.insert(cases.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
   }
+  check_unique_ids(cases);
   if (args.has("--overlay")) {
     for (const std::string& warning : apply_overlay(cases, load_overlay_file(args.options.at("--overlay")))) {
       std::cerr << "paceline: warning: " << warning << "\n";

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "base/parallel_for.h"
 #include "base/yaml_reader.h"
@@ -19,7 +20,8 @@ ValidationCase read_case(const YAML::Node& node, const std::string& file, size_t
   ValidationCase c;
   c.id = map.required<std::string>("id");
   c.source = map.required<std::string>("source");
-  c.confidence = map.get<std::string>("confidence", "");
+  c.id_location = map.location("id");
+  if (map.has("confidence")) c.confidence = map.choice("confidence", {"high", "medium", "low"});
   YamlMap measured = map.map("measured");
   c.measured_iteration_time_s = measured.required<double>("iteration_time_s");
   if (c.measured_iteration_time_s <= 0.0) measured.fail("iteration_time_s", "must be positive");
@@ -225,7 +227,19 @@ std::vector<ValidationCase> load_validation_file(const std::string& path) {
   }
   std::vector<ValidationCase> cases;
   for (size_t i = 0; i < document.root.size(); ++i) cases.push_back(read_case(document.root[i], path, i));
+  check_unique_ids(cases);
   return cases;
+}
+
+void check_unique_ids(const std::vector<ValidationCase>& cases) {
+  std::map<std::string, const ValidationCase*> seen;
+  for (const ValidationCase& c : cases) {
+    const auto [first, inserted] = seen.emplace(c.id, &c);
+    if (!inserted) {
+      throw InputError(c.id_location, fmt::format("id = '{}' is taken by the case at {}; ids are unique", c.id,
+                                                  first->second->id_location.to_string()));
+    }
+  }
 }
 
 std::vector<OverlayRule> load_overlay_file(const std::string& path) {
@@ -463,7 +477,15 @@ std::string to_markdown(const ValidationReport& report, const std::string& svg_n
     out += fmt::format("| {} |\n|", fmt::join(table.columns, " | "));
     for (const bool right : table.right_aligned) out += right ? "---:|" : "---|";
     out += "\n";
-    for (const std::vector<std::string>& row : table.rows) out += fmt::format("| {} |\n", fmt::join(row, " | "));
+    for (std::vector<std::string> row : table.rows) {
+      // A bar in a cell (a case id, an unsupported case's reason) would end the cell.
+      for (std::string& cell : row) {
+        for (size_t bar = cell.find('|'); bar != std::string::npos; bar = cell.find('|', bar + 2)) {
+          cell.insert(bar, "\\");
+        }
+      }
+      out += fmt::format("| {} |\n", fmt::join(row, " | "));
+    }
     out += "\n";
   }
   return out;

@@ -29,6 +29,7 @@ struct ValidationCase {
   // The scenario as written, so that an overlay can set fields and read it again.
   YAML::Node scenario_node;
   std::string file;
+  SourceLocation id_location;
   std::string scenario_path;  // e.g. "cases[3].scenario", for errors
   std::vector<Override> overlay;  // fields an overlay set, in the order applied
 };
@@ -36,6 +37,10 @@ struct ValidationCase {
 // Reads a validation file: a YAML list of {id, source, confidence, scenario, measured, ...}.
 // A case whose scenario paceline cannot express is kept, marked unsupported with the reason.
 std::vector<ValidationCase> load_validation_file(const std::string& path);
+
+// Refuses two cases of one id, within a file or across the files validated together: the
+// report and the overlay's rules name cases by id.
+void check_unique_ids(const std::vector<ValidationCase>& cases);
 
 // An overlay states what a case's scenario could not: the software its run used, as the
 // source says it (a YAML list of {cases, set, why}). `cases` are globs over case ids (* any

@@ -31,6 +31,15 @@ TEST(YamlReader, ReadsTypedValues) {
   root.finish();
 }
 
+TEST(YamlReader, BooleansAreYaml12s) {
+  const YamlDocument doc = load_yaml_text("a: TRUE\nb: False\nc: yes\nd: on\n", "b.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_TRUE(root.required<bool>("a"));
+  EXPECT_FALSE(root.required<bool>("b"));
+  EXPECT_EQ(error_of([&] { root.required<bool>("c"); }), "b.yaml:3:4: c = 'yes' is not a boolean; expected true or false");
+  EXPECT_EQ(error_of([&] { root.required<bool>("d"); }), "b.yaml:4:4: d = 'on' is not a boolean; expected true or false");
+}
+
 TEST(YamlReader, UnknownKeyNamesPositionAndAlternatives) {
   const YamlDocument doc = load_yaml_text("parallelism:\n  tp: 2\n  shcedule: 1f1b\n", "run.yaml");
   YamlMap root(doc.root, doc.file, "");

@@ -163,6 +163,34 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_NE(to_html(report).find("<td><strong>no</strong></td>"), std::string::npos);
 }
 
+TEST(Validation, CaseIdsAreUniqueAndConfidenceIsAGrade) {
+  const std::string one = one_gpu_case("same", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}");
+  const auto error_of = [](const std::string& path) -> std::string {
+    try {
+      load_validation_file(path);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string twice = write_file("twice.yaml", one + one);
+  EXPECT_EQ(error_of(twice).rfind(twice + ":8:7: id = 'same' is taken by the case at " + twice + ":1:7", 0), 0u)
+      << error_of(twice);
+  // Across files validated together as well.
+  std::vector<ValidationCase> both = load_validation_file(write_file("a.yaml", one));
+  both.push_back(load_validation_file(write_file("b.yaml", one)).front());
+  EXPECT_THROW(check_unique_ids(both), InputError);
+  std::string graded = one;
+  graded.replace(graded.find("source: test"), 12, "source: test\n  confidence: meh");
+  EXPECT_NE(error_of(write_file("graded.yaml", graded)).find("confidence = 'meh' is unknown; expected one of: high, medium, low"),
+            std::string::npos);
+  // A bar in a case id stays inside its Markdown cell.
+  const std::vector<ValidationCase> barred = load_validation_file(
+      write_file("bar.yaml", one_gpu_case("a|b", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}")));
+  const ValidationReport report = validate(barred, 1);
+  EXPECT_NE(to_markdown(report, "plot.svg").find("| a\\|b |"), std::string::npos);
+}
+
 TEST(Validation, HtmlReportIsOnePageWithThePlotInlineAndTheTextEscaped) {
   // A case id and a source with HTML's special characters, and an overlay setting, which the
   // Markdown report writes as code.
