@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -118,6 +119,10 @@ Q read_quantity(const YAML::Node& node, const std::string& file, const std::stri
 }  // namespace
 
 YamlDocument load_yaml_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw InputError(SourceLocation{path, 0, 0}, "is a directory; expected a YAML file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the file (missing or unreadable)");
   std::ostringstream text;

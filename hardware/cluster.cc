@@ -165,6 +165,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
     base = load_link_of_kind(system->nic, LinkKind::kNetwork, map.location());
   }
   const std::optional<BytesPerSecond> nic_bandwidth = map.optional<BytesPerSecond>("nic_bandwidth");
+  if (nic_bandwidth && !(*nic_bandwidth > BytesPerSecond(0))) map.fail("nic_bandwidth", "must be positive");
   if (!base && !nic_bandwidth) map.fail("nic_bandwidth", "is required (or name a catalog `link`)");
   if (!base) base = network_link_of_bandwidth(*nic_bandwidth);
   const std::optional<Seconds> latency = map.optional<Seconds>("latency");

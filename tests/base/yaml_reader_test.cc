@@ -75,6 +75,7 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
             "empty.yaml:1:1: the file is empty; expected a YAML mapping");
   EXPECT_EQ(error_of([] { load_yaml_file("/nonexistent/x.yaml"); }),
             "/nonexistent/x.yaml: cannot open the file (missing or unreadable)");
+  EXPECT_EQ(error_of([] { load_yaml_file("/"); }), "/: is a directory; expected a YAML file");
 }
 
 TEST(YamlReader, RefusesWhatTheParserLetsThrough) {

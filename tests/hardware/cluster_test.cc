@@ -71,6 +71,12 @@ TEST(Cluster, ALinkServesOnlyItsOwnSideOfTheNode) {
             std::string::npos);
 }
 
+TEST(Cluster, NicBandwidthIsPositive) {
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                     "inter_node: {nics_per_node: 8, nic_bandwidth: -400 Gb/s}\n"),
+            "c.yaml:4:47: cluster.inter_node.nic_bandwidth must be positive");
+}
+
 TEST(Cluster, OversubscriptionBelowOneIsRejected) {
   const std::string message = error_of(
       "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
