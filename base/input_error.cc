@@ -29,7 +29,12 @@ std::string one_line(const std::string& text) {
     } else {
       line += c;
     }
-    if (line.size() >= kMostChars) return line + " [cut]";
+    if (line.size() >= kMostChars) {
+      // Not inside a UTF-8 character: back to the byte that starts one.
+      while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+      if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();
+      return line + " [cut]";
+    }
   }
   return line;
 }

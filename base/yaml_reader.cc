@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -34,33 +35,66 @@ size_t closing_quote(const std::string& text, size_t open) {
   return std::string::npos;
 }
 
-// What yaml-cpp lets through: a key given twice in one mapping (it keeps the first) and a
-// quoted string without its closing quote (it runs to the end of the file, taking the keys
-// after it).
-void check_node(const YAML::Node& node, const std::string& text, const std::string& name) {
-  if (node.IsScalar()) {
-    const size_t open = node.Mark().is_null() ? std::string::npos : static_cast<size_t>(node.Mark().pos);
-    if (open < text.size() && (text[open] == '"' || text[open] == '\'') &&
-        closing_quote(text, open) == std::string::npos) {
-      throw InputError(location_of(node, name), "YAML syntax error: this quoted string has no closing quote");
+// Walks a document for what yaml-cpp lets through: a key given twice in one mapping (it keeps
+// the first) and a quoted string without its closing quote (it runs to the end of the file,
+// taking the keys after it). Each mapping and list is walked once, however many aliases name it.
+class DocumentCheck {
+ public:
+  DocumentCheck(const std::string& text, const std::string& name) : text_(text), name_(name) {
+    // yaml-cpp's positions skip a UTF-8 byte-order mark; other encodings it re-encodes, so their
+    // positions do not index the text, and strings are not checked there.
+    if (text.starts_with("\xEF\xBB\xBF")) {
+      offset_ = 3;
+    } else if (text.starts_with("\xFE\xFF") || text.starts_with("\xFF\xFE") || text.starts_with(std::string("\0", 1))) {
+      check_quotes_ = false;
     }
-  } else if (node.IsMap()) {
+  }
+
+  void check(const YAML::Node& node) {
+    if (node.IsScalar()) {
+      check_quote(node);
+      return;
+    }
+    if (!node.IsMap() && !node.IsSequence()) return;
+    if (!node.Mark().is_null() && !walked_.insert(node.Mark().pos).second) return;
+    if (node.IsSequence()) {
+      for (const auto& item : node) check(item);
+      return;
+    }
     std::map<std::string, YAML::Mark> seen;
     for (const auto& entry : node) {
-      check_node(entry.first, text, name);
-      check_node(entry.second, text, name);
+      check(entry.first);
+      check(entry.second);
       if (!entry.first.IsScalar()) continue;
       const auto [first, inserted] = seen.emplace(entry.first.Scalar(), entry.first.Mark());
       if (!inserted) {
-        throw InputError(location_of(entry.first, name),
+        throw InputError(location_of(entry.first, name_),
                          fmt::format("key '{}' is given twice in this mapping (first on line {}); give it once",
                                      entry.first.Scalar(), first->second.line + 1));
       }
     }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) check_node(item, text, name);
   }
-}
+
+ private:
+  void check_quote(const YAML::Node& node) const {
+    if (!check_quotes_ || node.Mark().is_null()) return;
+    size_t at = static_cast<size_t>(node.Mark().pos) + offset_;
+    // Past an anchor (&name) and a tag (!tag, !!str) written before the string.
+    while (at < text_.size() && (text_[at] == '&' || text_[at] == '!')) {
+      while (at < text_.size() && text_[at] != ' ' && text_[at] != '\t' && text_[at] != '\n') ++at;
+      while (at < text_.size() && (text_[at] == ' ' || text_[at] == '\t')) ++at;
+    }
+    if (at < text_.size() && (text_[at] == '"' || text_[at] == '\'') && closing_quote(text_, at) == std::string::npos) {
+      throw InputError(location_of(node, name_), "YAML syntax error: this quoted string has no closing quote");
+    }
+  }
+
+  const std::string& text_;
+  const std::string& name_;
+  size_t offset_ = 0;
+  bool check_quotes_ = true;
+  std::set<int> walked_;  // positions of the mappings and lists walked
+};
 
 YamlDocument parse(const std::string& text, const std::string& name) {
   YamlDocument document{name, {}};
@@ -75,7 +109,7 @@ YamlDocument parse(const std::string& text, const std::string& name) {
     throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
                      fmt::format("YAML syntax error: {}", e.msg));
   }
-  check_node(document.root, text, name);
+  check_yaml(document.root, text, name);
   if (!document.root || document.root.IsNull()) {
     // An empty document has no node to point at: cite its start.
     throw InputError(SourceLocation{name, 1, 1}, "the file is empty; expected a YAML mapping");
@@ -118,7 +152,11 @@ Q read_quantity(const YAML::Node& node, const std::string& file, const std::stri
 
 }  // namespace
 
-YamlDocument load_yaml_file(const std::string& path) {
+void check_yaml(const YAML::Node& root, const std::string& text, const std::string& name) {
+  DocumentCheck(text, name).check(root);
+}
+
+std::string read_text_file(const std::string& path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     throw InputError(SourceLocation{path, 0, 0}, "is a directory; expected a YAML file");
@@ -127,8 +165,10 @@ YamlDocument load_yaml_file(const std::string& path) {
   if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the file (missing or unreadable)");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse(text.str(), path);
+  return text.str();
 }
+
+YamlDocument load_yaml_file(const std::string& path) { return parse(read_text_file(path), path); }
 
 YamlDocument load_yaml_text(const std::string& text, const std::string& name) {
   return parse(text, name);

@@ -1089,8 +1089,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Forward dispatch = collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
                                   exchanged, {permute});
     dispatch.backward_after_weight_gradients = !shard.delay_expert_weight_gradients;
-    // Per operator the exchanges keep their output, as torchtitan's policy saves all_to_all_single.
-    dispatch.per_op_output = exchanged;
+    // Per operator the exchanges keep their output, all the tokens the rank's experts take, as
+    // torchtitan's policy saves all_to_all_single.
+    dispatch.per_op_output = elements(rank_tokens * H, d.e);
     tokens_in = dispatch_id = b.add(dispatch);
   }
   const int expert_weight_gradient_after = shard.delay_expert_weight_gradients ? dispatch_id : -1;
@@ -1150,7 +1151,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   if (shard.ep > 1) {
     Forward combine = collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
                                  exchanged, {tokens_out});
-    combine.per_op_output = exchanged;
+    combine.per_op_output = elements(rank_tokens * H, d.e);
     tokens_out = b.add(combine);
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;

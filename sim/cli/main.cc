@@ -114,6 +114,7 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
       args.options[arg] = argv[++i];
       args.repeated[arg].push_back(args.options[arg]);
     } else if (std::find(flags.begin(), flags.end(), arg) != flags.end()) {
+      if (args.has(arg)) throw InputError({"<command line>"}, fmt::format("option {} is given twice; give it once", arg));
       args.options[arg] = "";
     } else {
       std::vector<std::string> known = valued;

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "base/input_error.h"
 #include "base/yaml_reader.h"
@@ -53,21 +51,15 @@ std::vector<std::string> split_path(const std::string& file, const std::string& 
 
 }  // namespace
 
-ScenarioSource read_scenario_source(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(SourceLocation{path, 0, 0}, "cannot open the file (missing or unreadable)");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ScenarioSource{text.str(), path};
-}
+ScenarioSource read_scenario_source(const std::string& path) { return ScenarioSource{read_text_file(path), path}; }
 
 void apply_override(YAML::Node& root, const std::string& file, const Override& override) {
   const std::vector<std::string> parts = split_path(file, override.path);
   YAML::Node value;
   try {
-    value = without_marks(YAML::Load(override.value));
+    const YAML::Node loaded = YAML::Load(override.value);
+    check_yaml(loaded, override.value, fmt::format("{} ({} = {})", file, override.path, override.value));
+    value = without_marks(loaded);
   } catch (const YAML::Exception& e) {
     throw InputError(SourceLocation{file}, fmt::format("override {} = '{}' is not valid YAML: {}",
                                                        override.path, override.value, e.msg));

@@ -88,8 +88,11 @@ Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Ov
   // per GPU; the real global batch is read back below.
   std::vector<Override> neutral = cluster;
   const YAML::Node order = child(child(root, "parallelism"), "rank_order");
-  neutral.push_back(
-      {"parallelism", order.IsScalar() ? fmt::format("{{rank_order: {}}}", order.Scalar()) : "{}"});
+  // ZeRO-1 where the scenario keeps fp8 parameters, which need a sharded optimizer: the layouts
+  // set their own stage.
+  const std::string fp8_parameters = child(child(root, "training"), "fp8_param_gather").IsDefined() ? "zero: 1, " : "";
+  neutral.push_back({"parallelism", order.IsScalar() ? fmt::format("{{{}rank_order: {}}}", fp8_parameters, order.Scalar())
+                                                     : fmt::format("{{{}}}", fp8_parameters)});
   neutral.push_back({"training.micro_batch", "1"});
   const YAML::Node batch = child(child(root, "training"), "global_batch");
   const bool has_batch = batch.IsDefined();

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "base/check.h"
@@ -87,11 +86,15 @@ std::vector<Override> sweep_configuration(const std::vector<SweepAxis>& axes, si
 
 SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes, size_t begin,
                      size_t end, const SweepOptions& options) {
-  std::set<std::string> paths;
-  for (const SweepAxis& axis : axes) {
-    if (!paths.insert(axis.path).second) {
-      throw InputError(SourceLocation{base.file},
-                       fmt::format("the sweep sets {} on two axes; give each field one axis", axis.path));
+  for (size_t a = 0; a < axes.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      const std::string& inner = axes[a].path.size() >= axes[b].path.size() ? axes[a].path : axes[b].path;
+      const std::string& outer = axes[a].path.size() >= axes[b].path.size() ? axes[b].path : axes[a].path;
+      if (inner == outer || inner.starts_with(outer + ".")) {
+        throw InputError(SourceLocation{base.file},
+                         fmt::format("the sweep sets {} on two axes ({} and {}); give each field one axis", inner,
+                                     axes[b].path, axes[a].path));
+      }
     }
   }
   end = std::min(end, sweep_size(axes));

@@ -1,6 +1,7 @@
 // Tests base/yaml_reader.h: typed reads, unknown keys, and error positions and messages.
 #include "base/yaml_reader.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -89,6 +90,17 @@ TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
             "q.yaml:1:9: YAML syntax error: this quoted string has no closing quote");
   EXPECT_EQ(error_of([] { load_yaml_text("a: 1\n---\nb: 2\n", "two.yaml"); }),
             "two.yaml:3:1: a second YAML document ('---'): a file holds one document");
+  EXPECT_EQ(error_of([] { load_yaml_text("a: &n \"abc\nb: 1\n", "q.yaml"); }),
+            "q.yaml:1:4: YAML syntax error: this quoted string has no closing quote");
+  EXPECT_EQ(error_of([] { load_yaml_text("\xEF\xBB\xBF" "a: 'x'\nb: \"y\n", "bom.yaml"); }),
+            "bom.yaml:2:4: YAML syntax error: this quoted string has no closing quote");
+  // An alias of its own list, and aliases of aliases, are walked once.
+  EXPECT_EQ(load_yaml_text("x: &a [*a]\n", "cycle.yaml").root["x"].size(), 1u);
+  std::string laughs = "l0: &l0 [1, 2]\n";
+  for (int level = 1; level < 30; ++level) {
+    laughs += fmt::format("l{0}: &l{0} [{1}, {1}, {1}, {1}, {1}, {1}, {1}, {1}]\n", level, fmt::format("*l{}", level - 1));
+  }
+  EXPECT_EQ(load_yaml_text(laughs, "laughs.yaml").root.size(), 30u);
   // Escaped and doubled quotes close where they should.
   const YamlDocument doc = load_yaml_text("a: \"x \\\" y\"\nb: 'it''s'\n", "ok.yaml");
   EXPECT_EQ(doc.root["a"].Scalar(), "x \" y");
@@ -102,6 +114,11 @@ TEST(InputError, IsOneLineOfPrintableText) {
   const std::string long_message = InputError(SourceLocation{"f.yaml"}, std::string(100000, 'v')).what();
   EXPECT_LT(long_message.size(), 2100u);
   EXPECT_TRUE(long_message.ends_with(" [cut]"));
+  // Cut between characters, not inside one: 'é' is two bytes.
+  std::string accents;
+  for (int i = 0; i < 3000; ++i) accents += "\xC3\xA9";
+  const std::string cut = InputError(SourceLocation{"f.yaml"}, "x" + accents).what();
+  EXPECT_TRUE(cut.ends_with("\xC3\xA9 [cut]")) << cut.substr(cut.size() - 12);
 }
 
 TEST(YamlReader, MissingRequiredKeyPointsAtTheMapping) {

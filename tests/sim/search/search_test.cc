@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "base/input_error.h"
@@ -131,6 +132,20 @@ training: {global_batch: 16}
     if (o.iteration_time_s < p->iteration_time_s) ++faster;
   }
   EXPECT_GT(faster, 0);
+}
+
+TEST(Search, KeepsFp8ParametersOnTheShardedLayouts) {
+  // fp8 parameters need a sharded optimizer: the search keeps them on the layouts with one and
+  // ranks the others with 16-bit weights.
+  const std::string fp8 = R"(name: fp8
+model: {name: m, layers: 4, hidden: 2048, heads: 16, ffn_hidden: 8192, vocab: 32000, seq_len: 2048}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
+training: {global_batch: 8, precision: fp8, fp8_param_gather: true}
+)";
+  const SearchReport report = search_layouts({fp8, "fp8.yaml"}, {.top = 400});
+  std::set<int> zeros;
+  for (const RankedLayout& r : report.top) zeros.insert(r.layout.zero);
+  EXPECT_TRUE(zeros.count(0) && zeros.count(1)) << "both kinds of layout ranked";
 }
 
 TEST(Search, SaysWhenNoLayoutSplitsTheModel) {

@@ -53,7 +53,14 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
   EXPECT_EQ(error_of([&] {
               run_sweep(base, {{"parallelism.tp", {"1", "2"}}, {"parallelism.tp", {"4"}}}, 0, 2, {.threads = 1});
             }),
-            "sweep.yaml: the sweep sets parallelism.tp on two axes; give each field one axis");
+            "sweep.yaml: the sweep sets parallelism.tp on two axes (parallelism.tp and parallelism.tp); give each "
+            "field one axis");
+  EXPECT_EQ(error_of([&] {
+              run_sweep(base, {{"training.micro_batch", {"1", "2"}}, {"training", {"{global_batch: 4}"}}}, 0, 2,
+                        {.threads = 1});
+            }),
+            "sweep.yaml: the sweep sets training.micro_batch on two axes (training.micro_batch and training); give "
+            "each field one axis");
 }
 
 TEST(Sweep, RowsCarryTheSimulationsWarnings) {
