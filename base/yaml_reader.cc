@@ -96,18 +96,50 @@ class DocumentCheck {
   std::set<int> walked_;  // positions of the mappings and lists walked
 };
 
+// The line (1-based) of a document marker ('---' or '...' at the start of a line, which the
+// YAML spec lets mean nothing else) with content both before and after it: where a second
+// document starts, which the parser would drop. 0 when there is none. (yaml-cpp's LoadAll, which
+// could count the documents, loops forever on some malformed text.)
+int second_document_line(const std::string& text) {
+  bool content_before = false;
+  int marker = 0;
+  int line = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    const std::string_view row(text.data() + start, end - start);
+    const bool is_marker = (row.starts_with("---") || row.starts_with("...")) &&
+                           (row.size() == 3 || row[3] == ' ' || row[3] == '\t' || row[3] == '\r');
+    const size_t first = row.find_first_not_of(" \t\r");
+    const bool blank = first == std::string_view::npos || row[first] == '#' || row[0] == '%';
+    if (is_marker) {
+      if (content_before && marker == 0) marker = line;
+      // Content after a marker on its line ('--- {a: 1}') belongs to the document it starts.
+      const size_t rest = row.find_first_not_of(" \t\r", 3);
+      if (rest != std::string_view::npos && row[rest] != '#') {
+        if (marker != 0) return marker;
+        content_before = true;
+      }
+    } else if (!blank) {
+      if (marker != 0) return marker;
+      content_before = true;
+    }
+    start = end + 1;
+  }
+  return 0;
+}
+
 YamlDocument parse(const std::string& text, const std::string& name) {
   YamlDocument document{name, {}};
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
-      throw InputError(location_of(documents[1], name),
-                       "a second YAML document ('---'): a file holds one document");
-    }
-    if (!documents.empty()) document.root = documents.front();
+    document.root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
                      fmt::format("YAML syntax error: {}", e.msg));
+  }
+  if (const int line = second_document_line(text); line > 0) {
+    throw InputError(SourceLocation{name, line, 1}, "a second YAML document ('---'): a file holds one document");
   }
   check_yaml(document.root, text, name);
   if (!document.root || document.root.IsNull()) {

@@ -89,7 +89,13 @@ TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
   EXPECT_EQ(error_of([] { load_yaml_text("source: \"my paper\ntied: true\n", "q.yaml"); }),
             "q.yaml:1:9: YAML syntax error: this quoted string has no closing quote");
   EXPECT_EQ(error_of([] { load_yaml_text("a: 1\n---\nb: 2\n", "two.yaml"); }),
-            "two.yaml:3:1: a second YAML document ('---'): a file holds one document");
+            "two.yaml:2:1: a second YAML document ('---'): a file holds one document");
+  EXPECT_EQ(error_of([] { load_yaml_text("--- {a: 1}\n--- {b: 2}\n", "two.yaml"); }),
+            "two.yaml:2:1: a second YAML document ('---'): a file holds one document");
+  // Markers around one document are fine, and malformed text that yaml-cpp's LoadAll loops on
+  // is read once.
+  EXPECT_EQ(load_yaml_text("%YAML 1.2\n---\n# c\na: 1\n...\n---\n", "one.yaml").root["a"].Scalar(), "1");
+  EXPECT_NO_THROW(error_of([] { load_yaml_text(", &\tgi", "loop.yaml"); }));
   EXPECT_EQ(error_of([] { load_yaml_text("a: &n \"abc\nb: 1\n", "q.yaml"); }),
             "q.yaml:1:4: YAML syntax error: this quoted string has no closing quote");
   EXPECT_EQ(error_of([] { load_yaml_text("\xEF\xBB\xBF" "a: 'x'\nb: \"y\n", "bom.yaml"); }),
