@@ -1080,8 +1080,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   const double e = d.e;
   const double rows = static_cast<double>(per_expert * local_experts);
-  // The rank receives the tokens for its experts from the other ranks, (ep−1)/ep of them, and
+  // The rank's experts take `received`; it receives (ep−1)/ep of them from the other ranks and
   // sends their outputs back.
+  const Bytes received = elements(rank_tokens * H, d.e);
   const Bytes exchanged = elements(rank_tokens * H * (shard.ep - 1) / shard.ep, d.e);
   int tokens_in = permute;
   int dispatch_id = -1;
@@ -1091,7 +1092,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     dispatch.backward_after_weight_gradients = !shard.delay_expert_weight_gradients;
     // Per operator the exchanges keep their output, all the tokens the rank's experts take, as
     // torchtitan's policy saves all_to_all_single.
-    dispatch.per_op_output = elements(rank_tokens * H, d.e);
+    dispatch.per_op_output = received;
     tokens_in = dispatch_id = b.add(dispatch);
   }
   const int expert_weight_gradient_after = shard.delay_expert_weight_gradients ? dispatch_id : -1;
@@ -1151,7 +1152,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   if (shard.ep > 1) {
     Forward combine = collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
                                  exchanged, {tokens_out});
-    combine.per_op_output = elements(rank_tokens * H, d.e);
+    combine.per_op_output = received;
     tokens_out = b.add(combine);
   }
   // Un-permute: weighting by the router probabilities here keeps the expert outputs for backward;
@@ -1174,7 +1175,6 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   return combined;
 }
 
-// Parameters one rank holds of a block after TP (and EP for experts).
 // Parameters of a block every tensor-parallel rank holds whole: its two norms, those
 // count_parameters names replicated (latent attention's down-projections and their norms), and
 // an MoE router.
@@ -1182,6 +1182,7 @@ int64_t tp_whole_parameters(const ModelSpec& m, const ParameterCount& count, boo
   return 2 * m.norm_parameters() + count.tp_replicated_per_layer + (moe ? m.hidden * m.moe->experts : 0);
 }
 
+// Parameters one rank holds of a block after TP (and EP for experts).
 int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
   const ParameterCount count = count_parameters(m);
   const int64_t whole = tp_whole_parameters(m, count, moe);

@@ -347,7 +347,8 @@ const std::vector<std::vector<int>>& LayoutBounds::in_flight(const Layout& l, in
 int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
   const ShardFacts& facts = shard_facts(l);
   const auto& blocks = blocks_of(l.pp * l.virtual_stages);
-  const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
+  const Training training = layout_training(l, base_);
+  const ParameterBytes bytes = parameter_bytes(training);
   const Parallelism parallelism = layout_parallelism(l, base_);
   // ZeRO-3 with pipelining gathers each chunk's weights for the whole step.
   const bool gathered = l.zero >= 3 && !per_microbatch_fsdp(l.zero, l.pp);
@@ -375,7 +376,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
       }
       expert += count[kMoe] * (expert_parameters_ / l.ep);
     }
-    const StaticMemory states = rank_static_memory(layout_training(l, base_), parallelism, parameters, expert);
+    const StaticMemory states = rank_static_memory(training, parallelism, parameters, expert);
     int64_t transient = 0;
     for (const std::vector<int>& state : in_flight(l, stage)) {
       int64_t held = 0;
