@@ -219,11 +219,12 @@ std::string describe(const YAML::Node& node) {
   return fmt::format("'{}'", node.Scalar());
 }
 
-YamlMap::YamlMap(YAML::Node node, std::string file, std::string path)
-    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
+YamlMap::YamlMap(YAML::Node node, std::string file, std::string path,
+                 std::shared_ptr<const FieldOrigins> origins)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)), origins_(std::move(origins)) {
   if (!node_.IsMap()) {
     const std::string what = path_.empty() ? std::string("the document") : path_;
-    throw InputError(location_of(node_, file_),
+    throw InputError(location(),
                      fmt::format("{} is {}; expected a mapping of keys to values", what, describe(node_)));
   }
 }
@@ -248,7 +249,7 @@ YamlMap YamlMap::map(std::string_view key) {
   known_.emplace(key);
   const YAML::Node value = lookup(key);
   if (!value) fail(key, "is required");
-  return YamlMap(value, file_, field(key));
+  return YamlMap(value, file_, field(key), origins_);
 }
 
 std::optional<YamlMap> YamlMap::optional_map(std::string_view key) {
@@ -265,7 +266,8 @@ void YamlMap::finish() const {
   for (const auto& entry : node_) {
     const std::string key = entry.first.Scalar();
     if (known_.count(key) == 0) {
-      throw InputError(location_of(entry.first, file_),
+      const SourceLocation* origin = origin_of(field(key));
+      throw InputError(origin != nullptr ? *origin : location_of(entry.first, file_),
                        fmt::format("unknown key '{}' in {}; expected one of: {}", key,
                                    path_.empty() ? std::string("the document") : path_,
                                    fmt::join(known_, ", ")));
@@ -292,13 +294,32 @@ std::string YamlMap::field(std::string_view key) const {
   return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
 }
 
+const SourceLocation* YamlMap::origin_of(std::string_view field) const {
+  if (!origins_) return nullptr;
+  // "a.b[2].c" is inside "a.b[2]", "a.b" and "a".
+  while (!field.empty()) {
+    const auto origin = origins_->find(field);
+    if (origin != origins_->end()) return &origin->second;
+    const size_t end = field.find_last_of(".[");
+    if (end == std::string_view::npos) break;
+    field = field.substr(0, end);
+  }
+  return nullptr;
+}
+
+SourceLocation YamlMap::location() const {
+  const SourceLocation* origin = origin_of(path_);
+  return origin != nullptr ? *origin : location_of(node_, file_);
+}
+
 SourceLocation YamlMap::location(std::string_view key) const {
+  if (const SourceLocation* origin = origin_of(field(key))) return *origin;
   const YAML::Node value = lookup(key);
   if (value) {
     const SourceLocation at = location_of(value, file_);
     if (at.line > 0) return at;
   }
-  return location_of(node_, file_);
+  return location();
 }
 
 template <>

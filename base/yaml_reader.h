@@ -13,6 +13,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -50,11 +52,17 @@ SourceLocation location_of(const YAML::Node& node, const std::string& file);
 // A short rendering of a node for error messages: the scalar text, or "a mapping" / "a list".
 std::string describe(const YAML::Node& node);
 
+// Fields put into a document after it was parsed (a `--set` on the command line, a sweep's
+// value), by dotted path, each with the place errors about it, or about anything inside it, cite:
+// the document has no line for them.
+using FieldOrigins = std::map<std::string, SourceLocation, std::less<>>;
+
 class YamlMap {
  public:
-  // `path` is the dotted field name of this mapping ("" for the document root).
-  // Throws InputError when `node` is not a mapping.
-  YamlMap(YAML::Node node, std::string file, std::string path);
+  // `path` is the dotted field name of this mapping ("" for the document root). `origins`, when
+  // given, passes to the mappings inside. Throws InputError when `node` is not a mapping.
+  YamlMap(YAML::Node node, std::string file, std::string path,
+          std::shared_ptr<const FieldOrigins> origins = nullptr);
 
   // Whether the key is present (and declares it known).
   bool has(std::string_view key);
@@ -72,6 +80,10 @@ class YamlMap {
     if (!has(key)) return std::nullopt;
     return required<T>(key);
   }
+
+  // The scalars of a present list, read as T; throws with `not_a_list` when it is something else.
+  template <typename T>
+  std::vector<T> list(std::string_view key, std::string_view not_a_list);
 
   // A string that must be one of `allowed`.
   std::string choice(std::string_view key, const std::vector<std::string>& allowed,
@@ -93,17 +105,24 @@ class YamlMap {
   // "parallelism.tp" for key "tp" of mapping "parallelism".
   std::string field(std::string_view key) const;
   SourceLocation location(std::string_view key) const;
-  SourceLocation location() const { return location_of(node_, file_); }
+  SourceLocation location() const;
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }
   const YAML::Node& raw() const { return node_; }
 
  private:
   YAML::Node lookup(std::string_view key) const;
+  // read_scalar, its errors citing the field's origin when it has one.
+  template <typename T>
+  T read(const YAML::Node& value, const std::string& field) const;
+  // Where a field set after parsing came from: the origin of `field` or of the nearest mapping
+  // or list around it that was; nullptr for fields of the file.
+  const SourceLocation* origin_of(std::string_view field) const;
 
   YAML::Node node_;
   std::string file_;
   std::string path_;
+  std::shared_ptr<const FieldOrigins> origins_;
   std::set<std::string, std::less<>> known_;
 };
 
@@ -117,7 +136,31 @@ T YamlMap::required(std::string_view key) {
   known_.emplace(key);
   const YAML::Node value = lookup(key);
   if (!value) fail(key, "is required");
-  return read_scalar<T>(value, file_, field(key));
+  return read<T>(value, field(key));
+}
+
+template <typename T>
+std::vector<T> YamlMap::list(std::string_view key, std::string_view not_a_list) {
+  known_.emplace(key);
+  const YAML::Node value = lookup(key);
+  if (!value) fail(key, "is required");
+  if (!value.IsSequence()) fail(key, std::string(not_a_list));
+  std::vector<T> items;
+  for (size_t i = 0; i < value.size(); ++i) {
+    items.push_back(read<T>(value[i], field(key) + "[" + std::to_string(i) + "]"));
+  }
+  return items;
+}
+
+template <typename T>
+T YamlMap::read(const YAML::Node& value, const std::string& field) const {
+  const SourceLocation* origin = origin_of(field);
+  if (origin == nullptr) return read_scalar<T>(value, file_, field);
+  try {
+    return read_scalar<T>(value, file_, field);
+  } catch (const InputError& e) {
+    throw InputError(*origin, e.detail());
+  }
 }
 
 }  // namespace paceline

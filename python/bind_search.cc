@@ -11,6 +11,17 @@
 #include "sim/search/sweep.h"
 
 namespace paceline::python {
+namespace {
+
+using Grid = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+std::vector<SweepAxis> sweep_axes(const Grid& grid) {
+  std::vector<SweepAxis> axes;
+  for (const auto& [path, values] : grid) axes.push_back({path, values, ""});
+  return axes;
+}
+
+}  // namespace
 
 void bind_search(py::module_& m) {
   m.def(
@@ -65,11 +76,9 @@ void bind_search(py::module_& m) {
 
   m.def(
       "sweep",
-      [](const std::string& text, const std::string& file,
-         const std::vector<std::pair<std::string, std::vector<std::string>>>& grid, size_t begin,
-         size_t end, int threads, const std::function<void(size_t, size_t)>& progress) {
-        std::vector<SweepAxis> axes;
-        for (const auto& [path, values] : grid) axes.push_back({path, values});
+      [](const std::string& text, const std::string& file, const Grid& grid, size_t begin, size_t end, int threads,
+         const std::function<void(size_t, size_t)>& progress) {
+        const std::vector<SweepAxis> axes = sweep_axes(grid);
         py::gil_scoped_release release;
         return std::make_shared<SweepTable>(
             run_sweep({text, file}, axes, begin, end, {threads, progress}));
@@ -83,6 +92,17 @@ void bind_search(py::module_& m) {
       "cores) with the GIL released; `progress(done, total)` is called as they finish. Returns a "
       "SweepTable "
       "(seconds, bytes, tokens/s).");
+
+  m.def(
+      "check_sweep",
+      [](const std::string& text, const std::string& file, const Grid& grid) {
+        const std::vector<SweepAxis> axes = sweep_axes(grid);
+        py::gil_scoped_release release;
+        check_sweep({text, file}, axes);
+      },
+      py::arg("text"), py::arg("file"), py::arg("grid"),
+      "Raises ValueError, with the first configuration's message, when no configuration of the "
+      "sweep reads: an error outside the grid (a misspelt field path, a bad base scenario).");
 
   m.def(
       "search",

@@ -83,6 +83,7 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
     tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes (bytes), fits, error — the one-line
     reason a configuration is invalid (its metrics are then NaN/NA), None otherwise — and warnings:
     the list of the simulation's warnings (Result.warnings), empty for most configurations.
+    Raises ValueError when no configuration reads (a misspelt field path, a bad base scenario).
 
     threads: C++ threads (None: one per core); the GIL is released while they run, and the rows
     do not depend on the count. progress: show a progress bar (tqdm when installed).
@@ -96,6 +97,7 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
         if not vals:
             raise ValueError(f"sweep grid: {key} has no values")
     axes = [(key, [yaml_value(v) for v in vals]) for key, vals in zip(keys, values)]
+    _paceline.check_sweep(text, file, axes)
     total = math.prod(len(v) for v in values)
     bar = _Progress(total, progress)
     try:

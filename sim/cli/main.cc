@@ -44,11 +44,13 @@ Run `paceline <command> --help` for a command's options. Exit codes: 0 success, 
 failed (e.g. validate --max-mape), 2 bad input (the message names file, line and field).
 )";
 
-constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--json] [--trace FILE] [--max-events N] [--timeout TIME]
-                    [--max-memory SIZE] [--threads N]
+constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--set PATH=VALUE ...] [--json] [--trace FILE] [--max-events N]
+                    [--timeout TIME] [--max-memory SIZE] [--threads N]
 
 Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fields).
 
+  --set PATH=VALUE    set a field by its dotted path before reading the scenario (the value is
+                      YAML), e.g. --set parallelism.tp=8 --set training.recompute=full; repeatable
   --json              print the result as JSON (the keys of the result contract)
   --trace FILE        write a Chrome trace of the step (open in ui.perfetto.dev)
   --max-events N      stop with an error after N simulation events
@@ -152,7 +154,8 @@ int thread_count(const Arguments& args) { return args.has("--threads") ? parse_i
 
 int run_command(int argc, char** argv) {
   const Arguments args =
-      parse(argc, argv, 2, {"--trace", "--max-events", "--timeout", "--max-memory", "--threads"}, {"--json", "--help"});
+      parse(argc, argv, 2, {"--set", "--trace", "--max-events", "--timeout", "--max-memory", "--threads"},
+            {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kRunUsage;
     return 0;
@@ -171,7 +174,23 @@ int run_command(int argc, char** argv) {
     if (value < 0.0) throw InputError({"<command line>"}, fmt::format("{} must not be negative", option));
     return value;
   };
-  auto scenario = std::make_shared<const Scenario>(load_scenario_file(args.positional[0]));
+  std::vector<Override> overrides;
+  if (args.has("--set")) {
+    // The syntax of sweep's axes, one value each.
+    for (const std::string& text : args.repeated.at("--set")) {
+      SweepAxis axis = parse_sweep_axis(text, "--set");
+      if (axis.values.size() != 1) {
+        throw InputError({"--set"}, fmt::format("'{}' gives {} values; paceline run takes one per field (paceline "
+                                                "sweep tries several)", text, axis.values.size()));
+      }
+      for (const Override& earlier : overrides) {
+        if (earlier.path == axis.path) throw InputError({"--set"}, fmt::format("{} is set twice", axis.path));
+      }
+      overrides.push_back({axis.path, axis.values.front(), axis.origin});
+    }
+  }
+  auto scenario =
+      std::make_shared<const Scenario>(load_scenario(read_scenario_source(args.positional[0]), overrides));
   SimulateOptions options;
   if (args.has("--max-events")) options.max_events = parse_count(args.options.at("--max-events"), "--max-events");
   if (args.has("--timeout")) options.timeout = Seconds(limit("--timeout", Dimension::kTime));

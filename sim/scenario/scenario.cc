@@ -152,12 +152,9 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given, bool& schedule
       "fsdp_reuse_distance", 1000000000,
       "the elements of other weights used in between below which a gathered tensor is kept for its next use");
   if (map.has("layers_per_stage")) {
-    const YAML::Node list = map.node("layers_per_stage");
-    if (!list.IsSequence()) map.fail("layers_per_stage", "must be a list of layer counts, one per pipeline stage");
-    for (size_t i = 0; i < list.size(); ++i) {
-      const int layers = read_scalar<int>(list[i], map.file(), fmt::format("{}[{}]", map.field("layers_per_stage"), i));
-      if (layers < 0) map.fail("layers_per_stage", "layer counts must not be negative");
-      p.layers_per_stage.push_back(layers);
+    p.layers_per_stage = map.list<int>("layers_per_stage", "must be a list of layer counts, one per pipeline stage");
+    if (std::ranges::any_of(p.layers_per_stage, [](int layers) { return layers < 0; })) {
+      map.fail("layers_per_stage", "layer counts must not be negative");
     }
   }
   p.rank_order = read_rank_order(map);

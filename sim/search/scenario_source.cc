@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 
 #include "base/input_error.h"
 #include "base/yaml_reader.h"
@@ -9,8 +10,8 @@
 namespace paceline {
 namespace {
 
-// A deep copy of `node` built node by node, so it carries no position: errors about an
-// overridden value cite its mapping (or the file) rather than a line the file does not have.
+// A deep copy of `node` built node by node, so it carries no position: an overridden value has
+// no line in the file, and its errors cite the override (FieldOrigins) instead.
 YAML::Node without_marks(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar:
@@ -53,16 +54,21 @@ std::vector<std::string> split_path(const std::string& file, const std::string& 
 
 ScenarioSource read_scenario_source(const std::string& path) { return ScenarioSource{read_text_file(path), path}; }
 
+SourceLocation override_location(const std::string& file, const Override& override) {
+  return SourceLocation{override.origin.empty()
+                            ? fmt::format("{} with {}={}", file, override.path, override.value)
+                            : fmt::format("{} {}={}", override.origin, override.path, override.value)};
+}
+
 void apply_override(YAML::Node& root, const std::string& file, const Override& override) {
   const std::vector<std::string> parts = split_path(file, override.path);
   YAML::Node value;
   try {
     const YAML::Node loaded = YAML::Load(override.value);
-    check_yaml(loaded, override.value, fmt::format("{} ({} = {})", file, override.path, override.value));
+    check_yaml(loaded, override.value, override_location(file, override).file);
     value = without_marks(loaded);
   } catch (const YAML::Exception& e) {
-    throw InputError(SourceLocation{file}, fmt::format("override {} = '{}' is not valid YAML: {}",
-                                                       override.path, override.value, e.msg));
+    throw InputError(override_location(file, override), fmt::format("'{}' is not valid YAML: {}", override.value, e.msg));
   }
   // Walk to the parent mapping, creating mappings that are absent. Node::reset rebinds the
   // handle; assignment would overwrite the node it refers to.
@@ -91,8 +97,18 @@ Scenario load_scenario(const ScenarioSource& source, const std::vector<Override>
     YamlMap root(document.root, document.file,
                  "");  // throws: "the document is ...; expected a mapping"
   }
-  for (const Override& override : overrides) apply_override(document.root, document.file, override);
-  YamlMap root(document.root, document.file, "");
+  auto origins = std::make_shared<FieldOrigins>();
+  for (const Override& override : overrides) {
+    apply_override(document.root, document.file, override);
+    // A later override of a mapping replaces the fields earlier ones put inside it.
+    std::erase_if(*origins, [&](const auto& origin) {
+      const std::string& path = origin.first;
+      return path.size() > override.path.size() && path.starts_with(override.path) &&
+             (path[override.path.size()] == '.' || path[override.path.size()] == '[');
+    });
+    origins->insert_or_assign(override.path, override_location(document.file, override));
+  }
+  YamlMap root(document.root, document.file, "", std::move(origins));
   return read_scenario(root);
 }
 

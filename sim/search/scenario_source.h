@@ -5,9 +5,10 @@
 // An Override sets one field by its dotted path before the scenario is read:
 //   {"parallelism.tp", "4"}, {"training.recompute", "full"}, {"model", "{layers: 2, ...}"}
 // The value is YAML (so JSON too). Mappings on the path are created when absent. An overridden
-// value has no line in the file, so an error about it cites the mapping it was put in, or only
-// the file when that mapping was given whole too:
-//   gpt3.yaml:9:3: parallelism.tp = 16 does not divide model.heads = 96
+// value has no line in the file, so an error about it, or about a field inside it, cites the
+// override instead:
+//   --set parallelism.tp=16: parallelism.tp = 16 does not divide model.heads = 96
+//   gpt3.yaml with parallelism.tp=16: parallelism.tp = 16 does not divide model.heads = 96
 #ifndef PACELINE_SIM_SEARCH_SCENARIO_SOURCE_H_
 #define PACELINE_SIM_SEARCH_SCENARIO_SOURCE_H_
 
@@ -31,7 +32,13 @@ ScenarioSource read_scenario_source(const std::string& path);
 struct Override {
   std::string path;   // dotted field path, e.g. "parallelism.tp"
   std::string value;  // YAML text of the value, e.g. "4", "full", "{bandwidth: 300 GB/s}"
+  // Where it was given, e.g. "--set"; errors cite "ORIGIN PATH=VALUE", or "FILE with
+  // PATH=VALUE" when it is empty.
+  std::string origin;
 };
+
+// The place errors about `override`'s value cite.
+SourceLocation override_location(const std::string& file, const Override& override);
 
 // Sets `override.path` in the document `root` (a mapping) to the parsed value. Throws
 // InputError when the path is empty or malformed, when a key on the path holds something other

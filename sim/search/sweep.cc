@@ -18,16 +18,16 @@ namespace paceline {
 SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
   const size_t equals = text.find('=');
   if (equals == std::string::npos || equals == 0 || equals + 1 == text.size()) {
-    throw InputError({where}, fmt::format("sweep axis '{}' must be written PATH=V1,V2,... (e.g. parallelism.tp=1,2,4)",
-                                          text));
+    throw InputError({where}, fmt::format("'{}' must be written PATH=VALUE, e.g. parallelism.tp=4 (a sweep's "
+                                          "values: parallelism.tp=1,2,4)", text));
   }
-  SweepAxis axis{text.substr(0, equals), {}};
+  SweepAxis axis{text.substr(0, equals), {}, where};
   int depth = 0;
   char quote = 0;
   std::string value;
   auto finish_value = [&] {
     if (value.empty()) {
-      throw InputError({where}, fmt::format("sweep axis '{}' has an empty value; write PATH=V1,V2,...", text));
+      throw InputError({where}, fmt::format("'{}' has an empty value; write PATH=VALUE or PATH=V1,V2,...", text));
     }
     axis.values.push_back(value);
     value.clear();
@@ -48,7 +48,7 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
     value += c;
   }
   if (quote != 0 || depth != 0) {
-    throw InputError({where}, fmt::format("sweep axis '{}' has an unclosed quote or bracket", text));
+    throw InputError({where}, fmt::format("'{}' has an unclosed quote or bracket", text));
   }
   finish_value();
   return axis;
@@ -78,7 +78,7 @@ std::vector<Override> sweep_configuration(const std::vector<SweepAxis>& axes, si
   std::vector<Override> overrides(axes.size());
   for (size_t a = axes.size(); a-- > 0;) {
     const size_t n = axes[a].values.size();
-    overrides[a] = Override{axes[a].path, axes[a].values[index % n]};
+    overrides[a] = Override{axes[a].path, axes[a].values[index % n], axes[a].origin};
     index /= n;
   }
   return overrides;

@@ -21,11 +21,13 @@ namespace paceline {
 struct SweepAxis {
   std::string path;                 // dotted field path, e.g. "parallelism.tp"
   std::vector<std::string> values;  // YAML text of each value
+  std::string origin;               // where it was given (Override::origin), e.g. "--set"
 };
 
 // Reads an axis written "PATH=V1,V2,...", e.g. "parallelism.tp=1,2,4" or
 // "cluster.intra_node={bandwidth: 300 GB/s},{bandwidth: 900 GB/s}": values are split at commas
-// outside brackets, braces and quotes. Throws InputError citing `where` when it is malformed.
+// outside brackets, braces and quotes. Throws InputError citing `where` when it is malformed;
+// errors about a value cite "WHERE PATH=VALUE".
 SweepAxis parse_sweep_axis(const std::string& text, const std::string& where);
 
 // Refuses a sweep of which no configuration reads: an error outside the axes, thrown as the

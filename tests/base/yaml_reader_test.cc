@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace paceline {
 namespace {
@@ -30,6 +32,29 @@ TEST(YamlReader, ReadsTypedValues) {
   EXPECT_EQ(root.required<std::string>("e"), "hello");
   EXPECT_EQ(root.get<int>("missing", 3), 3);
   root.finish();
+}
+
+TEST(YamlReader, ReadsListsOfScalars) {
+  const YamlDocument doc = load_yaml_text("a: [1, 2, 3]\nb: 4\nc: [1, x]\n", "l.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(root.list<int>("a", "must be a list"), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(error_of([&] { root.list<int>("b", "must be a list of counts"); }), "l.yaml:2:4: b must be a list of counts");
+  EXPECT_EQ(error_of([&] { root.list<int>("c", "must be a list"); }), "l.yaml:3:8: c[1] = 'x' is not an integer");
+}
+
+TEST(YamlReader, FieldsSetAfterParsingCiteTheirOrigin) {
+  // b (and all inside it) and d[1] stand for values a --set put in; a keeps its line.
+  const YamlDocument doc = load_yaml_text("a: 1\nb: {c: x, e: 2}\nd: [1, y]\n", "o.yaml");
+  auto origins = std::make_shared<FieldOrigins>();
+  origins->emplace("b", SourceLocation{"--set b={c: x, e: 2}"});
+  origins->emplace("d[1]", SourceLocation{"--set d[1]=y"});
+  YamlMap root(doc.root, doc.file, "", origins);
+  EXPECT_EQ(error_of([&] { root.fail("a", "is wrong"); }), "o.yaml:1:4: a is wrong");
+  YamlMap b = root.map("b");
+  EXPECT_EQ(error_of([&] { b.required<int>("c"); }), "--set b={c: x, e: 2}: b.c = 'x' is not an integer");
+  EXPECT_EQ(error_of([&] { b.fail_here("is wrong"); }), "--set b={c: x, e: 2}: b: is wrong");
+  EXPECT_EQ(error_of([&] { b.finish(); }).rfind("--set b={c: x, e: 2}: unknown key 'e' in b", 0), 0u);
+  EXPECT_EQ(error_of([&] { root.list<int>("d", "must be a list"); }), "--set d[1]=y: d[1] = 'y' is not an integer");
 }
 
 TEST(YamlReader, BooleansAreYaml12s) {

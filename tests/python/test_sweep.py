@@ -86,3 +86,10 @@ def test_progress_bar_with_tqdm(gpt_8gpus, capsys):
 def test_empty_axes_are_refused(gpt_8gpus):
     with pytest.raises(ValueError, match="parallelism.tp has no values"):
         paceline.sweep(gpt_8gpus, {"parallelism.tp": []}, progress=False)
+
+
+def test_a_sweep_of_which_no_configuration_reads_is_refused(gpt_8gpus):
+    # A misspelt path breaks every configuration: an error, as `paceline sweep` gives, not a
+    # frame of error rows.
+    with pytest.raises(ValueError, match="<dict> with parallelism.tpp=1: unknown key 'tpp' in parallelism"):
+        paceline.sweep(gpt_8gpus, {"parallelism.tpp": [1, 2]}, progress=False)

@@ -179,6 +179,32 @@ TEST(Cli, MaxEventsGuard) {
   EXPECT_NE(o.output.find("limit of 10 events"), std::string::npos) << o.output;
 }
 
+TEST(Cli, RunSetsFieldsBeforeReadingTheScenario) {
+  // --set micro_batch 2 and recompute full predicts what the file written so predicts.
+  const std::string path = paceline::testing::temp_path("set.yaml");
+  std::ofstream(path) << "model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\n"
+                         "training: {global_batch: 16, micro_batch: 2, seq_len: 2048, recompute: full}\n";
+  const CliOutcome written = run_cli("run " + path + " --json");
+  const CliOutcome set = run_cli(
+      "run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=2 --set training.recompute=full --json");
+  ASSERT_EQ(set.exit_code, 0) << set.output;
+  const CliOutcome plain = run_cli("run scenarios/gpt-1.7b-1xa100.yaml --json");
+  const auto time = [](const CliOutcome& o) {
+    const size_t at = o.output.find("\"iteration_time_s\":");
+    return o.output.substr(at, o.output.find(',', at) - at);
+  };
+  EXPECT_EQ(time(set), time(written));
+  EXPECT_NE(time(set), time(plain));
+  // A bad value is cited by its --set; a path set twice and several values are refused.
+  const CliOutcome bad = run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=0");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.output, "paceline: --set training.micro_batch=0: training.micro_batch = 0 must be at least 1\n");
+  const CliOutcome twice =
+      run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=2 --set training.micro_batch=4");
+  EXPECT_EQ(twice.output, "paceline: --set: training.micro_batch is set twice\n");
+  EXPECT_EQ(run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2").exit_code, 2);
+}
+
 TEST(Cli, SweepPrintsOneRowPerConfiguration) {
   const CliOutcome o = run_cli(
       "sweep scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2 --set training.recompute=none,full --csv");

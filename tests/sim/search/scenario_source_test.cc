@@ -65,17 +65,24 @@ TEST(ScenarioSource, LaterOverridesWin) {
   EXPECT_EQ(s.parallelism.tp, 2);
 }
 
-TEST(ScenarioSource, AnOverriddenValueIsCitedAtItsMapping) {
+TEST(ScenarioSource, AnOverriddenValueIsCitedByItsOverride) {
   // tp 64 · pp 16 divides the 1024 GPUs; 64 does not divide the 96 heads. The value has no line in
-  // the file: the message cites the mapping it sits in (parallelism's keys start at 9:3).
+  // the file: the message cites the override, by where it was given when that is known.
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "64"}}),
-            "s.yaml:9:3: parallelism.tp = 64 does not divide model.heads = 96");
-  // A mapping given whole has no line at all: the file and the field.
-  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism", "{tp: 64, pp: 16}"}}),
-            "s.yaml: parallelism.tp = 64 does not divide model.heads = 96");
-  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.shcedule", "1f1b"}})
-                .rfind("s.yaml: unknown key 'shcedule'", 0),
+            "s.yaml with parallelism.tp=64: parallelism.tp = 64 does not divide model.heads = 96");
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "64", "--set"}}),
+            "--set parallelism.tp=64: parallelism.tp = 64 does not divide model.heads = 96");
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "x", "--set"}}),
+            "--set parallelism.tp=x: parallelism.tp = 'x' is not an integer");
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.shcedule", "1f1b", "--set"}})
+                .rfind("--set parallelism.shcedule=1f1b: unknown key 'shcedule'", 0),
             0u);
+  // A field inside a mapping given whole cites that mapping's override, the latest one.
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "64", "--set"}, {"parallelism", "{tp: 64, pp: 16}"}}),
+            "s.yaml with parallelism={tp: 64, pp: 16}: parallelism.tp = 64 does not divide model.heads = 96");
+  // Fields of the file keep their line beside an override.
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.pp", "5", "--set"}}),
+            "s.yaml:9:7: parallelism.tp = 8: tp·pp·cp = 8·5·1 = 40 does not divide the cluster's 1024 GPUs");
 }
 
 TEST(ScenarioSource, ErrorsInTheTextKeepTheirLine) {
@@ -90,9 +97,9 @@ TEST(ScenarioSource, BadOverridesSayWhy) {
             "s.yaml:1:7: override name.first: name is 'test', not a mapping");
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism..tp", "2"}}),
             "s.yaml: override 'parallelism..tp' is not a dotted field path such as parallelism.tp");
-  EXPECT_NE(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "[1"}})
-                .find("override parallelism.tp = '[1' is not valid YAML"),
-            std::string::npos);
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "[1", "--set"}})
+                .rfind("--set parallelism.tp=[1: '[1' is not valid YAML", 0),
+            0u);
 }
 
 TEST(ScenarioSource, MissingFileIsAnInputError) {

@@ -128,7 +128,9 @@ training: {global_batch: 16}
   for (const RankedLayout& o : overlapped.top) {
     const auto p = std::ranges::find(plain.top, o.layout, &RankedLayout::layout);
     if (p == plain.top.end()) continue;
-    if (o.layout.ep == 1) EXPECT_EQ(o.iteration_time_s, p->iteration_time_s) << to_string(o.layout);
+    if (o.layout.ep == 1) {
+      EXPECT_EQ(o.iteration_time_s, p->iteration_time_s) << to_string(o.layout);
+    }
     if (o.iteration_time_s < p->iteration_time_s) ++faster;
   }
   EXPECT_GT(faster, 0);

@@ -46,7 +46,8 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
     }
     return "";
   };
-  EXPECT_EQ(error_of([&] { check_sweep(base, {{"parallelism.tp", {"3", "5"}}}); }).rfind("sweep.yaml:", 0), 0u);
+  EXPECT_EQ(error_of([&] { check_sweep(base, {{"parallelism.tp", {"3", "5"}}}); }).rfind("sweep.yaml with parallelism.tp=3:", 0),
+            0u);
   EXPECT_EQ(error_of([&] { check_sweep({"model: nope\n", "bad.yaml"}, {{"training.global_batch", {"1", "2"}}}); })
                 .rfind("bad.yaml:1:8: model = 'nope'", 0),
             0u);
@@ -101,7 +102,7 @@ TEST(Sweep, RowsEqualSingleSimulations) {
         expected = e.what();
       }
       EXPECT_EQ(table.error[i], expected);
-      EXPECT_EQ(table.error[i].rfind("sweep.yaml: ", 0), 0u) << table.error[i];
+      EXPECT_EQ(table.error[i].rfind("sweep.yaml with parallelism.tp=", 0), 0u) << table.error[i];
       EXPECT_TRUE(std::isnan(table.tokens_per_s[i]));
       EXPECT_EQ(table.peak_memory_bytes[i], -1);
       continue;
@@ -162,7 +163,8 @@ TEST(Sweep, AxesSplitAtCommasOutsideBracketsAndQuotes) {
     parse_sweep_axis("parallelism.tp", "--set");
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--set: sweep axis 'parallelism.tp' must be written PATH=V1,V2,... (e.g. parallelism.tp=1,2,4)");
+              "--set: 'parallelism.tp' must be written PATH=VALUE, e.g. parallelism.tp=4 (a sweep's values: "
+              "parallelism.tp=1,2,4)");
   }
 }
 
@@ -179,7 +181,7 @@ TEST(Sweep, CsvAndJsonHoldOneRowPerConfiguration) {
   const std::string first = csv.substr(header.size(), csv.find('\n', header.size()) - header.size());
   EXPECT_EQ(first.rfind("1,", 0), 0u) << first;
   EXPECT_EQ(first.back(), ',') << first;
-  EXPECT_NE(csv.find("\n\"[1, 5]\",,,,,,,,sweep.yaml"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n\"[1, 5]\",,,,,,,,\"sweep.yaml with parallelism.tp=[1, 5]: "), std::string::npos) << csv;
   const Json json = to_json(axes, 0, table);
   ASSERT_EQ(json.elements().size(), 2u);
   EXPECT_EQ(json.elements()[0].at("parallelism.tp").string(), "1");
