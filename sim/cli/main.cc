@@ -152,6 +152,24 @@ int parse_int_count(const Arguments& args, const std::string& option, uint64_t l
 // --threads N, or 0 (one per hardware thread) when it is not given.
 int thread_count(const Arguments& args) { return args.has("--threads") ? parse_int_count(args, "--threads", 0) : 0; }
 
+// The --set PATH=VALUE options of `command` (in sweep's syntax, one value each), each path once.
+std::vector<Override> single_value_overrides(const Arguments& args, const std::string& command) {
+  std::vector<Override> overrides;
+  if (!args.has("--set")) return overrides;
+  for (const std::string& text : args.repeated.at("--set")) {
+    SweepAxis axis = parse_sweep_axis(text, "--set");
+    if (axis.values.size() != 1) {
+      throw InputError({"--set"}, fmt::format("'{}' gives {} values; paceline {} takes one per field (paceline "
+                                              "sweep tries several)", text, axis.values.size(), command));
+    }
+    for (const Override& earlier : overrides) {
+      if (earlier.path == axis.path) throw InputError({"--set"}, fmt::format("{} is set twice", axis.path));
+    }
+    overrides.push_back({axis.path, axis.values.front(), axis.origin});
+  }
+  return overrides;
+}
+
 int run_command(int argc, char** argv) {
   const Arguments args =
       parse(argc, argv, 2, {"--set", "--trace", "--max-events", "--timeout", "--max-memory", "--threads"},
@@ -174,23 +192,8 @@ int run_command(int argc, char** argv) {
     if (value < 0.0) throw InputError({"<command line>"}, fmt::format("{} must not be negative", option));
     return value;
   };
-  std::vector<Override> overrides;
-  if (args.has("--set")) {
-    // The syntax of sweep's axes, one value each.
-    for (const std::string& text : args.repeated.at("--set")) {
-      SweepAxis axis = parse_sweep_axis(text, "--set");
-      if (axis.values.size() != 1) {
-        throw InputError({"--set"}, fmt::format("'{}' gives {} values; paceline run takes one per field (paceline "
-                                                "sweep tries several)", text, axis.values.size()));
-      }
-      for (const Override& earlier : overrides) {
-        if (earlier.path == axis.path) throw InputError({"--set"}, fmt::format("{} is set twice", axis.path));
-      }
-      overrides.push_back({axis.path, axis.values.front(), axis.origin});
-    }
-  }
-  auto scenario =
-      std::make_shared<const Scenario>(load_scenario(read_scenario_source(args.positional[0]), overrides));
+  auto scenario = std::make_shared<const Scenario>(
+      load_scenario(read_scenario_source(args.positional[0]), single_value_overrides(args, "run")));
   SimulateOptions options;
   if (args.has("--max-events")) options.max_events = parse_count(args.options.at("--max-events"), "--max-events");
   if (args.has("--timeout")) options.timeout = Seconds(limit("--timeout", Dimension::kTime));
@@ -326,19 +329,21 @@ int catalog_command(int argc, char** argv, bool gpus) {
 }
 
 int search_command(int argc, char** argv) {
-  constexpr const char* kSearchUsage = R"(usage: paceline search SCENARIO [--gpus N] [--top K] [--threads N] [--json]
+  constexpr const char* kSearchUsage = R"(usage: paceline search SCENARIO [--set PATH=VALUE ...] [--gpus N] [--top K] [--threads N] [--json]
 
 Ranks every valid parallel layout of SCENARIO's model on its cluster (tp, pp, dp, cp, ep,
 virtual stages, micro-batch, recompute, ZeRO stage, sequence parallelism) by simulated
 tokens/s, keeping its global batch; layouts that cannot fit or cannot make the top K are
 pruned by lower bounds before simulating. The ranking equals simulating every layout.
 
-  --gpus N     search on N GPUs of the same kind (default: the scenario's cluster)
-  --top K      how many layouts to rank (default 10)
-  --threads N  simulate on N threads (default: all cores; the result is the same)
-  --json       print the report as JSON
+  --set PATH=VALUE  set a field of SCENARIO first, as paceline run does (a layout's own
+                    parallelism and micro-batch replace what it says of them); repeatable
+  --gpus N          search on N GPUs of the same kind (default: the scenario's cluster)
+  --top K           how many layouts to rank (default 10)
+  --threads N       simulate on N threads (default: all cores; the result is the same)
+  --json            print the report as JSON
 )";
-  const Arguments args = parse(argc, argv, 2, {"--gpus", "--top", "--threads"}, {"--json", "--help"});
+  const Arguments args = parse(argc, argv, 2, {"--set", "--gpus", "--top", "--threads"}, {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kSearchUsage;
     return 0;
@@ -350,6 +355,7 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
   if (args.has("--gpus")) options.gpus = parse_int_count(args, "--gpus", 1);
   if (args.has("--top")) options.top = parse_int_count(args, "--top", 1);
   options.threads = thread_count(args);
+  options.overrides = single_value_overrides(args, "search");
   const SearchReport report = search_layouts(read_scenario_source(args.positional[0]), options);
   std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
   return 0;

@@ -47,10 +47,13 @@ int64_t raw_integer(const YAML::Node& root, const char* section, const char* key
 }
 
 // The scenario the layouts apply to: the source's model, cluster (resized to `gpus`) and
-// training setup, read with a neutral layout so that its own layout cannot make it invalid.
-// `cluster` receives the overrides that resize the cluster.
-Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Override>& cluster) {
-  const YamlDocument document = load_yaml_text(source.text, source.file);
+// training setup, with `given` applied, read with a neutral layout so that its own layout cannot
+// make it invalid. `fixed` receives the overrides every layout takes: `given`, then those that
+// resize the cluster.
+Scenario load_search_base(const ScenarioSource& source, const std::vector<Override>& given, int gpus,
+                          std::vector<Override>& fixed) {
+  YamlDocument document = load_yaml_text(source.text, source.file);
+  for (const Override& override : given) apply_override(document.root, document.file, override);
   const YAML::Node& root = document.root;
   const YAML::Node partial = child(child(root, "training"), "recompute_layers");
   if (partial.IsDefined()) {
@@ -81,12 +84,15 @@ Scenario load_search_base(const ScenarioSource& source, int gpus, std::vector<Ov
                                    "or a divisor of cluster.gpus_per_node = {}",
                                    gpus, gpus_per_node));
     }
-    cluster = {{"cluster.nodes", fmt::format("{}", nodes)},
-               {"cluster.gpus_per_node", fmt::format("{}", gpus_per_node)}};
+  }
+  fixed = given;
+  if (gpus > 0) {
+    fixed.push_back({"cluster.nodes", fmt::format("{}", nodes)});
+    fixed.push_back({"cluster.gpus_per_node", fmt::format("{}", gpus_per_node)});
   }
   // Neutral layout: one GPU per model replica, micro-batch 1, a global batch of one sequence
   // per GPU; the real global batch is read back below.
-  std::vector<Override> neutral = cluster;
+  std::vector<Override> neutral = fixed;
   const YAML::Node order = child(child(root, "parallelism"), "rank_order");
   // ZeRO-1 where the scenario keeps fp8 parameters, which need a sharded optimizer: the layouts
   // set their own stage.
@@ -164,8 +170,8 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     throw InputError(SourceLocation{"<search>"},
                      fmt::format("gpus = {} must be positive", options.gpus));
   }
-  std::vector<Override> cluster;
-  const Scenario base = load_search_base(source, options.gpus, cluster);
+  std::vector<Override> fixed;
+  const Scenario base = load_search_base(source, options.overrides, options.gpus, fixed);
   const std::vector<Layout> layouts = enumerate_layouts(base);
 
   SearchReport report;
@@ -251,7 +257,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     std::vector<RankedLayout> batch(picked.size());
     parallel_for(batch.size(), threads, [&](size_t i) {
       const size_t index = picked[i];
-      std::vector<Override> overrides = cluster;
+      std::vector<Override> overrides = fixed;
       for (Override& o : layout_overrides(layouts[index], base)) overrides.push_back(std::move(o));
       std::shared_ptr<const Scenario> scenario;
       try {

@@ -30,6 +30,9 @@ struct SearchOptions {
   int top = 10;       // layouts to rank
   int threads = 0;    // 0: one per hardware thread
   bool prune = true;  // false: simulate every layout (for tests of the pruning)
+  // Fields set on the scenario first (e.g. by --set); a layout's own parallelism and micro-batch
+  // replace what these say of them.
+  std::vector<Override> overrides;
 };
 
 // One simulated layout and what it achieved.

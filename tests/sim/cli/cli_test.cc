@@ -203,6 +203,13 @@ TEST(Cli, RunSetsFieldsBeforeReadingTheScenario) {
       run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=2 --set training.micro_batch=4");
   EXPECT_EQ(twice.output, "paceline: --set: training.micro_batch is set twice\n");
   EXPECT_EQ(run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2").exit_code, 2);
+  // search takes them too.
+  const CliOutcome search =
+      run_cli("search scenarios/gpt-1.7b-1xa100.yaml --set training.global_batch=32 --set training.precision=fp7");
+  EXPECT_EQ(search.exit_code, 2);
+  EXPECT_EQ(search.output.rfind("paceline: --set training.precision=fp7: training.precision = 'fp7' is unknown", 0),
+            0u)
+      << search.output;
 }
 
 TEST(Cli, SweepPrintsOneRowPerConfiguration) {

@@ -43,6 +43,26 @@ TEST(Search, PruningKeepsTheExhaustiveRanking) {
   for (const RankedLayout& r : pruned.top) EXPECT_TRUE(r.fits);
 }
 
+TEST(Search, OverridesSetTheScenarioFirst) {
+  // Setting the global batch, the GPU and a framework setting ranks as the file written so does.
+  const std::string written = R"(name: four
+model: {name: m, layers: 4, hidden: 8192, heads: 64, ffn_hidden: 32768, vocab: 32000, seq_len: 4096, dropout: 0.1}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {schedule: gpipe}
+training: {global_batch: 16}
+)";
+  const SearchReport overridden = search_layouts(
+      {kFourGpus, "four.yaml"},
+      {.top = 5,
+       .threads = 2,
+       .overrides = {{"training.global_batch", "16"}, {"cluster.gpu", "a100-sxm4-80gb"}, {"parallelism.schedule", "gpipe"}}});
+  const SearchReport expected = search_layouts({written, "written.yaml"}, {.top = 5, .threads = 2});
+  EXPECT_EQ(overridden.global_batch, 16);
+  EXPECT_EQ(to_json(overridden, false).at("layouts").dump(), to_json(expected, false).at("layouts").dump());
+  EXPECT_NE(to_json(overridden, false).at("layouts").dump(),
+            to_json(search_layouts({kFourGpus, "four.yaml"}, {.top = 5, .threads = 2}), false).at("layouts").dump());
+}
+
 TEST(Search, LayoutsCarryTheSimulationsWarnings) {
   // Stages innermost on nodes of one NIC: layouts with several stages on a node and data
   // parallelism across nodes send several stages' reductions through one NIC.
