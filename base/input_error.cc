@@ -13,6 +13,14 @@ std::string SourceLocation::to_string() const {
 
 namespace {
 
+// `text` cut to at most `bytes` bytes, back to the start of the UTF-8 character the cut falls in.
+std::string_view utf8_prefix(std::string_view text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 // One line of printable text: control characters in echoed values and keys are escaped, and an
 // echoed value of pages is cut short.
 std::string one_line(const std::string& text) {
@@ -29,17 +37,18 @@ std::string one_line(const std::string& text) {
     } else {
       line += c;
     }
-    if (line.size() >= kMostChars) {
-      // Not inside a UTF-8 character: back to the byte that starts one.
-      while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
-      if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();
-      return line + " [cut]";
-    }
+    if (line.size() > kMostChars) return std::string(utf8_prefix(line, kMostChars)) + " [cut]";
   }
   return line;
 }
 
 }  // namespace
+
+std::string echoed(std::string_view text) {
+  constexpr size_t kMostBytes = 80;
+  if (text.size() <= kMostBytes) return std::string(text);
+  return std::string(utf8_prefix(text, kMostBytes - 3)) + "...";
+}
 
 InputError::InputError(const SourceLocation& where, const std::string& message)
     : std::invalid_argument(one_line(where.to_string() + ": " + message)), where_(where), detail_(one_line(message)) {}

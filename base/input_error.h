@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace paceline {
 
@@ -22,6 +23,10 @@ struct SourceLocation {
   // "file:line:col", "file" when the position is unknown, "<input>" when the file is too.
   std::string to_string() const;
 };
+
+// `text` as an error message echoes a value: whole when short, else its first 77 bytes (not
+// splitting a UTF-8 character) and "...", so that a long value leaves the message its reason.
+std::string echoed(std::string_view text);
 
 class InputError : public std::invalid_argument {
  public:

@@ -216,7 +216,7 @@ std::string describe(const YAML::Node& node) {
   if (!node || node.IsNull()) return "empty";
   if (node.IsMap()) return "a mapping";
   if (node.IsSequence()) return "a list";
-  return fmt::format("'{}'", node.Scalar());
+  return fmt::format("'{}'", echoed(node.Scalar()));
 }
 
 YamlMap::YamlMap(YAML::Node node, std::string file, std::string path,
@@ -242,7 +242,7 @@ std::string YamlMap::choice(std::string_view key, const std::vector<std::string>
   for (const std::string& a : allowed) {
     if (a == value) return value;
   }
-  fail(key, fmt::format("= '{}' is unknown; expected one of: {}", value, fmt::join(allowed, ", ")));
+  fail(key, fmt::format("= '{}' is unknown; expected one of: {}", echoed(value), fmt::join(allowed, ", ")));
 }
 
 YamlMap YamlMap::map(std::string_view key) {
@@ -294,17 +294,20 @@ std::string YamlMap::field(std::string_view key) const {
   return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
 }
 
-const SourceLocation* YamlMap::origin_of(std::string_view field) const {
-  if (!origins_) return nullptr;
+const SourceLocation* find_origin(const FieldOrigins& origins, std::string_view field) {
   // "a.b[2].c" is inside "a.b[2]", "a.b" and "a".
   while (!field.empty()) {
-    const auto origin = origins_->find(field);
-    if (origin != origins_->end()) return &origin->second;
+    const auto origin = origins.find(field);
+    if (origin != origins.end()) return &origin->second;
     const size_t end = field.find_last_of(".[");
     if (end == std::string_view::npos) break;
     field = field.substr(0, end);
   }
   return nullptr;
+}
+
+const SourceLocation* YamlMap::origin_of(std::string_view field) const {
+  return origins_ ? find_origin(*origins_, field) : nullptr;
 }
 
 SourceLocation YamlMap::location() const {
@@ -339,14 +342,14 @@ bool read_scalar<bool>(const YAML::Node& node, const std::string& file, const st
   // YAML 1.2's booleans; YAML 1.1's yes, no, on and off are refused, not read one way or another.
   if (text == "true" || text == "True" || text == "TRUE") return true;
   if (text == "false" || text == "False" || text == "FALSE") return false;
-  throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a boolean; expected true or false", field, text));
+  throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a boolean; expected true or false", field, echoed(text)));
 }
 
 template <>
 int64_t read_scalar<int64_t>(const YAML::Node& node, const std::string& file, const std::string& field) {
   const std::string& text = scalar_text(node, file, field, "an integer");
   if (const auto value = parse_integer(text)) return *value;
-  throw InputError(location_of(node, file), fmt::format("{} = '{}' is not an integer", field, text));
+  throw InputError(location_of(node, file), fmt::format("{} = '{}' is not an integer", field, echoed(text)));
 }
 
 template <>
@@ -367,7 +370,7 @@ double read_scalar<double>(const YAML::Node& node, const std::string& file, cons
   if (begin != end && *begin == '+') ++begin;
   const auto [rest, ec] = std::from_chars(begin, end, value);
   if (ec != std::errc() || rest != end || !std::isfinite(value)) {
-    throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a number", field, text));
+    throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a number", field, echoed(text)));
   }
   return value;
 }

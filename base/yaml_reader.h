@@ -57,6 +57,10 @@ std::string describe(const YAML::Node& node);
 // the document has no line for them.
 using FieldOrigins = std::map<std::string, SourceLocation, std::less<>>;
 
+// The origin of `field` ("a.b[2].c"), or of the nearest mapping or list around it that has one;
+// nullptr when none has.
+const SourceLocation* find_origin(const FieldOrigins& origins, std::string_view field);
+
 class YamlMap {
  public:
   // `path` is the dotted field name of this mapping ("" for the document root). `origins`, when

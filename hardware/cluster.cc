@@ -86,7 +86,7 @@ LinkSpec load_link_of_kind(const std::string& name, LinkKind kind, const SourceL
 LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<LinkSpec>& defaults) {
   const std::string catalog = default_link_catalog();
   const YAML::Node node = parent.node(key);
-  if (node.IsScalar()) return load_link_of_kind(node.Scalar(), LinkKind::kIntraNode, location_of(node, parent.file()));
+  if (node.IsScalar()) return load_link_of_kind(node.Scalar(), LinkKind::kIntraNode, parent.location(key));
   YamlMap map = parent.map(key);
   std::optional<LinkSpec> base = defaults;
   if (map.has("link")) {

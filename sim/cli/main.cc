@@ -50,7 +50,8 @@ constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--set PATH=VA
 Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fields).
 
   --set PATH=VALUE    set a field by its dotted path before reading the scenario (the value is
-                      YAML), e.g. --set parallelism.tp=8 --set training.recompute=full; repeatable
+                      YAML; quote a string with a comma), e.g. --set parallelism.tp=8
+                      --set training.recompute=full; repeatable, each field once
   --json              print the result as JSON (the keys of the result contract)
   --trace FILE        write a Chrome trace of the step (open in ui.perfetto.dev)
   --max-events N      stop with an error after N simulation events
@@ -163,7 +164,10 @@ std::vector<Override> single_value_overrides(const Arguments& args, const std::s
                                               "sweep tries several)", text, axis.values.size(), command));
     }
     for (const Override& earlier : overrides) {
-      if (earlier.path == axis.path) throw InputError({"--set"}, fmt::format("{} is set twice", axis.path));
+      if (paths_overlap(earlier.path, axis.path)) {
+        throw InputError({"--set"}, fmt::format("{} and {} set one field twice; give each field once", earlier.path,
+                                                axis.path));
+      }
     }
     overrides.push_back({axis.path, axis.values.front(), axis.origin});
   }
@@ -336,8 +340,8 @@ virtual stages, micro-batch, recompute, ZeRO stage, sequence parallelism) by sim
 tokens/s, keeping its global batch; layouts that cannot fit or cannot make the top K are
 pruned by lower bounds before simulating. The ranking equals simulating every layout.
 
-  --set PATH=VALUE  set a field of SCENARIO first, as paceline run does (a layout's own
-                    parallelism and micro-batch replace what it says of them); repeatable
+  --set PATH=VALUE  set a field of SCENARIO first, as paceline run does; the fields a layout
+                    chooses (parallelism.tp, ..., training.micro_batch, recompute) are refused
   --gpus N          search on N GPUs of the same kind (default: the scenario's cluster)
   --top K           how many layouts to rank (default 10)
   --threads N       simulate on N threads (default: all cores; the result is the same)

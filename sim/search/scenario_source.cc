@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
+#include <string_view>
 
 #include "base/input_error.h"
 #include "base/yaml_reader.h"
@@ -33,17 +36,18 @@ YAML::Node without_marks(const YAML::Node& node) {
   return YAML::Node(YAML::NodeType::Null);
 }
 
-std::vector<std::string> split_path(const std::string& file, const std::string& path) {
+std::vector<std::string> split_path(const std::string& file, const Override& override) {
   std::vector<std::string> parts;
   size_t start = 0;
   while (true) {
-    const size_t end = path.find('.', start);
-    parts.push_back(path.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (parts.back().empty()) {
-      throw InputError(SourceLocation{file},
-                       fmt::format("override '{}' is not a dotted field path such as "
-                                   "parallelism.tp",
-                                   path));
+    const size_t end = override.path.find('.', start);
+    parts.push_back(override.path.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    const bool is_key = !parts.back().empty() && std::ranges::all_of(parts.back(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+    });
+    if (!is_key) {
+      throw InputError(override_location(file, override),
+                       fmt::format("'{}' is not a dotted field path such as parallelism.tp", override.path));
     }
     if (end == std::string::npos) return parts;
     start = end + 1;
@@ -54,24 +58,38 @@ std::vector<std::string> split_path(const std::string& file, const std::string& 
 
 ScenarioSource read_scenario_source(const std::string& path) { return ScenarioSource{read_text_file(path), path}; }
 
-SourceLocation override_location(const std::string& file, const Override& override) {
-  return SourceLocation{override.origin.empty()
-                            ? fmt::format("{} with {}={}", file, override.path, override.value)
-                            : fmt::format("{} {}={}", override.origin, override.path, override.value)};
+bool paths_overlap(std::string_view a, std::string_view b) {
+  const std::string_view outer = a.size() <= b.size() ? a : b;
+  const std::string_view inner = a.size() <= b.size() ? b : a;
+  return inner.starts_with(outer) && (inner.size() == outer.size() || inner[outer.size()] == '.');
 }
 
-void apply_override(YAML::Node& root, const std::string& file, const Override& override) {
-  const std::vector<std::string> parts = split_path(file, override.path);
+SourceLocation override_location(const std::string& file, const Override& override) {
+  const std::string value = echoed(override.value);
+  return SourceLocation{override.origin.empty() ? fmt::format("{} with {}={}", file, override.path, value)
+                                                : fmt::format("{} {}={}", override.origin, override.path, value)};
+}
+
+void apply_override(YAML::Node& root, const std::string& file, const Override& override, FieldOrigins* origins) {
+  const std::vector<std::string> parts = split_path(file, override);
   YAML::Node value;
   try {
     const YAML::Node loaded = YAML::Load(override.value);
     check_yaml(loaded, override.value, override_location(file, override).file);
     value = without_marks(loaded);
   } catch (const YAML::Exception& e) {
-    throw InputError(override_location(file, override), fmt::format("'{}' is not valid YAML: {}", override.value, e.msg));
+    throw InputError(override_location(file, override), fmt::format("'{}' is not valid YAML: {}", echoed(override.value), e.msg));
   }
   // Walk to the parent mapping, creating mappings that are absent. Node::reset rebinds the
   // handle; assignment would overwrite the node it refers to.
+  const SourceLocation origin = override_location(file, override);
+  if (origins != nullptr) {
+    // The value replaces what earlier overrides put inside it.
+    std::erase_if(*origins, [&](const auto& entry) {
+      return entry.first.size() >= override.path.size() && paths_overlap(entry.first, override.path);
+    });
+    origins->emplace(override.path, origin);
+  }
   YAML::Node parent;
   parent.reset(root);
   std::string walked;
@@ -79,8 +97,10 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
     walked += (walked.empty() ? "" : ".") + parts[i];
     YAML::Node child = parent[parts[i]];
     if (!child.IsDefined() || child.IsNull()) {
+      // A mapping the override creates has no line either: a misspelt section is its doing.
       parent[parts[i]] = YAML::Node(YAML::NodeType::Map);
       child.reset(parent[parts[i]]);
+      if (origins != nullptr) origins->emplace(walked, origin);
     } else if (!child.IsMap()) {
       throw InputError(location_of(child, file),
                        fmt::format("override {}: {} is {}, not a mapping", override.path, walked,
@@ -91,24 +111,20 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
   parent[parts.back()] = value;
 }
 
-Scenario load_scenario(const ScenarioSource& source, const std::vector<Override>& overrides) {
+OverriddenDocument apply_overrides(const ScenarioSource& source, const std::vector<Override>& overrides) {
   YamlDocument document = load_yaml_text(source.text, source.file);
   if (!document.root.IsMap()) {
     YamlMap root(document.root, document.file,
                  "");  // throws: "the document is ...; expected a mapping"
   }
   auto origins = std::make_shared<FieldOrigins>();
-  for (const Override& override : overrides) {
-    apply_override(document.root, document.file, override);
-    // A later override of a mapping replaces the fields earlier ones put inside it.
-    std::erase_if(*origins, [&](const auto& origin) {
-      const std::string& path = origin.first;
-      return path.size() > override.path.size() && path.starts_with(override.path) &&
-             (path[override.path.size()] == '.' || path[override.path.size()] == '[');
-    });
-    origins->insert_or_assign(override.path, override_location(document.file, override));
-  }
-  YamlMap root(document.root, document.file, "", std::move(origins));
+  for (const Override& override : overrides) apply_override(document.root, document.file, override, origins.get());
+  return OverriddenDocument{std::move(document), std::move(origins)};
+}
+
+Scenario load_scenario(const ScenarioSource& source, const std::vector<Override>& overrides) {
+  const OverriddenDocument overridden = apply_overrides(source, overrides);
+  YamlMap root(overridden.document.root, overridden.document.file, "", overridden.origins);
   return read_scenario(root);
 }
 

@@ -14,9 +14,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/yaml_reader.h"
 #include "sim/scenario/scenario.h"
 
 namespace paceline {
@@ -37,13 +40,26 @@ struct Override {
   std::string origin;
 };
 
-// The place errors about `override`'s value cite.
+// The place errors about `override`'s value cite (a long value cut short).
 SourceLocation override_location(const std::string& file, const Override& override);
 
-// Sets `override.path` in the document `root` (a mapping) to the parsed value. Throws
-// InputError when the path is empty or malformed, when a key on the path holds something other
-// than a mapping, or when the value is not valid YAML.
-void apply_override(YAML::Node& root, const std::string& file, const Override& override);
+// Whether one dotted field path is the other or a field inside it ("parallelism" and
+// "parallelism.tp"; not "parallelism.tp" and "parallelism.tp_comm_overlap").
+bool paths_overlap(std::string_view a, std::string_view b);
+
+// Sets `override.path` in the document `root` (a mapping) to the parsed value, and records in
+// `origins`, when given, where the value and the mappings it created came from. Throws
+// InputError when the path is not keys of letters, digits, '_' and '-' joined by dots, when a
+// key on the path holds something other than a mapping, or when the value is not valid YAML.
+void apply_override(YAML::Node& root, const std::string& file, const Override& override,
+                    FieldOrigins* origins = nullptr);
+
+// A scenario's document with overrides applied in order, and the origins of what they put in.
+struct OverriddenDocument {
+  YamlDocument document;
+  std::shared_ptr<const FieldOrigins> origins;
+};
+OverriddenDocument apply_overrides(const ScenarioSource& source, const std::vector<Override>& overrides);
 
 // Parses the source, applies the overrides in order, then reads and validates the scenario
 // (the same rules and messages as `paceline run`).

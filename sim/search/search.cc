@@ -9,6 +9,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,12 +53,16 @@ int64_t raw_integer(const YAML::Node& root, const char* section, const char* key
 // resize the cluster.
 Scenario load_search_base(const ScenarioSource& source, const std::vector<Override>& given, int gpus,
                           std::vector<Override>& fixed) {
-  YamlDocument document = load_yaml_text(source.text, source.file);
-  for (const Override& override : given) apply_override(document.root, document.file, override);
-  const YAML::Node& root = document.root;
+  const OverriddenDocument overridden = apply_overrides(source, given);
+  const YAML::Node& root = overridden.document.root;
+  // Where a raw node came from: its line, or the override that put it in.
+  const auto cited = [&](const YAML::Node& node, std::string_view field) {
+    const SourceLocation* origin = find_origin(*overridden.origins, field);
+    return origin != nullptr ? *origin : location_of(node, source.file);
+  };
   const YAML::Node partial = child(child(root, "training"), "recompute_layers");
   if (partial.IsDefined()) {
-    throw InputError(location_of(partial, source.file),
+    throw InputError(cited(partial, "training.recompute_layers"),
                      fmt::format("training.recompute_layers = {}: the search recomputes none, some "
                                  "(selective) or all of every layer; remove the field to search, or "
                                  "sweep it over one layout (paceline sweep --set "
@@ -69,7 +74,7 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
   const YAML::Node system = child(child(root, "cluster"), "system");
   const int64_t system_gpus_per_node =
       system.IsScalar()
-          ? load_system(system.Scalar(), default_system_catalog(), location_of(system, source.file)).gpus_per_node
+          ? load_system(system.Scalar(), default_system_catalog(), cited(system, "cluster.system")).gpus_per_node
           : 1;
   int64_t gpus_per_node = raw_integer(root, "cluster", "gpus_per_node", system_gpus_per_node);
   if (gpus > 0) {
@@ -90,6 +95,14 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     fixed.push_back({"cluster.nodes", fmt::format("{}", nodes)});
     fixed.push_back({"cluster.gpus_per_node", fmt::format("{}", gpus_per_node)});
   }
+  // The scenario's framework settings reach the layouts they apply to (layout_parallelism); its
+  // own layout does not. Read before the neutral layout below copies rank_order, so that errors
+  // cite the file or the --set.
+  std::optional<Parallelism> settings;
+  if (const YAML::Node given_parallelism = child(root, "parallelism"); given_parallelism.IsDefined()) {
+    YamlMap map(given_parallelism, source.file, "parallelism", overridden.origins);
+    settings = read_parallelism(map);
+  }
   // Neutral layout: one GPU per model replica, micro-batch 1, a global batch of one sequence
   // per GPU; the real global batch is read back below.
   std::vector<Override> neutral = fixed;
@@ -106,30 +119,29 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     neutral.push_back({"training.global_batch", fmt::format("{}", nodes * gpus_per_node)});
   }
   Scenario base = load_scenario(source, neutral);
-  // The scenario's framework settings reach the layouts they apply to (layout_parallelism); its
-  // own layout does not.
-  if (const YAML::Node given = child(root, "parallelism"); given.IsDefined()) {
-    YamlMap map(given, source.file, "parallelism");
-    const Parallelism settings = read_parallelism(map);
+  if (settings) {
     Parallelism& p = base.parallelism;
-    p.schedule = settings.schedule;
-    p.tp_comm_overlap = settings.tp_comm_overlap;
-    p.tp_comm_overlap_method = settings.tp_comm_overlap_method;
-    p.cp_comm = settings.cp_comm;
-    p.cp_comm_overlap = settings.cp_comm_overlap;
-    p.ep_comm_overlap = settings.ep_comm_overlap;
-    p.fsdp_prefetch = settings.fsdp_prefetch;
-    p.fsdp_gather = settings.fsdp_gather;
-    p.fsdp_gradient_reduce = settings.fsdp_gradient_reduce;
-    p.fsdp_persistence_threshold = settings.fsdp_persistence_threshold;
-    p.fsdp_reuse_distance = settings.fsdp_reuse_distance;
+    p.schedule = settings->schedule;
+    p.tp_comm_overlap = settings->tp_comm_overlap;
+    p.tp_comm_overlap_method = settings->tp_comm_overlap_method;
+    p.cp_comm = settings->cp_comm;
+    p.cp_comm_overlap = settings->cp_comm_overlap;
+    p.ep_comm_overlap = settings->ep_comm_overlap;
+    p.fsdp_prefetch = settings->fsdp_prefetch;
+    p.fsdp_gather = settings->fsdp_gather;
+    p.fsdp_gradient_reduce = settings->fsdp_gradient_reduce;
+    p.fsdp_persistence_threshold = settings->fsdp_persistence_threshold;
+    p.fsdp_reuse_distance = settings->fsdp_reuse_distance;
   }
   if (has_batch) {
-    base.training.global_batch = read_scalar<int64_t>(batch, source.file, "training.global_batch");
+    try {
+      base.training.global_batch = read_scalar<int64_t>(batch, source.file, "training.global_batch");
+    } catch (const InputError& e) {
+      throw InputError(cited(batch, "training.global_batch"), e.detail());
+    }
     if (base.training.global_batch < 1) {
-      throw InputError(
-          location_of(batch, source.file),
-          fmt::format("training.global_batch = {} must be at least 1", base.training.global_batch));
+      throw InputError(cited(batch, "training.global_batch"),
+                       fmt::format("training.global_batch = {} must be at least 1", base.training.global_batch));
     }
   }
   return base;
@@ -169,6 +181,27 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   if (options.gpus < 0) {
     throw InputError(SourceLocation{"<search>"},
                      fmt::format("gpus = {} must be positive", options.gpus));
+  }
+  for (const Override& override : options.overrides) {
+    // What each layout chooses or leaves out is not the scenario's to set here.
+    for (const char* chosen : {"parallelism.tp", "parallelism.pp", "parallelism.dp", "parallelism.cp",
+                               "parallelism.ep", "parallelism.virtual_stages", "parallelism.sequence_parallel",
+                               "parallelism.zero", "parallelism.zero_shard", "parallelism.layers_per_stage",
+                               "training.micro_batch", "training.recompute"}) {
+      if (override.path.size() >= std::string_view(chosen).size() && paths_overlap(override.path, chosen)) {
+        throw InputError(override_location(source.file, override),
+                         fmt::format("the search chooses {} for each layout; set it in paceline run or sweep",
+                                     chosen));
+      }
+    }
+    for (const char* size : {"cluster.nodes", "cluster.gpus_per_node"}) {
+      if (options.gpus > 0 && override.path.size() >= std::string_view(size).size() &&
+          paths_overlap(override.path, size)) {
+        throw InputError(override_location(source.file, override),
+                         fmt::format("the search on {} GPUs sets {} itself; give --gpus or {}, not both", options.gpus,
+                                     size, size));
+      }
+    }
   }
   std::vector<Override> fixed;
   const Scenario base = load_search_base(source, options.overrides, options.gpus, fixed);

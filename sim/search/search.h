@@ -30,8 +30,9 @@ struct SearchOptions {
   int top = 10;       // layouts to rank
   int threads = 0;    // 0: one per hardware thread
   bool prune = true;  // false: simulate every layout (for tests of the pruning)
-  // Fields set on the scenario first (e.g. by --set); a layout's own parallelism and micro-batch
-  // replace what these say of them.
+  // Fields set on the scenario first (e.g. by --set). Those a layout chooses (parallelism.tp,
+  // ..., training.micro_batch and recompute) are refused, and so are cluster.nodes and
+  // gpus_per_node when `gpus` resizes the cluster.
   std::vector<Override> overrides;
 };
 

@@ -88,9 +88,8 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
                      size_t end, const SweepOptions& options) {
   for (size_t a = 0; a < axes.size(); ++a) {
     for (size_t b = 0; b < a; ++b) {
-      const std::string& inner = axes[a].path.size() >= axes[b].path.size() ? axes[a].path : axes[b].path;
-      const std::string& outer = axes[a].path.size() >= axes[b].path.size() ? axes[b].path : axes[a].path;
-      if (inner == outer || inner.starts_with(outer + ".")) {
+      if (paths_overlap(axes[a].path, axes[b].path)) {
+        const std::string& inner = axes[a].path.size() >= axes[b].path.size() ? axes[a].path : axes[b].path;
         throw InputError(SourceLocation{base.file},
                          fmt::format("the sweep sets {} on two axes ({} and {}); give each field one axis", inner,
                                      axes[b].path, axes[a].path));

@@ -43,18 +43,18 @@ TEST(YamlReader, ReadsListsOfScalars) {
 }
 
 TEST(YamlReader, FieldsSetAfterParsingCiteTheirOrigin) {
-  // b (and all inside it) and d[1] stand for values a --set put in; a keeps its line.
+  // b and d (and all inside them) stand for values a --set put in; a keeps its line.
   const YamlDocument doc = load_yaml_text("a: 1\nb: {c: x, e: 2}\nd: [1, y]\n", "o.yaml");
   auto origins = std::make_shared<FieldOrigins>();
   origins->emplace("b", SourceLocation{"--set b={c: x, e: 2}"});
-  origins->emplace("d[1]", SourceLocation{"--set d[1]=y"});
+  origins->emplace("d", SourceLocation{"--set d=[1, y]"});
   YamlMap root(doc.root, doc.file, "", origins);
   EXPECT_EQ(error_of([&] { root.fail("a", "is wrong"); }), "o.yaml:1:4: a is wrong");
   YamlMap b = root.map("b");
   EXPECT_EQ(error_of([&] { b.required<int>("c"); }), "--set b={c: x, e: 2}: b.c = 'x' is not an integer");
   EXPECT_EQ(error_of([&] { b.fail_here("is wrong"); }), "--set b={c: x, e: 2}: b: is wrong");
   EXPECT_EQ(error_of([&] { b.finish(); }).rfind("--set b={c: x, e: 2}: unknown key 'e' in b", 0), 0u);
-  EXPECT_EQ(error_of([&] { root.list<int>("d", "must be a list"); }), "--set d[1]=y: d[1] = 'y' is not an integer");
+  EXPECT_EQ(error_of([&] { root.list<int>("d", "must be a list"); }), "--set d=[1, y]: d[1] = 'y' is not an integer");
 }
 
 TEST(YamlReader, BooleansAreYaml12s) {
@@ -150,6 +150,21 @@ TEST(InputError, IsOneLineOfPrintableText) {
   for (int i = 0; i < 3000; ++i) accents += "\xC3\xA9";
   const std::string cut = InputError(SourceLocation{"f.yaml"}, "x" + accents).what();
   EXPECT_TRUE(cut.ends_with("\xC3\xA9 [cut]")) << cut.substr(cut.size() - 12);
+}
+
+TEST(InputError, EchoedValuesAreCutShort) {
+  EXPECT_EQ(echoed("short"), "short");
+  EXPECT_EQ(echoed(std::string(80, 'v')), std::string(80, 'v'));
+  EXPECT_EQ(echoed(std::string(81, 'v')), std::string(77, 'v') + "...");
+  // Not inside a UTF-8 character: after "xx" each two-byte 'é' starts at an even byte, so the
+  // 78th byte (index 77) is the second of one.
+  std::string accents = "xx";
+  for (int i = 0; i < 100; ++i) accents += "\xC3\xA9";
+  EXPECT_EQ(echoed(accents), accents.substr(0, 76) + "...");
+  const YamlDocument doc = load_yaml_text("a: " + std::string(5000, '9') + "x\n", "e.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(error_of([&] { root.required<int>("a"); }),
+            "e.yaml:1:4: a = '" + std::string(77, '9') + "...' is not an integer");
 }
 
 TEST(YamlReader, MissingRequiredKeyPointsAtTheMapping) {

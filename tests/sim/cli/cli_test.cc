@@ -201,7 +201,12 @@ TEST(Cli, RunSetsFieldsBeforeReadingTheScenario) {
   EXPECT_EQ(bad.output, "paceline: --set training.micro_batch=0: training.micro_batch = 0 must be at least 1\n");
   const CliOutcome twice =
       run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=2 --set training.micro_batch=4");
-  EXPECT_EQ(twice.output, "paceline: --set: training.micro_batch is set twice\n");
+  EXPECT_EQ(twice.output,
+            "paceline: --set: training.micro_batch and training.micro_batch set one field twice; give each field "
+            "once\n");
+  EXPECT_EQ(run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=2 --set 'training={global_batch: 8}'")
+                .exit_code,
+            2);
   EXPECT_EQ(run_cli("run scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2").exit_code, 2);
   // search takes them too.
   const CliOutcome search =

@@ -81,8 +81,20 @@ TEST(ScenarioSource, AnOverriddenValueIsCitedByItsOverride) {
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "64", "--set"}, {"parallelism", "{tp: 64, pp: 16}"}}),
             "s.yaml with parallelism={tp: 64, pp: 16}: parallelism.tp = 64 does not divide model.heads = 96");
   // Fields of the file keep their line beside an override.
-  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.pp", "5", "--set"}}),
-            "s.yaml:9:7: parallelism.tp = 8: tp·pp·cp = 8·5·1 = 40 does not divide the cluster's 1024 GPUs");
+  EXPECT_EQ(error_of({std::string(kBase) + "foo: 1\n", "s.yaml"}, {{"parallelism.tp", "4", "--set"}})
+                .rfind("s.yaml:13:1: unknown key 'foo'", 0),
+            0u);
+  // A mapping an override creates is its doing: a misspelt section, or a section the file lacks.
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"paralelism.tp", "4", "--set"}})
+                .rfind("--set paralelism.tp=4: unknown key 'paralelism' in the document", 0),
+            0u);
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"collectives.all_reduce", "bogus", "--set"}})
+                .rfind("--set collectives.all_reduce=bogus: ", 0),
+            0u);
+  // A long value is cut short, leaving the message its reason.
+  const std::string cut = error_of({kBase, "s.yaml"}, {{"parallelism.tp", std::string(5000, 'x'), "--set"}});
+  EXPECT_EQ(cut, "--set parallelism.tp=" + std::string(77, 'x') + "...: parallelism.tp = '" + std::string(77, 'x') +
+                     "...' is not an integer");
 }
 
 TEST(ScenarioSource, ErrorsInTheTextKeepTheirLine) {
@@ -96,7 +108,12 @@ TEST(ScenarioSource, BadOverridesSayWhy) {
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"name.first", "x"}}),
             "s.yaml:1:7: override name.first: name is 'test', not a mapping");
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism..tp", "2"}}),
-            "s.yaml: override 'parallelism..tp' is not a dotted field path such as parallelism.tp");
+            "s.yaml with parallelism..tp=2: 'parallelism..tp' is not a dotted field path such as parallelism.tp");
+  for (const char* path : {".", "", " training.micro_batch", "parallelism.tp[0]", "a.b c"}) {
+    EXPECT_NE(error_of({kBase, "s.yaml"}, {{path, "2", "--set"}}).find("is not a dotted field path"),
+              std::string::npos)
+        << path;
+  }
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "[1", "--set"}})
                 .rfind("--set parallelism.tp=[1: '[1' is not valid YAML", 0),
             0u);

@@ -48,19 +48,53 @@ TEST(Search, OverridesSetTheScenarioFirst) {
   const std::string written = R"(name: four
 model: {name: m, layers: 4, hidden: 8192, heads: 64, ffn_hidden: 32768, vocab: 32000, seq_len: 4096, dropout: 0.1}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
-parallelism: {schedule: gpipe}
+parallelism: {tp_comm_overlap: true}
 training: {global_batch: 16}
 )";
   const SearchReport overridden = search_layouts(
-      {kFourGpus, "four.yaml"},
-      {.top = 5,
-       .threads = 2,
-       .overrides = {{"training.global_batch", "16"}, {"cluster.gpu", "a100-sxm4-80gb"}, {"parallelism.schedule", "gpipe"}}});
+      {kFourGpus, "four.yaml"}, {.top = 5,
+                                 .threads = 2,
+                                 .overrides = {{"training.global_batch", "16"},
+                                               {"cluster.gpu", "a100-sxm4-80gb"},
+                                               {"parallelism.tp_comm_overlap", "true"}}});
   const SearchReport expected = search_layouts({written, "written.yaml"}, {.top = 5, .threads = 2});
   EXPECT_EQ(overridden.global_batch, 16);
   EXPECT_EQ(to_json(overridden, false).at("layouts").dump(), to_json(expected, false).at("layouts").dump());
   EXPECT_NE(to_json(overridden, false).at("layouts").dump(),
             to_json(search_layouts({kFourGpus, "four.yaml"}, {.top = 5, .threads = 2}), false).at("layouts").dump());
+}
+
+TEST(Search, OverridesTheSearchChoosesAreRefusedAndErrorsCiteTheirOrigin) {
+  const auto error_of = [](const SearchOptions& options) -> std::string {
+    try {
+      search_layouts({kFourGpus, "four.yaml"}, options);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of({.overrides = {{"parallelism.tp", "2", "--set"}}}),
+            "--set parallelism.tp=2: the search chooses parallelism.tp for each layout; set it in paceline run or "
+            "sweep");
+  EXPECT_EQ(error_of({.overrides = {{"training.recompute", "full", "--set"}}}).rfind("--set training.recompute=full: ", 0),
+            0u);
+  EXPECT_EQ(error_of({.gpus = 8, .overrides = {{"cluster.nodes", "2", "--set"}}}),
+            "--set cluster.nodes=2: the search on 8 GPUs sets cluster.nodes itself; give --gpus or cluster.nodes, not "
+            "both");
+  EXPECT_EQ(error_of({.overrides = {{"parallelism.schedule", "bogus", "--set"}}})
+                .rfind("--set parallelism.schedule=bogus: parallelism.schedule = 'bogus' is unknown", 0),
+            0u);
+  EXPECT_EQ(error_of({.overrides = {{"training.global_batch", "0", "--set"}}}),
+            "--set training.global_batch=0: training.global_batch = 0 must be at least 1");
+  // A field of the file is cited at its line, though the search copies it into its neutral layout.
+  const std::string bad_order = std::string(kFourGpus) + "parallelism: {rank_order: bogus}\n";
+  std::string message;
+  try {
+    search_layouts({bad_order, "four.yaml"}, {});
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message.rfind("four.yaml:5:27: parallelism.rank_order = 'bogus'", 0), 0u) << message;
 }
 
 TEST(Search, LayoutsCarryTheSimulationsWarnings) {
