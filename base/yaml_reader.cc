@@ -138,9 +138,6 @@ YamlDocument parse(const std::string& text, const std::string& name) {
     throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
                      fmt::format("YAML syntax error: {}", e.msg));
   }
-  if (const int line = second_document_line(text); line > 0) {
-    throw InputError(SourceLocation{name, line, 1}, "a second YAML document ('---'): a file holds one document");
-  }
   check_yaml(document.root, text, name);
   if (!document.root || document.root.IsNull()) {
     // An empty document has no node to point at: cite its start.
@@ -185,6 +182,9 @@ Q read_quantity(const YAML::Node& node, const std::string& file, const std::stri
 }  // namespace
 
 void check_yaml(const YAML::Node& root, const std::string& text, const std::string& name) {
+  if (const int line = second_document_line(text); line > 0) {
+    throw InputError(SourceLocation{name, line, 1}, "a second YAML document ('---'): a file holds one document");
+  }
   DocumentCheck(text, name).check(root);
 }
 

@@ -41,9 +41,10 @@ YamlDocument load_yaml_text(const std::string& text, const std::string& name);
 // A file's text. Throws InputError for a directory or a file it cannot open.
 std::string read_text_file(const std::string& path);
 
-// Refuses what yaml-cpp lets through in `root`, parsed from `text`: a key given twice in one
-// mapping (it keeps the first) and a quoted string without its closing quote (it runs to the end
-// of the text). load_yaml_file and load_yaml_text check their documents so.
+// Refuses what yaml-cpp lets through in `root`, parsed from `text`: a second document (it keeps
+// the first), a key given twice in one mapping (it keeps the first) and a quoted string without
+// its closing quote (it runs to the end of the text). load_yaml_file and load_yaml_text check
+// their documents so.
 void check_yaml(const YAML::Node& root, const std::string& text, const std::string& name);
 
 // The 1-based position of a node in its file.

@@ -109,6 +109,8 @@ TEST(ScenarioSource, BadOverridesSayWhy) {
             "s.yaml:1:7: override name.first: name is 'test', not a mapping");
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism..tp", "2"}}),
             "s.yaml with parallelism..tp=2: 'parallelism..tp' is not a dotted field path such as parallelism.tp");
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"parallelism.tp", "2\n---\n3", "--set"}}),
+            "--set parallelism.tp=2\\n---\\n3:2:1: a second YAML document ('---'): a file holds one document");
   for (const char* path : {".", "", " training.micro_batch", "parallelism.tp[0]", "a.b c"}) {
     EXPECT_NE(error_of({kBase, "s.yaml"}, {{path, "2", "--set"}}).find("is not a dotted field path"),
               std::string::npos)
