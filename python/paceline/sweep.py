@@ -83,7 +83,8 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
     tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes (bytes), fits, error — the one-line
     reason a configuration is invalid (its metrics are then NaN/NA), None otherwise — and warnings:
     the list of the simulation's warnings (Result.warnings), empty for most configurations.
-    Raises ValueError when no configuration reads (a misspelt field path, a bad base scenario).
+    Raises ValueError, with the first one's reason, when every configuration is invalid (a
+    misspelt field path, a bad base scenario).
 
     threads: C++ threads (None: one per core); the GIL is released while they run, and the rows
     do not depend on the count. progress: show a progress bar (tqdm when installed).

@@ -153,7 +153,7 @@ int parse_int_count(const Arguments& args, const std::string& option, uint64_t l
 // --threads N, or 0 (one per hardware thread) when it is not given.
 int thread_count(const Arguments& args) { return args.has("--threads") ? parse_int_count(args, "--threads", 0) : 0; }
 
-// The --set PATH=VALUE options of `command` (in sweep's syntax, one value each), each path once.
+// The --set PATH=VALUE options of `command` (in sweep's syntax, one value each), each field once.
 std::vector<Override> single_value_overrides(const Arguments& args, const std::string& command) {
   std::vector<Override> overrides;
   if (!args.has("--set")) return overrides;

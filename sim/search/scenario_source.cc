@@ -80,8 +80,6 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
   } catch (const YAML::Exception& e) {
     throw InputError(override_location(file, override), fmt::format("'{}' is not valid YAML: {}", echoed(override.value), e.msg));
   }
-  // Walk to the parent mapping, creating mappings that are absent. Node::reset rebinds the
-  // handle; assignment would overwrite the node it refers to.
   const SourceLocation origin = override_location(file, override);
   if (origins != nullptr) {
     // The value replaces what earlier overrides put inside it.
@@ -90,6 +88,8 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
     });
     origins->emplace(override.path, origin);
   }
+  // Walk to the parent mapping, creating mappings that are absent. Node::reset rebinds the
+  // handle; assignment would overwrite the node it refers to.
   YAML::Node parent;
   parent.reset(root);
   std::string walked;
