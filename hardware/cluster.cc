@@ -222,6 +222,10 @@ ClusterSpec read_cluster(YamlMap& map) {
   if (cluster.nodes < 1) map.fail("nodes", fmt::format("= {} must be at least 1", cluster.nodes));
   cluster.gpus_per_node = map.get<int>("gpus_per_node", system ? system->gpus_per_node : 1);
   if (cluster.gpus_per_node < 1) map.fail("gpus_per_node", fmt::format("= {} must be at least 1", cluster.gpus_per_node));
+  if (int64_t{cluster.nodes} * cluster.gpus_per_node > kMostGpus) {
+    map.fail("nodes", fmt::format("= {} with gpus_per_node = {} makes {} GPUs; a cluster has at most {}", cluster.nodes,
+                                  cluster.gpus_per_node, int64_t{cluster.nodes} * cluster.gpus_per_node, kMostGpus));
+  }
 
   std::optional<LinkSpec> intra_default;
   const std::string intra_link = system ? system->intra_node : cluster.gpu.intra_node_link;
@@ -234,9 +238,10 @@ ClusterSpec read_cluster(YamlMap& map) {
     map.fail("intra_node", fmt::format("is required: gpu {} names no default intra-node link", cluster.gpu.name));
   }
   cluster.nvlink_domain = map.get<int>("nvlink_domain", system ? system->nvlink_domain : cluster.gpus_per_node);
-  if (cluster.nvlink_domain < cluster.gpus_per_node || cluster.nvlink_domain % cluster.gpus_per_node != 0) {
-    map.fail("nvlink_domain", fmt::format("= {} must be a multiple of gpus_per_node = {}", cluster.nvlink_domain,
-                                          cluster.gpus_per_node));
+  if (cluster.nvlink_domain < cluster.gpus_per_node || cluster.nvlink_domain % cluster.gpus_per_node != 0 ||
+      cluster.nvlink_domain > kMostGpus) {
+    map.fail("nvlink_domain", fmt::format("= {} must be a multiple of gpus_per_node = {}, at most {}",
+                                          cluster.nvlink_domain, cluster.gpus_per_node, kMostGpus));
   }
   const LinkSpec& intra = cluster.intra_node;
   if (intra.mesh_links > 0 && cluster.nvlink_domain != cluster.gpus_per_node) {

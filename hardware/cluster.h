@@ -9,6 +9,7 @@
 #define PACELINE_HARDWARE_CLUSTER_H_
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,6 +92,10 @@ struct ClusterSpec {
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };
+
+// The most GPUs a cluster may have: ranks are numbered in int and their degrees multiplied in
+// 64 bits, and a simulation's setup grows with the count (about a minute for 2^20 GPUs).
+inline constexpr int64_t kMostGpus = int64_t{1} << 20;
 
 // Reads the scenario's `cluster:` mapping (resolving the GPU and links in the catalogs).
 ClusterSpec read_cluster(YamlMap& map);

@@ -45,12 +45,18 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
     of the result contract, ``timeline()``.
     The GIL is released while it runs. Raises ValueError (file:line:col: ...) on bad input.
 
-    Limits (None: none) only ever stop a run, never change its result: a scenario whose
-    estimate (estimate_cost) exceeds ``timeout_s`` or ``max_memory_bytes`` is refused before
-    it starts, and one that still overruns ``timeout_s`` or ``max_events`` is stopped; both
-    raise SimulationLimitError with the estimate.
+    Limits only ever stop a run, never change its result: a scenario whose estimate
+    (estimate_cost) exceeds ``timeout_s`` or ``max_memory_bytes`` is refused before it starts,
+    and one that still overruns ``timeout_s`` or ``max_events`` is stopped; both raise
+    SimulationLimitError with the estimate. ``timeout_s`` and ``max_events``: None, no limit;
+    ``max_memory_bytes``: None, this machine's memory, as ``paceline run`` (0: no limit).
     """
     text, file = _source(scenario)
+    for name, value in (("timeout_s", timeout_s), ("max_events", max_events), ("max_memory_bytes", max_memory_bytes)):
+        if value is not None and not value >= 0:
+            raise ValueError(f"{name} = {value!r} must be a number of at least 0 (or None)")
+    if max_memory_bytes is None:
+        max_memory_bytes = _paceline.machine_memory_bytes()
     return _paceline.simulate(text, file, timeout_s or 0.0, max_events or 0, max_memory_bytes or 0.0)
 
 

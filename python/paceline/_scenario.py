@@ -16,8 +16,12 @@ def _plain(value):
 
 
 def yaml_value(value):
-    """One value as YAML text (JSON is YAML): 4 → '4', 'full' → '"full"', {...} → '{...}'."""
-    return json.dumps(value, default=_plain)
+    """One value as YAML text (JSON is YAML): 4 → '4', 'full' → '"full"', {...} → '{...}'.
+
+    Characters stay UTF-8: JSON's escape of one outside the Basic Multilingual Plane is a
+    surrogate pair, which YAML refuses.
+    """
+    return json.dumps(value, default=_plain, ensure_ascii=False)
 
 
 def source(scenario):
@@ -28,7 +32,7 @@ def source(scenario):
     named "<string>".
     """
     if isinstance(scenario, dict):
-        return json.dumps(scenario, indent=2, default=_plain), "<dict>"
+        return json.dumps(scenario, indent=2, default=_plain, ensure_ascii=False), "<dict>"
     if isinstance(scenario, os.PathLike):
         return _paceline.read_source(os.fspath(scenario))
     if isinstance(scenario, str):

@@ -164,12 +164,15 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given, bool& schedule
 
 Training read_training(YamlMap& map, const ModelSpec& model) {
   Training t;
-  t.global_batch = map.required<int64_t>("global_batch");
-  if (t.global_batch < 1) map.fail("global_batch", fmt::format("= {} must be at least 1", t.global_batch));
-  t.micro_batch = map.get<int64_t>("micro_batch", 1);
-  if (t.micro_batch < 1) map.fail("micro_batch", fmt::format("= {} must be at least 1", t.micro_batch));
-  t.seq_len = map.get<int64_t>("seq_len", model.seq_len);
-  if (t.seq_len < 1) map.fail("seq_len", fmt::format("= {} must be at least 1", t.seq_len));
+  // Bounded so that tokens per step and micro_batch·dp stay exact in 64 bits.
+  const auto within = [&](std::string_view key, int64_t value, int64_t most, std::string_view most_name) {
+    if (value < 1) map.fail(key, fmt::format("= {} must be at least 1", value));
+    if (value > most) map.fail(key, fmt::format("= {} is more than {}{}", value, most_name, most));
+    return value;
+  };
+  t.global_batch = within("global_batch", map.required<int64_t>("global_batch"), INT32_MAX, "");
+  t.micro_batch = within("micro_batch", map.get<int64_t>("micro_batch", 1), t.global_batch, "global_batch = ");
+  t.seq_len = within("seq_len", map.get<int64_t>("seq_len", model.seq_len), INT32_MAX, "");
   if (model.position == Position::kLearned && t.seq_len > model.seq_len) {
     map.fail("seq_len", fmt::format("= {} exceeds the learned position table of model {} ({} positions)", t.seq_len,
                                     model.name, model.seq_len));
@@ -244,7 +247,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     root.fail("parallelism", message);
   };
   const int gpus = s.num_gpus();
-  const int model_parallel = p.tp * p.pp * p.cp;
+  // No degree exceeds the GPUs (at most kMostGpus), so their products are exact in 64 bits.
+  for (const auto& [key, degree] : {std::pair{"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}, {"dp", p.dp}, {"ep", p.ep}}) {
+    if (degree > gpus) fail_parallel(key, fmt::format("= {} is more than the cluster's {} GPUs", degree, gpus));
+  }
+  const int64_t model_parallel = int64_t{p.tp} * p.pp * p.cp;
   if (dp_given) {
     if (model_parallel * p.dp != gpus) {
       fail_parallel("dp", fmt::format("= {}: tp·pp·cp·dp = {}·{}·{}·{} = {} but the cluster has {} GPUs", p.dp, p.tp,
@@ -274,9 +281,9 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     if (m.moe->experts % p.ep != 0) {
       fail_parallel("ep", fmt::format("= {} does not divide model.moe.experts = {}", p.ep, m.moe->experts));
     }
-    if ((p.tp * p.dp * p.cp) % p.ep != 0) {
+    if ((int64_t{p.tp} * p.dp * p.cp) % p.ep != 0) {
       fail_parallel("ep", fmt::format("= {} does not divide tp·dp·cp = {} (expert layers fold their expert-parallel "
-                                      "groups over the ranks of a pipeline stage)", p.ep, p.tp * p.dp * p.cp));
+                                      "groups over the ranks of a pipeline stage)", p.ep, int64_t{p.tp} * p.dp * p.cp));
     }
   }
   if (p.ep_comm_overlap) {
@@ -334,11 +341,14 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   if (const auto problem = context_parallel_problem(m, p.tp, p.cp, p.cp_comm, t.attention, t.seq_len)) {
     fail_parallel(problem->field, problem->message);
   }
-  if (p.sequence_parallel && (t.micro_batch * (t.seq_len / p.cp)) % p.tp != 0) {
+  if (p.sequence_parallel && (int64_t{t.micro_batch} * (t.seq_len / p.cp)) % p.tp != 0) {
     fail_parallel("sequence_parallel", fmt::format("needs micro_batch·seq_len/cp = {} divisible by tp = {}",
-                                                   t.micro_batch * (t.seq_len / p.cp), p.tp));
+                                                   int64_t{t.micro_batch} * (t.seq_len / p.cp), p.tp));
   }
   // Pipeline: stages, virtual stages, schedule.
+  if (p.virtual_stages > m.layers) {
+    fail_parallel("virtual_stages", fmt::format("= {} exceeds model.layers = {}", p.virtual_stages, m.layers));
+  }
   const int virtual_total = p.pp * p.virtual_stages;
   if (p.virtual_stages > 1 && p.pp == 1) {
     fail_parallel("virtual_stages", fmt::format("= {} needs pp > 1", p.virtual_stages));
@@ -365,7 +375,7 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     p.layers_per_stage = default_layers_per_stage(m.layers, virtual_total);
   }
   // Batch.
-  if (t.global_batch % (t.micro_batch * p.dp) != 0) {
+  if (t.global_batch % (int64_t{t.micro_batch} * p.dp) != 0) {
     training.fail("global_batch", fmt::format("= {} is not a multiple of micro_batch·dp = {}·{}", t.global_batch,
                                               t.micro_batch, p.dp));
   }

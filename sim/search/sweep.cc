@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/input_error.h"
 #include "base/parallel_for.h"
+#include "sim/simulator/cost_estimate.h"
 #include "sim/simulator/simulator.h"
 
 namespace paceline {
@@ -110,12 +111,15 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
   table.fits.assign(n, 0);
   table.error.assign(n, "");
   table.warnings.assign(n, {});
+  // As `paceline run` does: a configuration that would not fit in this machine's memory is a row
+  // with that error, not the end of the sweep.
+  const SimulateOptions limits{.max_memory = machine_memory()};
   // Each configuration is parsed from the base text on its own thread; only slot i is written.
   auto body = [&](size_t i) {
     try {
       auto scenario = std::make_shared<const Scenario>(
           load_scenario(base, sweep_configuration(axes, begin + i)));
-      const Result r = simulate(scenario).result;
+      const Result r = simulate(scenario, limits).result;
       table.iteration_time_s[i] = r.iteration_time / Seconds(1);
       table.tokens_per_s[i] = r.tokens_per_s;
       table.tokens_per_s_per_gpu[i] = r.tokens_per_s_per_gpu;

@@ -126,8 +126,25 @@ def test_limits_refuse_with_the_estimate_and_never_change_a_result(scenario_path
     with pytest.raises(paceline.SimulationLimitError):
         paceline.simulate(scenario_path, max_events=10)
     limited = paceline.simulate(scenario_path, timeout_s=600, max_memory_bytes=paceline._paceline.machine_memory_bytes())
-    free = paceline.simulate(scenario_path)
+    free = paceline.simulate(scenario_path, max_memory_bytes=0)
     # Everything but the simulator's own wall time is the same.
     limited_dict, free_dict = limited.to_dict(), free.to_dict()
     del limited_dict["sim"]["wall_s"], free_dict["sim"]["wall_s"]
     assert limited_dict == free_dict
+
+
+def test_memory_is_limited_to_the_machines_by_default_and_limits_are_checked(gpt_8gpus):
+    # A billion micro-batches: terabytes of engine tasks, refused before lowering as
+    # `paceline run` refuses them.
+    huge = dict(gpt_8gpus, training={"global_batch": 10**9, "seq_len": 1024})
+    with pytest.raises(paceline.SimulationLimitError, match="GiB of memory allowed"):
+        paceline.simulate(huge)
+    for limit in ({"timeout_s": -1}, {"max_events": -5}, {"max_memory_bytes": float("nan")}):
+        with pytest.raises(ValueError, match="must be a number of at least 0"):
+            paceline.simulate(gpt_8gpus, **limit)
+
+
+def test_names_outside_the_basic_multilingual_plane_pass_through_dicts_and_grids(gpt_8gpus):
+    assert paceline.simulate(dict(gpt_8gpus, name="run 🚀 𝔸")).to_dict()["scenario"]["name"] == "run 🚀 𝔸"
+    df = paceline.sweep(gpt_8gpus, {"name": ["🚀", "é"]}, progress=False)
+    assert df["error"].isna().all()

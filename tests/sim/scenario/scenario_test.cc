@@ -107,6 +107,25 @@ TEST(ScenarioErrors, OutOfRange) {
   EXPECT_EQ(error_of(replace(kBase, "tp: 8", "tp: 0")), "s.yaml:10:7: parallelism.tp = 0 must be at least 1");
 }
 
+TEST(ScenarioErrors, SizesStayWhereTheirProductsAreExact) {
+  // 2^16 nodes of 2^16 GPUs would wrap an int; degrees beyond the GPUs would wrap their product.
+  EXPECT_EQ(error_of(replace(replace(kBase, "nodes: 128", "nodes: 65536"), "gpus_per_node: 8", "gpus_per_node: 65536")),
+            "s.yaml:5:10: cluster.nodes = 65536 with gpus_per_node = 65536 makes 4294967296 GPUs; a cluster has at "
+            "most 1048576");
+  EXPECT_EQ(error_of(replace(kBase, "pp: 16", "pp: 65536")),
+            "s.yaml:11:7: parallelism.pp = 65536 is more than the cluster's 1024 GPUs");
+  EXPECT_EQ(error_of(replace(kBase, "pp: 16", "pp: 16\n  virtual_stages: 2147483647")),
+            "s.yaml:12:19: parallelism.virtual_stages = 2147483647 exceeds model.layers = 96");
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  micro_batch: 2048")),
+            "s.yaml:14:16: training.micro_batch = 2048 is more than global_batch = 1536");
+  EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 4294967296")),
+            "s.yaml:13:17: training.global_batch = 4294967296 is more than 2147483647");
+  EXPECT_EQ(error_of(replace(kBase, "model: gpt3-175b",
+                             "model: {name: m, layers: 96, hidden: 12288, heads: 96, ffn_hidden: 49152, vocab: 51200, "
+                             "seq_len: 2048, moe: {experts: 100000}}")),
+            "s.yaml:2:119: model.moe.experts = 100000 is more than 65536");
+}
+
 TEST(ScenarioErrors, InconsistentFields) {
   // The DESIGN's own example: 96 heads cannot be split 12 ways... 96/12 = 8 does divide, so
   // use tp 5 against 96 heads (and 1024 GPUs: tp·pp = 80 must divide it too; set dp).

@@ -64,6 +64,15 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
             "each field one axis");
 }
 
+TEST(Sweep, AConfigurationBeyondThisMachinesMemoryIsARow) {
+  // A billion sequences of one micro-batch each: terabytes of engine tasks, refused by the
+  // estimate before lowering, as paceline run refuses it.
+  const SweepTable table = run_sweep({kBase, "sweep.yaml"}, {{"training.global_batch", {"8", "1000000000"}}}, 0, 2, {});
+  EXPECT_EQ(table.error[0], "");
+  EXPECT_NE(table.error[1].find("GiB of memory allowed"), std::string::npos) << table.error[1];
+  EXPECT_TRUE(std::isnan(table.iteration_time_s[1]));
+}
+
 TEST(Sweep, RowsCarryTheSimulationsWarnings) {
   // One NIC per node: with stages innermost, every stage's data-parallel pair leaves through it.
   const ScenarioSource base{R"(model: gpt-1.7b
