@@ -271,12 +271,14 @@ ClusterSpec read_cluster(YamlMap& map) {
     const bool is_path = reference.extension() == ".yaml" || reference.extension() == ".yml";
     const SourceLocation where = map.has("profile") ? map.location("profile") : map.location("gpu");
     const std::string path = is_path ? path_from(profile, where.file) : default_profile_catalog() + "/" + profile + ".yaml";
-    if (!std::filesystem::exists(path)) {
+    // The error_code overloads: a name too long for a path is "not found", not an exception.
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) {
       throw InputError(where, fmt::format("profile '{}' is not a file nor in the profile catalog ({})", profile,
                                           default_profile_catalog()));
     }
     const std::string stem = reference.stem().string();
-    const bool named_after_gpu = std::filesystem::exists(default_gpu_catalog() + "/" + stem + ".yaml");
+    const bool named_after_gpu = std::filesystem::exists(default_gpu_catalog() + "/" + stem + ".yaml", error);
     const std::string measured_on = map.get<std::string>("profile_gpu", named_after_gpu ? stem : cluster.gpu.name);
     const GpuSpec profile_gpu = measured_on == cluster.gpu.name
                                     ? cluster.gpu
@@ -307,7 +309,8 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   const std::string extension = std::filesystem::path(name).extension().string();
   const std::string path =
       extension == ".yaml" || extension == ".yml" ? path_from(name, where.file) : catalog_dir + "/" + name + ".yaml";
-  if (!std::filesystem::exists(path)) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
     throw InputError(where, fmt::format("system '{}' is not in the system catalog ({}); known systems: {}", name,
                                         catalog_dir, fmt::join(catalog_systems(catalog_dir), ", ")));
   }

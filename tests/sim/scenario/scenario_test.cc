@@ -126,6 +126,17 @@ TEST(ScenarioErrors, SizesStayWhereTheirProductsAreExact) {
             "s.yaml:2:119: model.moe.experts = 100000 is more than 65536");
 }
 
+TEST(ScenarioErrors, ANameTooLongForAFileIsNotInTheCatalog) {
+  // The file system refuses a 300-character file name: not found, not an exception of its own.
+  const std::string name(300, 'g');
+  for (const auto& [field, expected] : {std::pair{"system: " + name, "' is not in the system catalog"},
+                                        {"profile: " + name, "' is not a file nor in the profile catalog"},
+                                        {"profile: " + name + ".yaml", "' is not a file nor in the profile catalog"}}) {
+    const std::string message = error_of(replace(kBase, "gpu: a100-sxm4-80gb", "gpu: a100-sxm4-80gb\n  " + field));
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  }
+}
+
 TEST(ScenarioErrors, InconsistentFields) {
   // The DESIGN's own example: 96 heads cannot be split 12 ways... 96/12 = 8 does divide, so
   // use tp 5 against 96 heads (and 1024 GPUs: tp·pp = 80 must divide it too; set dp).
