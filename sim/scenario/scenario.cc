@@ -162,6 +162,8 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given, bool& schedule
   return p;
 }
 
+}  // namespace
+
 Training read_training(YamlMap& map, const ModelSpec& model) {
   Training t;
   // Bounded so that tokens per step and micro_batch·dp stay exact in 64 bits.
@@ -236,6 +238,8 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   map.finish();
   return t;
 }
+
+namespace {
 
 // Cross-field rules, each reported at the field a user would change.
 void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& training, bool dp_given,
@@ -341,9 +345,9 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   if (const auto problem = context_parallel_problem(m, p.tp, p.cp, p.cp_comm, t.attention, t.seq_len)) {
     fail_parallel(problem->field, problem->message);
   }
-  if (p.sequence_parallel && (int64_t{t.micro_batch} * (t.seq_len / p.cp)) % p.tp != 0) {
+  if (p.sequence_parallel && (t.micro_batch * (t.seq_len / p.cp)) % p.tp != 0) {
     fail_parallel("sequence_parallel", fmt::format("needs micro_batch·seq_len/cp = {} divisible by tp = {}",
-                                                   int64_t{t.micro_batch} * (t.seq_len / p.cp), p.tp));
+                                                   t.micro_batch * (t.seq_len / p.cp), p.tp));
   }
   // Pipeline: stages, virtual stages, schedule.
   if (p.virtual_stages > m.layers) {
@@ -375,7 +379,7 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     p.layers_per_stage = default_layers_per_stage(m.layers, virtual_total);
   }
   // Batch.
-  if (t.global_batch % (int64_t{t.micro_batch} * p.dp) != 0) {
+  if (t.global_batch % (t.micro_batch * p.dp) != 0) {
     training.fail("global_batch", fmt::format("= {} is not a multiple of micro_batch·dp = {}·{}", t.global_batch,
                                               t.micro_batch, p.dp));
   }

@@ -160,6 +160,10 @@ struct Scenario {
 Scenario read_scenario(YamlMap& map);
 Scenario load_scenario_file(const std::string& path);
 
+// A scenario's training mapping read on its own (`map` at path "training"): each field checked as
+// a scenario checks it, none against the parallelism.
+Training read_training(YamlMap& map, const ModelSpec& model);
+
 // A scenario's parallelism mapping read on its own (`map` at path "parallelism"): each field
 // checked as a scenario checks it, none against the model, cluster or training.
 Parallelism read_parallelism(YamlMap& map);

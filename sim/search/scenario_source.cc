@@ -58,11 +58,11 @@ std::vector<std::string> split_path(const std::string& file, const Override& ove
 
 ScenarioSource read_scenario_source(const std::string& path) { return ScenarioSource{read_text_file(path), path}; }
 
-bool paths_overlap(std::string_view a, std::string_view b) {
-  const std::string_view outer = a.size() <= b.size() ? a : b;
-  const std::string_view inner = a.size() <= b.size() ? b : a;
-  return inner.starts_with(outer) && (inner.size() == outer.size() || inner[outer.size()] == '.');
+bool path_within(std::string_view path, std::string_view field) {
+  return path.starts_with(field) && (path.size() == field.size() || path[field.size()] == '.');
 }
+
+bool paths_overlap(std::string_view a, std::string_view b) { return path_within(a, b) || path_within(b, a); }
 
 SourceLocation override_location(const std::string& file, const Override& override) {
   const std::string value = echoed(override.value);
@@ -83,9 +83,7 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
   const SourceLocation origin = override_location(file, override);
   if (origins != nullptr) {
     // The value replaces what earlier overrides put inside it.
-    std::erase_if(*origins, [&](const auto& entry) {
-      return entry.first.size() >= override.path.size() && paths_overlap(entry.first, override.path);
-    });
+    std::erase_if(*origins, [&](const auto& entry) { return path_within(entry.first, override.path); });
     origins->emplace(override.path, origin);
   }
   // Walk to the parent mapping, creating mappings that are absent. Node::reset rebinds the

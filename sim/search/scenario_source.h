@@ -43,8 +43,10 @@ struct Override {
 // The place errors about `override`'s value cite (a long value cut short).
 SourceLocation override_location(const std::string& file, const Override& override);
 
-// Whether one dotted field path is the other or a field inside it ("parallelism" and
-// "parallelism.tp"; not "parallelism.tp" and "parallelism.tp_comm_overlap").
+// Whether dotted field path `path` is `field` or a field inside it ("parallelism.tp" within
+// "parallelism"; not "parallelism.tp_comm_overlap" within "parallelism.tp").
+bool path_within(std::string_view path, std::string_view field);
+// Whether one path is within the other.
 bool paths_overlap(std::string_view a, std::string_view b);
 
 // Sets `override.path` in the document `root` (a mapping) to the parsed value, and records in

@@ -134,15 +134,9 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     p.fsdp_reuse_distance = settings->fsdp_reuse_distance;
   }
   if (has_batch) {
-    try {
-      base.training.global_batch = read_scalar<int64_t>(batch, source.file, "training.global_batch");
-    } catch (const InputError& e) {
-      throw InputError(cited(batch, "training.global_batch"), e.detail());
-    }
-    if (base.training.global_batch < 1) {
-      throw InputError(cited(batch, "training.global_batch"),
-                       fmt::format("training.global_batch = {} must be at least 1", base.training.global_batch));
-    }
+    // Read as a scenario reads it (its bounds, its errors' origins); the neutral one replaced it.
+    YamlMap training(child(root, "training"), source.file, "training", overridden.origins);
+    base.training.global_batch = read_training(training, base.model).global_batch;
   }
   return base;
 }
@@ -188,15 +182,14 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
                                "parallelism.ep", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                                "parallelism.zero", "parallelism.zero_shard", "parallelism.layers_per_stage",
                                "training.micro_batch", "training.recompute"}) {
-      if (override.path.size() >= std::string_view(chosen).size() && paths_overlap(override.path, chosen)) {
+      if (path_within(override.path, chosen)) {
         throw InputError(override_location(source.file, override),
                          fmt::format("the search chooses {} for each layout; set it in paceline run or sweep",
                                      chosen));
       }
     }
     for (const char* size : {"cluster.nodes", "cluster.gpus_per_node"}) {
-      if (options.gpus > 0 && override.path.size() >= std::string_view(size).size() &&
-          paths_overlap(override.path, size)) {
+      if (options.gpus > 0 && path_within(override.path, size)) {
         throw InputError(override_location(source.file, override),
                          fmt::format("the search on {} GPUs sets {} itself; give --gpus or {}, not both", options.gpus,
                                      size, size));
