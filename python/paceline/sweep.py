@@ -96,10 +96,12 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
         raise TypeError(f"sweep grid is a dict of field path to values, not {type(grid).__name__}")
     keys = list(grid)
     for key in keys:
+        if not isinstance(key, str):
+            raise ValueError(f"sweep grid: key {key!r} is not a field path; write a string such as 'parallelism.tp'")
         # A string is one value, not the characters to try (and a number is not a list).
-        if not isinstance(key, str) or isinstance(grid[key], (str, bytes, dict)) or not hasattr(grid[key], "__iter__"):
-            raise ValueError(f"sweep grid: {key!r}: {grid[key]!r} is not a list of values; write "
-                             f"{{'parallelism.tp': [1, 2]}}, a string path to a list")
+        if isinstance(grid[key], (str, bytes, dict)) or not hasattr(grid[key], "__iter__"):
+            raise ValueError(f"sweep grid: {key}: {grid[key]!r} is not a list of values; write "
+                             f"{{'{key}': [...]}}")
     values = [list(grid[key]) for key in keys]
     for key, vals in zip(keys, values):
         if not vals:

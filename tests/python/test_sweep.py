@@ -97,8 +97,10 @@ def test_a_sweep_of_which_no_configuration_reads_is_refused(gpt_8gpus):
 
 def test_a_grid_is_a_dict_of_paths_to_lists(gpt_8gpus):
     # A string would otherwise be swept character by character ("12": tp 1, then tp 2).
-    for grid in ({"parallelism.tp": "12"}, {"parallelism.tp": 2}, {"parallelism.tp": {"a": 1}}, {1: [1]}):
+    for grid in ({"parallelism.tp": "12"}, {"parallelism.tp": 2}, {"parallelism.tp": {"a": 1}}):
         with pytest.raises(ValueError, match="is not a list of values"):
             paceline.sweep(gpt_8gpus, grid, progress=False)
+    with pytest.raises(ValueError, match="key 1 is not a field path"):
+        paceline.sweep(gpt_8gpus, {1: [1]}, progress=False)
     with pytest.raises(TypeError, match="sweep grid is a dict"):
         paceline.sweep(gpt_8gpus, [("parallelism.tp", [1])], progress=False)
