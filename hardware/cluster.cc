@@ -217,6 +217,7 @@ ClusterSpec read_cluster(YamlMap& map) {
     cluster.gpu = resolve_gpu(map.required<std::string>("gpu"), default_gpu_catalog(), map.location("gpu"));
   } else {
     cluster.gpu = resolve_gpu(system->gpu, default_gpu_catalog(), map.location("system"));
+    if (system->gpu_memory_capacity) cluster.gpu.memory_capacity = *system->gpu_memory_capacity;
   }
   cluster.nodes = map.get<int>("nodes", 1);
   if (cluster.nodes < 1) map.fail("nodes", fmt::format("= {} must be at least 1", cluster.nodes));
@@ -262,6 +263,11 @@ ClusterSpec read_cluster(YamlMap& map) {
     if (map.has("nvls")) map.fail("nvls", "= true needs " + needs);
     map.fail("system",
              fmt::format("= {} reduces in its NVLink switches (nvls), which needs {}", cluster.system, needs));
+  }
+  cluster.host_bandwidth = system ? system->gpu_host_bandwidth : BytesPerSecond(0);
+  if (map.has("host_bandwidth")) {
+    cluster.host_bandwidth = map.required<BytesPerSecond>("host_bandwidth");
+    if (!(cluster.host_bandwidth > BytesPerSecond(0))) map.fail("host_bandwidth", "must be positive");
   }
   // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
   // (default: the catalog GPU the profile is named after, else this cluster's GPU).
@@ -322,6 +328,10 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   map.get<std::string>("description", "");
   internal::read_sources(map);
   system.gpu = map.required<std::string>("gpu");
+  system.gpu_memory_capacity = internal::read_sourced<Bytes>(map, "gpu_memory_capacity", field_sources, "");
+  if (system.gpu_memory_capacity && !(*system.gpu_memory_capacity > Bytes(0))) {
+    map.fail("gpu_memory_capacity", "must be positive");
+  }
   system.gpus_per_node = static_cast<int>(internal::read_sourced_required<int64_t>(map, "gpus_per_node", field_sources, ""));
   system.intra_node = map.required<std::string>("intra_node");
   system.nvlink_domain = static_cast<int>(internal::read_sourced_required<int64_t>(map, "nvlink_domain", field_sources, ""));
@@ -331,6 +341,9 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   system.post_overhead = checked_post_overhead(
       map, internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "").value_or(Seconds(0)));
   internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
+  system.gpu_host_bandwidth =
+      internal::read_sourced<BytesPerSecond>(map, "gpu_host_bandwidth", field_sources, "").value_or(BytesPerSecond(0));
+  if (!(system.gpu_host_bandwidth >= BytesPerSecond(0))) map.fail("gpu_host_bandwidth", "must not be negative");
   if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
     system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
     internal::read_sourced<int64_t>(*fabric, "switch_radix", field_sources, "fabric.");

@@ -59,6 +59,9 @@ struct NetworkSpec {
 struct SystemSpec {
   std::string name;
   std::string gpu;         // GPU catalog name
+  // The memory its GPUs have where the catalog GPU is a sibling part with other memory (GB200's
+  // B200 beside the HGX B200's); unset: the catalog GPU's.
+  std::optional<Bytes> gpu_memory_capacity;
   int gpus_per_node = 8;
   std::string intra_node;  // link catalog name
   int nvlink_domain = 8;
@@ -69,6 +72,9 @@ struct SystemSpec {
   int nodes_per_leaf = 32;
   double oversubscription = 1.0;
   Seconds post_overhead;
+  // Copies between a GPU and host memory, per GPU per direction (pinned memory, the copy
+  // engines); zero where the system gives no figure.
+  BytesPerSecond gpu_host_bandwidth;
 };
 
 std::string default_system_catalog();  // <data root>/hardware/catalog/systems
@@ -83,6 +89,9 @@ struct ClusterSpec {
   LinkSpec intra_node;
   int nvlink_domain = 1;  // GPUs sharing one NVLink fabric: gpus_per_node, or more (GB200 NVL72)
   bool nvls = false;      // the NVLink switches reduce in-network (NVLink SHARP)
+  // Copies between a GPU and host memory (activation offload), per GPU per direction: the
+  // scenario's `host_bandwidth`, else the system's; zero when neither gives one.
+  BytesPerSecond host_bandwidth;
   std::optional<NetworkSpec> inter_node;  // required when nodes > 1
   // Collective algorithm per Collective (indexed by the enum), 0 = auto: the scenario's
   // `collectives:` overrides (see hardware/collective_model.h).

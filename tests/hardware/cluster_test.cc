@@ -133,5 +133,21 @@ TEST(SystemCatalog, ScenarioFieldsOverrideTheSystem) {
   EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 18\n").nvlink_domain, 72);
 }
 
+TEST(SystemCatalog, HostLinkAndGpuMemoryComeFromTheSystemUnlessTheScenarioSaysOtherwise) {
+  // Every system gives its GPUs' copies to and from host memory; a scenario may set it.
+  for (const std::string& name : catalog_systems(default_system_catalog())) {
+    EXPECT_GT(cluster_of("system: " + name + "\n").host_bandwidth, BytesPerSecond(0)) << name;
+  }
+  EXPECT_EQ(cluster_of("system: dgx-h100\nhost_bandwidth: 20 GB/s\n").host_bandwidth, BytesPerSecond(20e9));
+  EXPECT_EQ(cluster_of("gpu: h100-sxm5-80gb\n").host_bandwidth, BytesPerSecond(0));  // none known
+  // GB200's GPU is the catalog B200 with GB200's memory; naming the GPU takes the catalog part's.
+  const ClusterSpec gb200 = cluster_of("system: gb200-nvl72\n");
+  const ClusterSpec b200 = cluster_of("system: gb200-nvl72\ngpu: b200\n");
+  EXPECT_EQ(gb200.gpu.name, "b200");
+  EXPECT_NEAR(gb200.gpu.memory_capacity / GiB(1), 184.32, 1e-9);
+  EXPECT_NEAR(b200.gpu.memory_capacity / GiB(1), 178.35, 1e-9);
+  EXPECT_GT(gb200.host_bandwidth, cluster_of("system: dgx-b200\n").host_bandwidth);  // NVLink-C2C, not PCIe
+}
+
 }  // namespace
 }  // namespace paceline
