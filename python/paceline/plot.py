@@ -15,6 +15,7 @@ ACTIVITY_COLORS = {
     "ep_communication": "#8c8c8c",
     "dp_communication": "#55a868",
     "pp_communication": "#c44e52",
+    "host_transfer": "#64b5cd",
 }
 
 

@@ -129,6 +129,7 @@ struct BlockPlans {
   // sum of the first.
   FsdpGathers gathers;
   int64_t gathered_bytes = 0;
+  int64_t stored_bytes = 0;  // activations its forward pass keeps for backward
 };
 
 // One block occurrence on a stage: which kind and which layer.
@@ -166,6 +167,7 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
     return static_cast<uint32_t>(c.plans.size() - 1);
   };
   block.forward = add(PassKind::kForward, ".forward");
+  for (const TaskTemplate& t : c.plans[block.forward]->tasks) block.stored_bytes += t.alloc_bytes - t.free_bytes;
   if (c.zero_bubble) {
     block.backward_input = add(PassKind::kBackwardInput, ".backward_input");
     block.backward_weight = add(PassKind::kBackwardWeight, ".backward_weight");
@@ -184,6 +186,11 @@ class StageBuilder {
     for (int k = 0; k < static_cast<int>(GroupKind::kForwardSend); ++k) {
       const auto kind = static_cast<GroupKind>(k);
       sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), kind, placement(kind));
+    }
+    for (int chunk = 0; chunk < c_.scenario.parallelism.virtual_stages; ++chunk) {
+      for (const BlockRef& block : chunk_blocks(chunk)) {
+        if (offloads(block.block)) layer_stored_bytes_[block.block] = plans_of(block).stored_bytes;
+      }
     }
   }
 
@@ -221,6 +228,7 @@ class StageBuilder {
     uint16_t sms = 0;                           // the SMs its kernel holds (Task::sms)
     Bytes size;
     int64_t alloc_bytes = 0;
+    int64_t free_bytes = 0;
     int64_t transient_bytes = 0;
     int32_t block = -3;
     int32_t microbatch = -1;
@@ -231,6 +239,7 @@ class StageBuilder {
     task.stream = static_cast<StreamId>(spec.stream);
     task.duration = to_sim_time(spec.duration);
     task.alloc_at_start_bytes = spec.alloc_bytes;
+    task.free_at_end_bytes = spec.free_bytes;
     task.transient_bytes = spec.transient_bytes;
     task.tag = static_cast<uint8_t>(spec.tag);
     task.sms = spec.sms;
@@ -439,6 +448,7 @@ class StageBuilder {
   void advance(PassRun& run, const Instance& instance);
   PassRun start_forward(int microbatch, int chunk);
   Emission forward_block(PassRun& run);
+  void end_forward_block(PassRun& run, const Instance& instance);
   void end_forward(const PassRun& run);
   PassRun start_backward(int microbatch, int chunk, PipelineAction::Kind kind);
   Emission backward_block(PassRun& run);
@@ -450,6 +460,19 @@ class StageBuilder {
   // Under zero-bubble a B pass frees nothing (the W pass does), so there it only orders them.
   TaskId prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
                            const char* pass);
+
+  // Activation offload (training.activation_offload_layers = n of L layers, pipeline-free), as
+  // Transformer Engine's CPU offload schedules it: after layer i < n's forward its activations
+  // are copied to host memory on a copy stream, and the forward of layer L - n + i waits for
+  // that copy before the GPU copy is freed; the copy back starts once the backward of layer
+  // L - n + i is done, allocating its memory then, and the backward of layer i waits for it.
+  bool offloads(int32_t layer) const { return layer >= 0 && layer < c_.scenario.training.activation_offload_layers; }
+  // The layer whose offload the forward of `layer` waits for, or -1.
+  int32_t offload_awaited_by(int32_t layer) const;
+  // The layer whose copy back starts as the backward of `layer` starts, or -1.
+  int32_t reload_started_by(int32_t layer) const;
+  // A copy of `layer`'s activations between GPU and host memory, after `after`.
+  TaskId host_copy(int32_t layer, int microbatch, const char* name, TaskId after, int64_t alloc_bytes);
 
   // The stage's group of `kind` (RankLayout::placement), for the collectives of the whole step.
   const std::vector<int>& placement(GroupKind kind) const { return c_.pricer.placement(kind, stage_); }
@@ -480,6 +503,10 @@ class StageBuilder {
   int64_t gradient_bucket_elements_ = 0;
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
+  // Activation offload: the copies to host and back of each (micro-batch, layer).
+  std::map<std::pair<int, int32_t>, TaskId> offloaded_;
+  std::map<std::pair<int, int32_t>, TaskId> reloaded_;
+  std::map<int32_t, int64_t> layer_stored_bytes_;  // of each offloaded layer
 };
 
 StreamKind StageBuilder::emit_task(Emission& e) {
@@ -653,8 +680,57 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
     entry.push_back(it->second);
   }
+  if (const int32_t offloaded = offload_awaited_by(block.block); offloaded >= 0) {
+    // The compute stream waits for the copy to host, then the GPU copy is freed.
+    LoneTask wait;
+    wait.stream = StreamKind::kCompute;
+    wait.tag = ActivityTag::kHostTransfer;
+    wait.name = "offload.wait";
+    wait.deps = {offloaded_.at({run.microbatch, offloaded})};
+    wait.free_bytes = layer_stored_bytes_.at(offloaded);
+    wait.block = offloaded;
+    wait.microbatch = run.microbatch;
+    offloaded_.erase({run.microbatch, offloaded});
+    entry.push_back(add(wait));
+  }
   return Emission{plans.forward, block, run.microbatch, after_waited_reductions(std::move(entry)), nullptr, nullptr,
                   free_at_exit, {}};
+}
+
+void StageBuilder::end_forward_block(PassRun& run, const Instance& instance) {
+  const int32_t layer = run.blocks[run.next].block;
+  if (offloads(layer)) {
+    offloaded_[{run.microbatch, layer}] =
+        host_copy(layer, run.microbatch, "offload.activations_to_host", instance.last_compute, 0);
+  }
+  advance(run, instance);
+}
+
+int32_t StageBuilder::offload_awaited_by(int32_t layer) const {
+  const int offloaded = c_.scenario.training.activation_offload_layers;
+  const int32_t awaited = layer - (c_.scenario.model.layers - offloaded);
+  return layer >= 0 && awaited >= 0 && awaited < offloaded ? awaited : -1;
+}
+
+int32_t StageBuilder::reload_started_by(int32_t layer) const {
+  const int offloaded = c_.scenario.training.activation_offload_layers;
+  const int32_t reloaded = layer - (c_.scenario.model.layers - 1 - offloaded);
+  return layer >= 0 && reloaded >= 0 && reloaded < offloaded ? reloaded : -1;
+}
+
+TaskId StageBuilder::host_copy(int32_t layer, int microbatch, const char* name, TaskId after, int64_t alloc_bytes) {
+  const Bytes size(static_cast<double>(layer_stored_bytes_.at(layer)));
+  LoneTask copy;
+  copy.stream = StreamKind::kHostCopy;
+  copy.duration = size / c_.scenario.cluster.host_bandwidth;
+  copy.tag = ActivityTag::kHostTransfer;
+  copy.name = name;
+  copy.deps = {after};
+  copy.size = size;
+  copy.alloc_bytes = alloc_bytes;
+  copy.block = layer;
+  copy.microbatch = microbatch;
+  return add(copy);
 }
 
 void StageBuilder::end_forward(const PassRun& run) {
@@ -666,7 +742,7 @@ void StageBuilder::end_forward(const PassRun& run) {
 
 void StageBuilder::forward(int microbatch, int chunk) {
   PassRun run = start_forward(microbatch, chunk);
-  while (!run.done()) advance(run, instantiate(forward_block(run)));
+  while (!run.done()) end_forward_block(run, instantiate(forward_block(run)));
   end_forward(run);
 }
 
@@ -700,6 +776,15 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
     entry.push_back(gathered);
     // Under zero-bubble the weights stay gathered until the W pass.
     if (!run.input_only) free_at_exit = plans.gathered_bytes;
+  }
+  if (const int32_t reloaded = reload_started_by(block.block); reloaded >= 0) {
+    // The copy back allocates its memory as it is issued, after the compute queued before.
+    reloaded_[{run.microbatch, reloaded}] = host_copy(reloaded, run.microbatch, "offload.activations_from_host",
+                                                      last_compute_, layer_stored_bytes_.at(reloaded));
+  }
+  if (offloads(block.block)) {
+    entry.push_back(reloaded_.at({run.microbatch, block.block}));
+    reloaded_.erase({run.microbatch, block.block});
   }
   std::vector<TaskId>* ops = nullptr;
   if (run.input_only) ops = &backward_ops_[{run.microbatch, run.chunk, block.block}];
@@ -753,7 +838,7 @@ void StageBuilder::forward_backward(const PipelineAction& forward_action, const 
       if (forward_pass) until_exchange(*forward_pass);
     }
     if (backward_pass) end_backward_block(b, end_instance(*backward_pass));
-    if (forward_pass) advance(f, end_instance(*forward_pass));
+    if (forward_pass) end_forward_block(f, end_instance(*forward_pass));
   }
   end_backward(b);
   end_forward(f);

@@ -78,6 +78,7 @@ std::string_view to_string(StreamKind stream) {
     case StreamKind::kRecvPrev: return "pp recv prev";
     case StreamKind::kSendPrev: return "pp send prev";
     case StreamKind::kRecvNext: return "pp recv next";
+    case StreamKind::kHostCopy: return "host copy";
   }
   return "?";
 }
@@ -92,6 +93,7 @@ std::string_view to_string(ActivityTag tag) {
     case ActivityTag::kDataComm: return "dp_communication";
     case ActivityTag::kPipelineComm: return "pp_communication";
     case ActivityTag::kOptimizer: return "optimizer";
+    case ActivityTag::kHostTransfer: return "host_transfer";
   }
   return "?";
 }

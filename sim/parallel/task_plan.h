@@ -35,8 +35,9 @@ enum class StreamKind : uint32_t {
   kRecvPrev,
   kSendPrev,
   kRecvNext,
+  kHostCopy,  // copies to and from host memory (activation offload), on the copy engines
 };
-inline constexpr int kNumStreams = 9;
+inline constexpr int kNumStreams = 10;
 std::string_view to_string(StreamKind stream);
 
 // What a task spends its time on, for the breakdown.
@@ -49,8 +50,9 @@ enum class ActivityTag : uint8_t {
   kDataComm,
   kPipelineComm,
   kOptimizer,
+  kHostTransfer,
 };
-inline constexpr int kNumActivityTags = 8;
+inline constexpr int kNumActivityTags = 9;
 std::string_view to_string(ActivityTag tag);
 bool is_communication(ActivityTag tag);
 

@@ -24,6 +24,10 @@ double active_matmul_parameters(const ModelSpec& m, const ParameterCount& count,
          e.shared_experts * matrices * h * static_cast<double>(e.shared_ffn_hidden);
 }
 
+// The transfers whose time with no compute beside it the breakdown reports, in its order.
+constexpr std::array kExposedTags = {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
+                                     ActivityTag::kDataComm,   ActivityTag::kPipelineComm, ActivityTag::kHostTransfer};
+
 // Time on the critical rank: compute (by kind), exposed communication (by group), and idle.
 Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& stage) {
   struct Edge {
@@ -40,10 +44,11 @@ Breakdown breakdown_of(const RunResult& run, uint32_t rank, const StageProgram& 
   }
   std::stable_sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.time < b.time; });
   std::array<int, kNumActivityTags> active{};
-  // When several collectives run with no compute beside them, the time is charged to the
-  // first of: pipeline, tensor, context, expert, data.
+  // When several transfers run with no compute beside them, the time is charged to the
+  // first of: pipeline, tensor, context, expert, data, host.
   constexpr std::array kExposureOrder = {ActivityTag::kPipelineComm, ActivityTag::kTensorComm,
-                                         ActivityTag::kContextComm, ActivityTag::kExpertComm, ActivityTag::kDataComm};
+                                         ActivityTag::kContextComm,  ActivityTag::kExpertComm,
+                                         ActivityTag::kDataComm,     ActivityTag::kHostTransfer};
   Breakdown b;
   SimTime previous = SimTime::zero();
   const SimTime end = run.end;
@@ -132,8 +137,7 @@ Json to_json(const Breakdown& b) {
   json.set("optimizer", b.optimizer / Seconds(1));
   json.set("overlap_slowdown", b.overlap_slowdown / Seconds(1));
   json.set("exposed_communication", b.exposed_communication / Seconds(1));
-  for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
-                                ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
+  for (const ActivityTag tag : kExposedTags) {
     json.set(fmt::format("exposed_{}", to_string(tag)), b.exposed_by_tag[static_cast<int>(tag)] / Seconds(1));
   }
   json.set("pipeline_bubble", b.pipeline_bubble / Seconds(1));
@@ -259,6 +263,8 @@ Json to_json(const Scenario& s) {
   };
   cluster.set("intra_node", link(c.intra_node));
   cluster.set("nvlink_domain", c.nvlink_domain).set("nvls", c.nvls);
+  cluster.set("host_bandwidth_bytes_per_s",
+              c.host_bandwidth > BytesPerSecond(0) ? Json(c.host_bandwidth / BytesPerSecond(1)) : Json());
   if (c.inter_node) {
     Json net = link(c.inter_node->nic);
     net.set("nics_per_node", c.inter_node->nics_per_node).set("topology", c.inter_node->topology);
@@ -289,6 +295,7 @@ Json to_json(const Scenario& s) {
   training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);
   training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
   if (t.recompute_layers > 0) training.set("recompute_layers", t.recompute_layers);
+  if (t.activation_offload_layers > 0) training.set("activation_offload_layers", t.activation_offload_layers);
   training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
   if (s.model.moe) training.set("moe_weighting", to_string(t.moe_weighting));
   training.set("fusion", to_string(t.fusion));
@@ -406,8 +413,7 @@ std::string to_text(const Result& r) {
   if (b.recompute > Seconds(0)) out += line("recompute", b.recompute);
   out += line("optimizer", b.optimizer);
   if (b.overlap_slowdown > Seconds(0)) out += line("overlap slowdown", b.overlap_slowdown);
-  for (const ActivityTag tag : {ActivityTag::kTensorComm, ActivityTag::kContextComm, ActivityTag::kExpertComm,
-                                ActivityTag::kDataComm, ActivityTag::kPipelineComm}) {
+  for (const ActivityTag tag : kExposedTags) {
     const Seconds t = b.exposed_by_tag[static_cast<int>(tag)];
     if (t > Seconds(0)) out += line(fmt::format("exposed {}", to_string(tag)).c_str(), t);
   }

@@ -202,6 +202,13 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                                                t.recompute_layers, recompute));
     }
   }
+  t.activation_offload_layers = map.get<int>("activation_offload_layers", 0);
+  if (t.activation_offload_layers < 0 || t.activation_offload_layers >= model.layers) {
+    map.fail("activation_offload_layers",
+             fmt::format("= {} must be from 0 to model.layers - 1 = {} (Megatron-Core offloads at most all layers "
+                         "but the last)",
+                         t.activation_offload_layers, model.layers - 1));
+  }
   const std::string attention =
       map.choice("attention", {"flash", "flash2", "flash3", "flash_triton", "unfused"}, "flash");
   t.attention = attention == "unfused"        ? AttentionKernel::kUnfused
@@ -397,6 +404,27 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   if (t.precision == Precision::kFp8 && !s.cluster.gpu.peak(DType::kFp8)) {
     training.fail("precision", fmt::format("= fp8 needs fp8 tensor cores; {} has none (no peak_dense.fp8)",
                                            s.cluster.gpu.name));
+  }
+  if (t.activation_offload_layers > 0) {
+    const std::string offload = fmt::format("= {}", t.activation_offload_layers);
+    if (p.pp > 1) {
+      training.fail("activation_offload_layers",
+                    fmt::format("{} needs pp = 1 (here {}): Megatron-Core offloads no activations with pipelining",
+                                offload, p.pp));
+    }
+    if (t.recompute != Recompute::kNone) {
+      training.fail("activation_offload_layers",
+                    fmt::format("{} needs recompute: none (here {}): Megatron-Core offloads no activations it "
+                                "recomputes",
+                                offload, to_string(t.recompute)));
+    }
+    if (!(s.cluster.host_bandwidth > BytesPerSecond(0))) {
+      training.fail("activation_offload_layers",
+                    fmt::format("{} copies activations to host memory: it needs cluster.host_bandwidth (GPU to "
+                                "host, per GPU per direction, e.g. 54 GB/s over PCIe Gen5 x16) or a cluster "
+                                "system that gives it",
+                                offload));
+    }
   }
   check_attention_kernel(s, training);
 }

@@ -107,6 +107,10 @@ struct Training {
   bool recomputes_layer(int index_in_chunk) const {
     return recompute_layers == 0 || index_in_chunk < recompute_layers;
   }
+  // The first this many transformer layers copy the activations they keep for backward to host
+  // memory during the forward pass and back before their backward (Megatron-Core's
+  // cpu_offloading_num_layers over Transformer Engine's CPU offload); 0: none.
+  int activation_offload_layers = 0;
   AttentionKernel attention = AttentionKernel::kFlash;
   // Keys and values copied out to every query head before the attention call, as torchtitan's
   // Llama and Hugging Face's eager attention do (`repeat_kv`), rather than read per key/value

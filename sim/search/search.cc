@@ -60,14 +60,18 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     const SourceLocation* origin = find_origin(*overridden.origins, field);
     return origin != nullptr ? *origin : location_of(node, source.file);
   };
-  const YAML::Node partial = child(child(root, "training"), "recompute_layers");
-  if (partial.IsDefined()) {
-    throw InputError(cited(partial, "training.recompute_layers"),
-                     fmt::format("training.recompute_layers = {}: the search recomputes none, some "
-                                 "(selective) or all of every layer; remove the field to search, or "
-                                 "sweep it over one layout (paceline sweep --set "
-                                 "training.recompute_layers=...)",
-                                 partial.IsScalar() ? partial.Scalar() : describe(partial)));
+  // Training fields that depend on the layout: the search does not choose them.
+  for (const auto& [key, why] :
+       {std::pair{"recompute_layers", "the search recomputes none, some (selective) or all of every layer"},
+        {"activation_offload_layers",
+         "the search does not choose activation offload (it needs pp 1 and no recomputation)"}}) {
+    const YAML::Node field = child(child(root, "training"), key);
+    if (!field.IsDefined()) continue;
+    const std::string path = fmt::format("training.{}", key);
+    throw InputError(cited(field, path),
+                     fmt::format("{} = {}: {}; remove the field to search, or sweep it over one layout "
+                                 "(paceline sweep --set {}=...)",
+                                 path, field.IsScalar() ? field.Scalar() : describe(field), why, path));
   }
   int64_t nodes = raw_integer(root, "cluster", "nodes", 1);
   // A cluster built of a catalog system takes its node size from the system unless it says one.

@@ -129,7 +129,8 @@ CostEstimate estimate_cost(const Scenario& s) {
     double blocks = 0.0;
     double gradient_elements = 0.0;  // of the virtual stage's blocks, for all-reduced buckets
     if (vs == 0) {
-      per_microbatch += embedding;
+      // Activation offload (pipeline-free): per offloaded layer a copy out, a wait and a copy back.
+      per_microbatch += embedding + 3.0 * s.training.activation_offload_layers;
       gradient_elements += static_cast<double>(embedding_graph.parameters);
       blocks += 1.0;
     }

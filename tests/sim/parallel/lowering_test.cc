@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -604,6 +605,53 @@ training: {global_batch: 64, micro_batch: 1, seq_len: 4096, precision: fp8}
   }
   EXPECT_TRUE(beside);
   EXPECT_EQ(to_json(b).at("scenario").at("parallelism").at("ep_comm_overlap").dump(-1), "true");
+}
+
+// Llama 3 8B (32 layers) on one GPU, one micro-batch, activations kept: offloading the first
+// layers' activations takes them off the GPU from the forward of layer 32 - n + i to the
+// backward of layer 32 - n + i.
+Prediction offloaded(int layers, std::string_view host_bandwidth) {
+  return simulate(scenario_of(fmt::format(R"(model: llama3-8b
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 1, host_bandwidth: {}}}
+training: {{global_batch: 1, seq_len: 8192, activation_offload_layers: {}}}
+)", host_bandwidth, layers)));
+}
+
+TEST(Lowering, OffloadedActivationsLeaveTheGpuUntilTheirBackward) {
+  const Prediction none = offloaded(0, "1 TB/s");
+  const Prediction eight = offloaded(8, "1 TB/s");
+  const Prediction sixteen = offloaded(16, "1 TB/s");
+  // At the peak (the end of the forward) n layers' activations are on the host: the peak falls
+  // by n times one layer's, the same for each layer.
+  const int64_t layer = (none.result.peak_memory_bytes - eight.result.peak_memory_bytes) / 8;
+  EXPECT_GT(layer, int64_t{1} << 30);  // 8192 tokens x 4096 x about 34 bytes
+  EXPECT_EQ(eight.result.peak_memory_bytes - sixteen.result.peak_memory_bytes, 8 * layer);
+  // Copies out end long before the forward that waits for them, copies back start ten layers'
+  // backward ahead: over a fast host link nothing waits.
+  EXPECT_EQ(sixteen.result.iteration_time, none.result.iteration_time);
+  EXPECT_EQ(exposed(sixteen.result, ActivityTag::kHostTransfer), 0.0);
+  // Every offloaded layer copies out, is waited for, and copies back once per micro-batch.
+  std::map<std::string, int> copies;
+  const StageProgram& stage = *sixteen.lowering->stages[0];
+  for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
+    const TaskLabel& label = stage.labels[stage.program.task(id).label];
+    if (label.plan == kNoId && stage.lone_name(label).starts_with("offload.")) ++copies[stage.lone_name(label)];
+  }
+  EXPECT_EQ(copies, (std::map<std::string, int>{
+                        {"offload.activations_from_host", 16}, {"offload.activations_to_host", 16}, {"offload.wait", 16}}));
+}
+
+TEST(Lowering, OffloadOverASlowHostLinkWaitsForTheCopies) {
+  const Result none = offloaded(0, "1 TB/s").result;
+  // Over 20 GB/s a layer's 1.1 GB takes about 57 ms each way, longer than its forward.
+  const Result slow = offloaded(16, "20 GB/s").result;
+  EXPECT_GT(slow.iteration_time, none.iteration_time);
+  EXPECT_GT(exposed(slow, ActivityTag::kHostTransfer), 0.0);
+  EXPECT_NEAR(slow.breakdown.total() / Seconds(1), slow.iteration_time / Seconds(1), 1e-9);
+  // All layers but the last: the copy back of layer 30 starts only as its own backward does.
+  const Result most = offloaded(31, "20 GB/s").result;
+  EXPECT_GT(most.iteration_time, slow.iteration_time);
+  EXPECT_LT(most.peak_memory_bytes, slow.peak_memory_bytes);
 }
 
 TEST(Lowering, LoadImbalanceSlowsExperts) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "sim/simulator/simulator.h"
 
 namespace paceline {
@@ -28,12 +30,18 @@ TEST(Result, JsonHasEveryKeyOfTheContract) {
   EXPECT_TRUE(json.at("scenario").at("training").at("recompute_layers").is_null());
 }
 
-TEST(Result, EchoesTheLayersPartialRecomputeCovers) {
-  const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: gpt-1.7b
-cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
-training: {global_batch: 2, seq_len: 2048, recompute: full, recompute_layers: 6}
-)", "s.yaml"));
-  EXPECT_EQ(to_json(simulate(scenario).result).at("scenario").at("training").at("recompute_layers").dump(-1), "6");
+TEST(Result, EchoesTheLayersPartialRecomputeAndOffloadCover) {
+  const auto echoed = [](const char* training) {
+    const auto scenario = std::make_shared<const Scenario>(load_scenario_text(fmt::format(R"(model: gpt-1.7b
+cluster: {{gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1, host_bandwidth: 25 GB/s}}
+training: {{global_batch: 2, seq_len: 2048, {}}}
+)", training), "s.yaml"));
+    return to_json(simulate(scenario).result).at("scenario");
+  };
+  EXPECT_EQ(echoed("recompute: full, recompute_layers: 6").at("training").at("recompute_layers").dump(-1), "6");
+  const Json offload = echoed("activation_offload_layers: 4");
+  EXPECT_EQ(offload.at("training").at("activation_offload_layers").dump(-1), "4");
+  EXPECT_EQ(offload.at("cluster").at("host_bandwidth_bytes_per_s").dump(-1), "25000000000");
 }
 
 TEST(Result, WarningsOfSeveralResultsGroupOnceEach) {

@@ -357,6 +357,44 @@ TEST(ScenarioErrors, RecomputeLayersCountsTheFirstLayersOfEachChunkUnderFullReco
             "recomputed, counted from its first)");
 }
 
+TEST(ScenarioErrors, ActivationOffloadNeedsOneStageNoRecomputeAndAHostLink) {
+  constexpr const char* kOffload = R"(model: llama3-8b
+cluster: {system: dgx-h100, nodes: 1}
+parallelism: {tp: 1, pp: 1}
+training:
+  global_batch: 8
+  recompute: none
+  activation_offload_layers: 31
+)";
+  const Scenario s = load_scenario_text(kOffload, "s.yaml");
+  EXPECT_EQ(s.training.activation_offload_layers, 31);
+  EXPECT_EQ(s.cluster.host_bandwidth, BytesPerSecond(54e9));  // the system's
+  EXPECT_EQ(error_of(replace(kOffload, "layers: 31", "layers: 32")),
+            "s.yaml:7:30: training.activation_offload_layers = 32 must be from 0 to model.layers - 1 = 31 "
+            "(Megatron-Core offloads at most all layers but the last)");
+  EXPECT_EQ(error_of(replace(kOffload, "layers: 31", "layers: -1")),
+            "s.yaml:7:30: training.activation_offload_layers = -1 must be from 0 to model.layers - 1 = 31 "
+            "(Megatron-Core offloads at most all layers but the last)");
+  EXPECT_EQ(error_of(replace(kOffload, "pp: 1", "pp: 2")),
+            "s.yaml:7:30: training.activation_offload_layers = 31 needs pp = 1 (here 2): Megatron-Core offloads "
+            "no activations with pipelining");
+  EXPECT_EQ(error_of(replace(kOffload, "recompute: none", "recompute: selective")),
+            "s.yaml:7:30: training.activation_offload_layers = 31 needs recompute: none (here selective): "
+            "Megatron-Core offloads no activations it recomputes");
+  const std::string inline_cluster =
+      replace(kOffload, "{system: dgx-h100, nodes: 1}", "{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}");
+  EXPECT_EQ(error_of(inline_cluster),
+            "s.yaml:7:30: training.activation_offload_layers = 31 copies activations to host memory: it needs "
+            "cluster.host_bandwidth (GPU to host, per GPU per direction, e.g. 54 GB/s over PCIe Gen5 x16) or a "
+            "cluster system that gives it");
+  const Scenario given = load_scenario_text(replace(inline_cluster, "gpus_per_node: 8", "gpus_per_node: 8, "
+                                                                                         "host_bandwidth: 25 GB/s"),
+                                            "s.yaml");
+  EXPECT_EQ(given.cluster.host_bandwidth, BytesPerSecond(25e9));
+  EXPECT_EQ(error_of(replace(inline_cluster, "gpus_per_node: 8", "gpus_per_node: 8, host_bandwidth: 0 GB/s")),
+            "s.yaml:2:76: cluster.host_bandwidth must be positive");
+}
+
 TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.fusion, Fusion::kFused);
   EXPECT_EQ(load_scenario_text(replace(kBase, "global_batch: 1536", "global_batch: 1536\n  fusion: eager"), "s.yaml")

@@ -237,21 +237,26 @@ TEST(Search, BadScenariosStillSayWhere) {
   }
 }
 
-TEST(Search, PartialRecomputeIsSweptNotSearched) {
-  // The search sets the recomputation of every layout itself; a count of recomputed layers
-  // would not apply to its layouts without it.
-  try {
-    search_layouts({"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\n"
-                    "training: {global_batch: 8, recompute: full, recompute_layers: 2}\n",
-                    "partial.yaml"});
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("partial.yaml:3:64: training.recompute_layers = 2: the search "
-                                          "recomputes none, some (selective) or all of every layer",
-                                          0),
-              0u)
-        << e.what();
-  }
+TEST(Search, LayerCountsThatDependOnTheLayoutAreSweptNotSearched) {
+  // The search sets the recomputation and pipelining of every layout itself; a count of
+  // recomputed or offloaded layers would not apply to its layouts.
+  const auto error_of = [](const std::string& training) {
+    try {
+      search_layouts({"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 8, " + training + "}\n",
+                      "partial.yaml"});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of("recompute: full, recompute_layers: 2"),
+            "partial.yaml:3:64: training.recompute_layers = 2: the search recomputes none, some (selective) or all "
+            "of every layer; remove the field to search, or sweep it over one layout (paceline sweep --set "
+            "training.recompute_layers=...)");
+  EXPECT_EQ(error_of("activation_offload_layers: 4"),
+            "partial.yaml:3:56: training.activation_offload_layers = 4: the search does not choose activation "
+            "offload (it needs pp 1 and no recomputation); remove the field to search, or sweep it over one layout "
+            "(paceline sweep --set training.activation_offload_layers=...)");
 }
 
 }  // namespace

@@ -103,6 +103,20 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048, grad_bucket_paramete
   }
 }
 
+TEST(CostEstimate, CountsActivationOffloadCopies) {
+  // Llama 3 70B with FSDP on GB200: the copies out and back and the waits of 40 layers.
+  const std::string text = R"(model: llama3-70b
+cluster: {system: gb200-nvl72, nodes: 2}
+parallelism: {tp: 1, pp: 1, zero: 3}
+training: {global_batch: 32, micro_batch: 2, seq_len: 8192, activation_offload_layers: 40}
+)";
+  Scenario s = load_scenario_text(text, "offload.yaml");
+  expect_counts_the_lowered_tasks(s);
+  const double offloaded = estimate_cost(s).program_tasks;
+  s.training.activation_offload_layers = 0;
+  EXPECT_DOUBLE_EQ(offloaded - estimate_cost(s).program_tasks, 3.0 * 40 * 2);  // 2 micro-batches
+}
+
 // Llama 3.1 405B as in scenarios/llama3.1-405b-16384xh100.yaml, on `nodes` nodes of 8.
 std::string llama405b(int nodes, int64_t global_batch, const char* fidelity) {
   return "model: llama3.1-405b\n"
