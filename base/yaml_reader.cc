@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -9,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -195,9 +195,19 @@ std::string read_text_file(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(SourceLocation{path, 0, 0}, "cannot open the file (missing or unreadable)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  // Read in bounded pieces: a device such as /dev/zero never ends, and a parsed document takes
+  // many times its text in memory.
+  std::string text;
+  std::array<char, 1 << 16> piece;
+  while (in.read(piece.data(), piece.size()) || in.gcount() > 0) {
+    text.append(piece.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > kMostYamlBytes) {
+      throw InputError(SourceLocation{path, 0, 0},
+                       fmt::format("is larger than {} MiB; a scenario, catalog or profile file is at most that",
+                                   kMostYamlBytes >> 20));
+    }
+  }
+  return text;
 }
 
 YamlDocument load_yaml_file(const std::string& path) { return parse(read_text_file(path), path); }

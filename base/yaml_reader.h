@@ -38,7 +38,10 @@ YamlDocument load_yaml_file(const std::string& path);
 // Parses YAML text; `name` stands for the file in error messages.
 YamlDocument load_yaml_text(const std::string& text, const std::string& name);
 
-// A file's text. Throws InputError for a directory or a file it cannot open.
+// The most bytes a YAML file may hold.
+inline constexpr size_t kMostYamlBytes = size_t{64} << 20;
+// A file's text. Throws InputError for a directory, a file it cannot open, or one larger than
+// kMostYamlBytes.
 std::string read_text_file(const std::string& path);
 
 // Refuses what yaml-cpp lets through in `root`, parsed from `text`: a second document (it keeps

@@ -102,6 +102,9 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
   EXPECT_EQ(error_of([] { load_yaml_file("/nonexistent/x.yaml"); }),
             "/nonexistent/x.yaml: cannot open the file (missing or unreadable)");
   EXPECT_EQ(error_of([] { load_yaml_file("/"); }), "/: is a directory; expected a YAML file");
+  // A device that never ends is read only so far.
+  EXPECT_EQ(error_of([] { load_yaml_file("/dev/zero"); }),
+            "/dev/zero: is larger than 64 MiB; a scenario, catalog or profile file is at most that");
 }
 
 TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
