@@ -106,23 +106,26 @@ void bind_search(py::module_& m) {
 
   m.def(
       "search",
-      [](const std::string& text, const std::string& file, int gpus, int top, int threads) {
+      [](const std::string& text, const std::string& file, int gpus, int top, int threads,
+         const std::function<void(size_t)>& progress) {
         SearchReport report;
         {
           py::gil_scoped_release release;
-          report = search_layouts({text, file}, {.gpus = gpus, .top = top, .threads = threads});
+          report = search_layouts({text, file},
+                                  {.gpus = gpus, .top = top, .threads = threads, .progress = progress});
         }
         return to_python(to_json(report));
       },
       py::arg("text"), py::arg("file"), py::arg("gpus") = 0, py::arg("top") = 10,
-      py::arg("threads") = 0,
+      py::arg("threads") = 0, py::arg("progress") = nullptr,
       "Ranks every valid layout of the scenario's model on its cluster (or on `gpus` GPUs) by "
       "simulated "
       "tokens/s; returns the report as a dict: counts (considered, pruned_memory, "
       "pruned_bound, "
       "simulated, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
       "tokens_per_s, mfu, "
-      "peak_memory_bytes (bytes).");
+      "peak_memory_bytes (bytes). `progress(simulated)` is called as layouts finish simulating; "
+      "an exception it raises (KeyboardInterrupt) stops the search.");
 }
 
 }  // namespace paceline::python

@@ -1,5 +1,7 @@
 """Layout search: every valid parallel layout of a scenario's model on its cluster, ranked."""
 
+import sys
+
 import pandas as pd
 
 from . import _paceline
@@ -34,9 +36,23 @@ class SearchResult:
                 f"throughput bound, {self.simulated} simulated, {self.fit} fit, {self.wall_s:.2f} s)")
 
 
-def search(scenario, gpus=None, top=10, threads=None):
+def search(scenario, gpus=None, top=10, threads=None, progress=False):
     """Ranks every valid layout of `scenario`'s model on its cluster — or on `gpus` GPUs of the
     same kind — by simulated tokens/s, keeping its global batch (see `paceline search --help`).
-    Returns a SearchResult; the ranking equals simulating every layout, on any thread count."""
+    Returns a SearchResult; the ranking equals simulating every layout, on any thread count.
+    progress: count the layouts simulated on stderr as they finish. Ctrl-C (a notebook's
+    interrupt) stops the search between layouts with KeyboardInterrupt."""
     text, file = source(scenario)
-    return SearchResult(_paceline.search(text, file, gpus or 0, top, threads or 0))
+    shown = progress
+
+    def simulated(count):
+        # Called with the GIL: Python checks for Ctrl-C here.
+        if shown:
+            print(f"\rsearch: {count} layouts simulated", end="", file=sys.stderr, flush=True)
+
+    try:
+        report = _paceline.search(text, file, gpus or 0, top, threads or 0, simulated)
+    finally:
+        if shown:
+            print(file=sys.stderr)
+    return SearchResult(report)

@@ -285,6 +285,8 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     }
     if (picked.empty()) break;
     std::vector<RankedLayout> batch(picked.size());
+    std::function<void(size_t)> progress;
+    if (options.progress) progress = [&](size_t done) { options.progress(report.simulated + done); };
     parallel_for(batch.size(), threads, [&](size_t i) {
       const size_t index = picked[i];
       std::vector<Override> overrides = fixed;
@@ -298,7 +300,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
                                         to_string(layouts[index]), e.what()));
       }
       batch[i] = ranked(layouts[index], index, simulate(scenario).result);
-    });
+    }, progress);
     for (const RankedLayout& r : batch) {
       ++report.simulated;
       if (!r.fits) continue;

@@ -16,6 +16,7 @@
 #define PACELINE_SIM_SEARCH_SEARCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct SearchOptions {
   // ..., training.micro_batch and recompute) are refused, and so are cluster.nodes and
   // gpus_per_node when `gpus` resizes the cluster.
   std::vector<Override> overrides;
+  // Called on the calling thread as layouts finish simulating (how many so far); may throw to
+  // cancel the search.
+  std::function<void(size_t simulated)> progress;
 };
 
 // One simulated layout and what it achieved.

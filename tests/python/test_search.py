@@ -51,3 +51,23 @@ def test_bad_gpu_counts_are_value_errors(scenario_path):
     with pytest.raises(ValueError, match="search on 3 GPUs"):
         paceline.search("model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb, gpus_per_node: 8}\n"
                         "training: {global_batch: 8}\n", gpus=3)
+
+
+def test_an_exception_from_progress_stops_the_search(gpt_8gpus, monkeypatch, capsys):
+    # Ctrl-C in a notebook raises KeyboardInterrupt in the progress callback, the one place the
+    # search hands Python control; the search stops there.
+    calls = []
+
+    def interrupt(count):
+        calls.append(count)
+        raise KeyboardInterrupt
+
+    from paceline import _paceline
+    from paceline._scenario import source
+    text, file = source(gpt_8gpus)
+    with pytest.raises(KeyboardInterrupt):
+        _paceline.search(text, file, 0, 5, 2, interrupt)
+    assert len(calls) == 1
+    # paceline.search shows the count as it goes, and ends the line.
+    result = paceline.search(gpt_8gpus, top=2, progress=True)
+    assert f"{result.simulated} layouts simulated\n" in capsys.readouterr().err
