@@ -14,6 +14,16 @@
 namespace paceline {
 namespace {
 
+// A GPU's copies to host memory: at least 1 MB/s, so that a number without its unit (bytes per
+// second) is caught here rather than as a step of years.
+BytesPerSecond checked_host_bandwidth(YamlMap& map, std::string_view key, BytesPerSecond bandwidth) {
+  if (!(bandwidth >= BytesPerSecond(1e6) && bandwidth < BytesPerSecond(1e18))) {
+    map.fail(key, fmt::format("= {} B/s must be from 1 MB/s to 1 EB/s (a figure needs its unit, e.g. 54 GB/s)",
+                              bandwidth / BytesPerSecond(1)));
+  }
+  return bandwidth;
+}
+
 void check_link(YamlMap& map, const LinkSpec& link) {
   if (!(link.bandwidth > BytesPerSecond(0))) map.fail("bandwidth", "must be positive");
   if (link.latency < Seconds(0)) map.fail("latency", "must not be negative");
@@ -266,8 +276,7 @@ ClusterSpec read_cluster(YamlMap& map) {
   }
   cluster.host_bandwidth = system ? system->gpu_host_bandwidth : BytesPerSecond(0);
   if (map.has("host_bandwidth")) {
-    cluster.host_bandwidth = map.required<BytesPerSecond>("host_bandwidth");
-    if (!(cluster.host_bandwidth > BytesPerSecond(0))) map.fail("host_bandwidth", "must be positive");
+    cluster.host_bandwidth = checked_host_bandwidth(map, "host_bandwidth", map.required<BytesPerSecond>("host_bandwidth"));
   }
   // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
   // (default: the catalog GPU the profile is named after, else this cluster's GPU).
@@ -329,9 +338,7 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   internal::read_sources(map);
   system.gpu = map.required<std::string>("gpu");
   system.gpu_memory_capacity = internal::read_sourced<Bytes>(map, "gpu_memory_capacity", field_sources, "");
-  if (system.gpu_memory_capacity && !(*system.gpu_memory_capacity > Bytes(0))) {
-    map.fail("gpu_memory_capacity", "must be positive");
-  }
+  if (system.gpu_memory_capacity) check_gpu_memory(map, "gpu_memory_capacity", *system.gpu_memory_capacity);
   system.gpus_per_node = static_cast<int>(internal::read_sourced_required<int64_t>(map, "gpus_per_node", field_sources, ""));
   system.intra_node = map.required<std::string>("intra_node");
   system.nvlink_domain = static_cast<int>(internal::read_sourced_required<int64_t>(map, "nvlink_domain", field_sources, ""));
@@ -341,9 +348,9 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   system.post_overhead = checked_post_overhead(
       map, internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "").value_or(Seconds(0)));
   internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
-  system.gpu_host_bandwidth =
-      internal::read_sourced<BytesPerSecond>(map, "gpu_host_bandwidth", field_sources, "").value_or(BytesPerSecond(0));
-  if (!(system.gpu_host_bandwidth >= BytesPerSecond(0))) map.fail("gpu_host_bandwidth", "must not be negative");
+  if (auto host = internal::read_sourced<BytesPerSecond>(map, "gpu_host_bandwidth", field_sources, "")) {
+    system.gpu_host_bandwidth = checked_host_bandwidth(map, "gpu_host_bandwidth", *host);
+  }
   if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
     system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
     internal::read_sourced<int64_t>(*fabric, "switch_radix", field_sources, "fabric.");

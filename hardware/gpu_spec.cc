@@ -153,6 +153,12 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
 
 }  // namespace
 
+void check_gpu_memory(YamlMap& map, std::string_view key, Bytes capacity) {
+  if (!(capacity >= kLeastGpuMemory && capacity <= kMostGpuMemory)) {
+    map.fail(key, fmt::format("= {} B must be from 1 MiB to 1 PiB", capacity / Bytes(1)));
+  }
+}
+
 GpuSpec read_gpu(YamlMap& map) {
   GpuSpec gpu;
   gpu.name = map.required<std::string>("name");
@@ -162,7 +168,8 @@ GpuSpec read_gpu(YamlMap& map) {
   gpu.sources = internal::read_sources(map);
   gpu.intra_node_link = map.get<std::string>("intra_node", "");
   gpu.profile = map.get<std::string>("profile", "");
-  gpu.memory_capacity = positive_quantity<Bytes>(map, "memory_capacity", gpu, "");
+  gpu.memory_capacity = sourced_required<Bytes>(map, "memory_capacity", gpu, "");
+  check_gpu_memory(map, "memory_capacity", gpu.memory_capacity);
   gpu.memory_bandwidth = positive_quantity<BytesPerSecond>(map, "memory_bandwidth", gpu, "");
   gpu.sm_count = static_cast<int>(sourced_required<int64_t>(map, "sm_count", gpu, ""));
   if (gpu.sm_count < 1) map.fail("sm_count", "must be at least 1");

@@ -116,6 +116,12 @@ struct GpuSpec {
   std::optional<FlopPerSecond> peak(DType dtype) const { return peak_dense[static_cast<int>(dtype)]; }
 };
 
+// The memory a GPU may have: from 1 MiB to 1 PiB, so that byte counts stay exact in 64 bits.
+inline constexpr Bytes kLeastGpuMemory = Bytes(1 << 20);
+inline constexpr Bytes kMostGpuMemory = Bytes(static_cast<double>(int64_t{1} << 50));
+// Fails `key` of `map` unless `capacity` lies in those bounds.
+void check_gpu_memory(YamlMap& map, std::string_view key, Bytes capacity);
+
 // Reads a GPU mapping (catalog file or inline scenario form). Every quantity may be a plain
 // value or {value, source, note}; `source` is a key of `sources:` or a citation.
 GpuSpec read_gpu(YamlMap& map);

@@ -412,6 +412,15 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                     fmt::format("{} needs pp = 1 (here {}): Megatron-Core offloads no activations with pipelining",
                                 offload, p.pp));
     }
+    // Transformer Engine keeps one host copy per layer: the passes must alternate a forward and
+    // the backward of the same micro-batch.
+    if (p.schedule != Schedule::kOneFOneB || p.ep_comm_overlap) {
+      training.fail("activation_offload_layers",
+                    fmt::format("{} needs schedule 1f1b without parallelism.ep_comm_overlap (here {}{}): "
+                                "Transformer Engine keeps one host copy of each layer, so each forward must be "
+                                "followed by its own backward",
+                                offload, to_string(p.schedule), p.ep_comm_overlap ? " with ep_comm_overlap" : ""));
+    }
     if (t.recompute != Recompute::kNone) {
       training.fail("activation_offload_layers",
                     fmt::format("{} needs recompute: none (here {}): Megatron-Core offloads no activations it "

@@ -66,7 +66,8 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
         {"activation_offload_layers",
          "the search does not choose activation offload (it needs pp 1 and no recomputation)"}}) {
     const YAML::Node field = child(child(root, "training"), key);
-    if (!field.IsDefined()) continue;
+    // 0 offloads nothing (and recomputes nothing), whatever the layout.
+    if (!field.IsDefined() || (field.IsScalar() && field.Scalar() == "0")) continue;
     const std::string path = fmt::format("training.{}", key);
     throw InputError(cited(field, path),
                      fmt::format("{} = {}: {}; remove the field to search, or sweep it over one layout "

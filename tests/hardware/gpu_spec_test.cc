@@ -63,9 +63,9 @@ kernels:
 
 // A small catalog GPU with `peak`, `gemm`, `kernels` and `attention` appended to its dense peaks,
 // its GEMM figures, its kernels and its attention figures.
-GpuSpec read_small_gpu(const std::string& peak, const std::string& gemm,
-                       const std::string& kernels = "", const std::string& attention = "") {
-  const std::string text = R"(name: g
+std::string small_gpu_text(const std::string& peak, const std::string& gemm, const std::string& kernels = "",
+                           const std::string& attention = "") {
+  return R"(name: g
 memory_capacity: 80 GiB
 memory_bandwidth: 2 TB/s
 sm_count: 100
@@ -77,9 +77,17 @@ kernels:
                            attention + R"(}
   memory_bound: {bandwidth_efficiency: 0.9}
 )" + kernels;
+}
+
+GpuSpec read_gpu_text(const std::string& text) {
   const YamlDocument doc = load_yaml_text(text, "gpu.yaml");
   YamlMap map(doc.root, doc.file, "gpu");
   return read_gpu(map);
+}
+
+GpuSpec read_small_gpu(const std::string& peak, const std::string& gemm,
+                       const std::string& kernels = "", const std::string& attention = "") {
+  return read_gpu_text(small_gpu_text(peak, gemm, kernels, attention));
 }
 
 // The error reading that GPU raises ("no error" if none).
@@ -91,6 +99,23 @@ std::string small_gpu_error(const std::string& peak, const std::string& gemm,
     return e.what();
   }
   return "no error";
+}
+
+TEST(GpuSpec, MemoryKeepsByteCountsExact) {
+  // From 1 MiB to 1 PiB: beyond 2^63 bytes the capacity would wrap negative in the result.
+  const auto error_with = [](const std::string& capacity) {
+    std::string text = small_gpu_text("", "");
+    text.replace(text.find("80 GiB"), 6, capacity);
+    try {
+      read_gpu_text(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_with("1e30 B"), "gpu.yaml:2:18: gpu.memory_capacity = 1e+30 B must be from 1 MiB to 1 PiB");
+  EXPECT_EQ(error_with("1.5 B"), "gpu.yaml:2:18: gpu.memory_capacity = 1.5 B must be from 1 MiB to 1 PiB");
+  EXPECT_EQ(error_with("1 PiB"), "no error");
 }
 
 TEST(GpuSpec, Fp8FastAccumulationCeilingNeedsAnFp8PeakAndDefaultsToTheSplitOne) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "sim/simulator/simulator.h"
 #include "sim/timeline/timeline.h"
@@ -626,8 +627,8 @@ TEST(Lowering, OffloadedActivationsLeaveTheGpuUntilTheirBackward) {
   const int64_t layer = (none.result.peak_memory_bytes - eight.result.peak_memory_bytes) / 8;
   EXPECT_GT(layer, int64_t{1} << 30);  // 8192 tokens x 4096 x about 34 bytes
   EXPECT_EQ(eight.result.peak_memory_bytes - sixteen.result.peak_memory_bytes, 8 * layer);
-  // Copies out end long before the forward that waits for them, copies back start ten layers'
-  // backward ahead: over a fast host link nothing waits.
+  // Copies out end long before the forward that waits for them, copies back start fifteen
+  // layers' backward ahead: over a fast host link nothing waits.
   EXPECT_EQ(sixteen.result.iteration_time, none.result.iteration_time);
   EXPECT_EQ(exposed(sixteen.result, ActivityTag::kHostTransfer), 0.0);
   // Every offloaded layer copies out, is waited for, and copies back once per micro-batch.
@@ -639,6 +640,69 @@ TEST(Lowering, OffloadedActivationsLeaveTheGpuUntilTheirBackward) {
   }
   EXPECT_EQ(copies, (std::map<std::string, int>{
                         {"offload.activations_from_host", 16}, {"offload.activations_to_host", 16}, {"offload.wait", 16}}));
+}
+
+TEST(Lowering, OffloadCopiesRunWhereTransformerEnginesScheduleSaysAndGiveBackTheirMemory) {
+  // 32 layers, 4 offloaded, two micro-batches, over a slow link so that the copies are what the
+  // passes wait for. On the copy stream each copy starts as soon as what it follows is done and the
+  // copy before it has ended; the compute stream waits for them where Transformer Engine does.
+  constexpr int kLayers = 32;
+  constexpr int kOffloaded = 4;
+  const Prediction p = simulate(scenario_of(R"(model: llama3-8b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 1, host_bandwidth: 5 GB/s}
+training: {global_batch: 2, seq_len: 8192, activation_offload_layers: 4}
+)"));
+  const StageProgram& stage = *p.lowering->stages[0];
+  struct Span {
+    SimTime start = SimTime::max();
+    SimTime end;
+  };
+  // Per micro-batch: each layer's forward and backward compute, and each offloaded layer's tasks.
+  std::map<std::tuple<int, int32_t, std::string>, Span> spans;
+  std::vector<std::pair<SimTime, SimTime>> copies;  // the copy stream's, in order
+  for (const TaskSpan& span : p.run.spans) {
+    const Task task = stage.program.task(span.task);
+    const TaskLabel& label = stage.labels[task.label];
+    std::string what;
+    if (label.plan == kNoId) {
+      what = stage.lone_name(label);
+      if (!what.starts_with("offload.")) continue;
+      if (what != "offload.wait") copies.emplace_back(span.start, span.end);
+    } else if (task.stream == static_cast<StreamId>(StreamKind::kCompute) && label.block >= 0) {
+      what = stage.plans[label.plan]->pass == PassKind::kForward ? "forward" : "backward";
+    } else {
+      continue;
+    }
+    Span& s = spans[{label.microbatch, label.block, what}];
+    s.start = std::min(s.start, span.start);
+    s.end = std::max(s.end, span.end);
+  }
+  std::ranges::sort(copies);
+  const auto after_copy_before = [&](SimTime start) {
+    SimTime previous;
+    for (const auto& [copy_start, copy_end] : copies) {
+      if (copy_start < start) previous = std::max(previous, copy_end);
+    }
+    return previous;
+  };
+  for (int m = 0; m < 2; ++m) {
+    const auto at = [&](int32_t layer, const char* what) { return spans.at({m, layer, what}); };
+    for (int l = 0; l < kOffloaded; ++l) {
+      SCOPED_TRACE(fmt::format("micro-batch {}, layer {}", m, l));
+      const int32_t waiting = kLayers - kOffloaded + l;
+      const Span out = at(l, "offload.activations_to_host");
+      EXPECT_EQ(out.start, std::max(at(l, "forward").end, after_copy_before(out.start)));
+      const Span wait = at(l, "offload.wait");
+      EXPECT_EQ(wait.start, std::max(at(waiting - 1, "forward").end, out.end));
+      EXPECT_EQ(at(waiting, "forward").start, wait.end);
+      const Span back = at(l, "offload.activations_from_host");
+      EXPECT_EQ(back.start, std::max(at(waiting, "backward").end, after_copy_before(back.start)));
+      EXPECT_EQ(at(l, "backward").start, std::max(at(l + 1, "backward").end, back.end));
+    }
+  }
+  // Every copy back allocated what the wait freed, and the backward freed it again.
+  EXPECT_EQ(p.run.ranks[0].final_memory_bytes, p.lowering->ranks[0].initial_memory_bytes);
+  EXPECT_GT(exposed(p.result, ActivityTag::kHostTransfer), 0.0);
 }
 
 TEST(Lowering, OffloadOverASlowHostLinkWaitsForTheCopies) {

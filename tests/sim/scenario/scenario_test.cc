@@ -378,6 +378,17 @@ training:
   EXPECT_EQ(error_of(replace(kOffload, "pp: 1", "pp: 2")),
             "s.yaml:7:30: training.activation_offload_layers = 31 needs pp = 1 (here 2): Megatron-Core offloads "
             "no activations with pipelining");
+  // Transformer Engine keeps one host copy of each layer: a forward must be followed by its own
+  // backward.
+  EXPECT_EQ(error_of(replace(kOffload, "pp: 1}", "pp: 1, schedule: gpipe}")),
+            "s.yaml:7:30: training.activation_offload_layers = 31 needs schedule 1f1b without "
+            "parallelism.ep_comm_overlap (here gpipe): Transformer Engine keeps one host copy of each layer, so "
+            "each forward must be followed by its own backward");
+  EXPECT_EQ(error_of(replace(replace(kOffload, "llama3-8b", "qwen3-30b-a3b"), "pp: 1}", "pp: 1, ep: 8, "
+                                                                                      "ep_comm_overlap: true}")),
+            "s.yaml:7:30: training.activation_offload_layers = 31 needs schedule 1f1b without "
+            "parallelism.ep_comm_overlap (here 1f1b with ep_comm_overlap): Transformer Engine keeps one host copy "
+            "of each layer, so each forward must be followed by its own backward");
   EXPECT_EQ(error_of(replace(kOffload, "recompute: none", "recompute: selective")),
             "s.yaml:7:30: training.activation_offload_layers = 31 needs recompute: none (here selective): "
             "Megatron-Core offloads no activations it recomputes");
@@ -391,8 +402,10 @@ training:
                                                                                          "host_bandwidth: 25 GB/s"),
                                             "s.yaml");
   EXPECT_EQ(given.cluster.host_bandwidth, BytesPerSecond(25e9));
-  EXPECT_EQ(error_of(replace(inline_cluster, "gpus_per_node: 8", "gpus_per_node: 8, host_bandwidth: 0 GB/s")),
-            "s.yaml:2:76: cluster.host_bandwidth must be positive");
+  // A figure without its unit is bytes per second.
+  EXPECT_EQ(error_of(replace(inline_cluster, "gpus_per_node: 8", "gpus_per_node: 8, host_bandwidth: 54")),
+            "s.yaml:2:76: cluster.host_bandwidth = 54 B/s must be from 1 MB/s to 1 EB/s (a figure needs its unit, "
+            "e.g. 54 GB/s)");
 }
 
 TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
