@@ -66,16 +66,21 @@ void bind_simulator(py::module_& m) {
       "simulate",
       [](const std::string& text, const std::string& file, double timeout_s, uint64_t max_events,
          double max_memory_bytes) {
-        auto scenario = std::make_shared<const Scenario>(load_scenario(ScenarioSource{text, file}));
-        const SimulateOptions options{
-            .max_events = max_events, .timeout = Seconds(timeout_s), .max_memory = Bytes(max_memory_bytes)};
-        return std::make_shared<Prediction>(simulate(scenario, options));
+        return run_interruptible([&](const std::atomic<bool>& stop) {
+          auto scenario = std::make_shared<const Scenario>(load_scenario(ScenarioSource{text, file}));
+          const SimulateOptions options{.max_events = max_events,
+                                        .timeout = Seconds(timeout_s),
+                                        .max_memory = Bytes(max_memory_bytes),
+                                        .stop = &stop};
+          return std::make_shared<Prediction>(simulate(scenario, options));
+        });
       },
       py::arg("text"), py::arg("file"), py::arg("timeout_s") = 0.0, py::arg("max_events") = 0,
-      py::arg("max_memory_bytes") = 0.0, py::call_guard<py::gil_scoped_release>(),
-      "Simulates one training step of the scenario YAML `text` (errors cite `file`); returns a "
-      "Result (seconds, bytes, tokens/s). Raises ValueError with file:line:col on bad input, and "
-      "SimulationLimitError when a limit (0: none) stops it.");
+      py::arg("max_memory_bytes") = 0.0,
+      "Simulates one training step of the scenario YAML `text` (errors cite `file`) with the GIL "
+      "released; returns a Result (seconds, bytes, tokens/s). Raises ValueError with file:line:col "
+      "on bad input, SimulationLimitError when a limit (0: none) stops it, and KeyboardInterrupt "
+      "on Ctrl-C.");
   m.def(
       "estimate_cost",
       [](const std::string& text, const std::string& file) {

@@ -6,6 +6,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <vector>
 
 #include "base/json.h"
@@ -33,6 +36,28 @@ py::array_t<T> view(const std::vector<T>& values, py::handle owner) {
                        {static_cast<py::ssize_t>(sizeof(T))}, values.data(), owner);
   py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return array;
+}
+
+// Runs `work(stop)` on another thread while this one, without the GIL, looks every 50 ms for a
+// signal Python has caught (Ctrl-C, a notebook's interrupt): on one it sets `stop`, waits for the
+// work to give up, and raises the signal's exception (KeyboardInterrupt). Called with the GIL.
+template <typename Work>
+auto run_interruptible(Work&& work) {
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { return work(stop); });
+  py::gil_scoped_release release;
+  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    py::gil_scoped_acquire acquire;
+    if (PyErr_CheckSignals() != 0) {
+      stop = true;
+      {
+        py::gil_scoped_release waiting;
+        done.wait();
+      }
+      throw py::error_already_set();
+    }
+  }
+  return done.get();
 }
 
 }  // namespace paceline::python

@@ -43,7 +43,8 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
     Returns a Result: ``iteration_time_s`` (s), ``tokens_per_s``, ``mfu``, ``peak_memory_bytes``
     (bytes), ``fits``, ``warnings`` (the lines of ``sim.warnings``), ``to_dict()`` with every key
     of the result contract, ``timeline()``.
-    The GIL is released while it runs. Raises ValueError (file:line:col: ...) on bad input.
+    The GIL is released while it runs; Ctrl-C (a notebook's interrupt) stops it with
+    KeyboardInterrupt. Raises ValueError (file:line:col: ...) on bad input.
 
     Limits only ever stop a run, never change its result: a scenario whose estimate
     (estimate_cost) exceeds ``timeout_s`` or ``max_memory_bytes`` is refused before it starts,

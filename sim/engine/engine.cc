@@ -103,7 +103,11 @@ class RunState {
             "the simulation reached its limit of {} events at simulated time {:.6f} s", options_.max_events,
             to_seconds(now_) / Seconds(1)));
       }
-      // The wall clock only aborts; it is read every 4096 events and never reaches the schedule.
+      // The wall clock and the stop flag only abort; they are read every 4096 events and never
+      // reach the schedule.
+      if (options_.stop && (result_.events & 4095) == 0 && options_.stop->load(std::memory_order_relaxed)) {
+        throw SimulationStopped(fmt::format("the simulation was stopped after {} events", result_.events));
+      }
       if (options_.deadline && (result_.events & 4095) == 0 && std::chrono::steady_clock::now() > *options_.deadline) {
         throw SimulationDeadlineError(
             fmt::format("the simulation ran past its wall-clock deadline after {} events, at simulated time {:.6f} s",

@@ -10,6 +10,7 @@
 #ifndef PACELINE_SIM_ENGINE_ENGINE_H_
 #define PACELINE_SIM_ENGINE_ENGINE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -74,6 +75,9 @@ struct EngineOptions {
   // every 4096 events and only ever aborts the run: it never reaches the schedule, so a run
   // that finishes is bit-identical with or without a deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Set by another thread (an interrupt), it stops the run with SimulationStopped; read when the
+  // deadline is, and as harmless to the schedule.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // A task's start and end on a rank.
@@ -96,6 +100,12 @@ struct RunResult {
   std::vector<RankOutcome> ranks;  // by rank
   std::vector<TaskSpan> spans;     // recorded ranks' tasks, in order of completion
   uint64_t events = 0;             // events processed
+};
+
+// Thrown when EngineOptions::stop is set (or SimulateOptions::stop, before the run starts).
+class SimulationStopped : public SimulationLimitError {
+ public:
+  using SimulationLimitError::SimulationLimitError;
 };
 
 // Thrown when a run passes EngineOptions::deadline, after `events` events.

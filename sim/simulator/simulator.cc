@@ -85,7 +85,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     if (folding) cost = with_simulated_ranks(*cost, scenario->parallelism.pp);
     check_limits(*cost, options);
   }
-  EngineOptions engine_options{.max_events = options.max_events};
+  EngineOptions engine_options{.max_events = options.max_events, .stop = options.stop};
   // (A timeout beyond a century is no limit, and would overflow the clock's type.)
   if (options.timeout > Seconds(0) && options.timeout < Seconds(3e9)) {
     engine_options.deadline =
@@ -123,6 +123,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     }
   }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
+  if (options.stop && options.stop->load()) throw SimulationStopped("the simulation was stopped before it ran");
   // Communication kernels take SMs and memory bandwidth from compute they overlap: a kernel
   // holding a collective's SMs slows it by the GPU catalog's communication_interference, one that
   // holds fewer (a send/recv across the network) by as much less.

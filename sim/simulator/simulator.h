@@ -26,6 +26,9 @@ struct SimulateOptions {
   // Threads that lower pipeline stages at once (0: one per hardware thread). Callers that run
   // many simulations side by side (sweep, search, validate) keep 1. The result never depends on it.
   int threads = 1;
+  // Set by another thread (an interrupt), it stops the run with SimulationStopped: checked after
+  // lowering and as the engine runs. Never changes a result.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // A prediction and what produced it (for traces).

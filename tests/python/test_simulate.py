@@ -5,7 +5,9 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
+import threading
 
 import pytest
 import yaml
@@ -151,3 +153,19 @@ def test_names_outside_the_basic_multilingual_plane_pass_through_dicts_and_grids
     assert paceline.simulate(dict(gpt_8gpus, name="run 🚀 𝔸")).to_dict()["scenario"]["name"] == "run 🚀 𝔸"
     df = paceline.sweep(gpt_8gpus, {"name": ["🚀", "é"]}, progress=False)
     assert df["error"].isna().all()
+
+
+def test_ctrl_c_stops_a_long_simulation(scenario_path):
+    # GPT-3 175B on 1,024 GPUs, every rank simulated: seconds of engine work. A SIGINT (Ctrl-C, a
+    # notebook's interrupt) 0.3 s in raises KeyboardInterrupt there, and paceline is usable after.
+    with open(os.path.join(os.path.dirname(scenario_path), "gpt3-175b-1024xa100.yaml")) as f:
+        scenario = yaml.safe_load(f)
+    scenario["simulation"] = {"fidelity": "full", "fold_symmetric_peers": False}
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            paceline.simulate(scenario)
+    finally:
+        timer.cancel()
+    assert paceline.simulate(scenario_path).iteration_time_s > 0
