@@ -207,6 +207,7 @@ std::string read_text_file(const std::string& path) {
                                    kMostYamlBytes >> 20));
     }
   }
+  if (in.bad()) throw InputError(SourceLocation{path, 0, 0}, "cannot read the file (an I/O error part-way)");
   return text;
 }
 

@@ -108,12 +108,10 @@ void bind_search(py::module_& m) {
       "search",
       [](const std::string& text, const std::string& file, int gpus, int top, int threads,
          const std::function<void(size_t)>& progress) {
-        SearchReport report;
-        {
-          py::gil_scoped_release release;
-          report = search_layouts({text, file},
-                                  {.gpus = gpus, .top = top, .threads = threads, .progress = progress});
-        }
+        const SearchReport report = run_interruptible([&](const std::atomic<bool>& stop) {
+          return search_layouts(
+              {text, file}, {.gpus = gpus, .top = top, .threads = threads, .progress = progress, .stop = &stop});
+        });
         return to_python(to_json(report));
       },
       py::arg("text"), py::arg("file"), py::arg("gpus") = 0, py::arg("top") = 10,
@@ -125,7 +123,7 @@ void bind_search(py::module_& m) {
       "simulated, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
       "tokens_per_s, mfu, "
       "peak_memory_bytes (bytes). `progress(simulated)` is called as layouts finish simulating; "
-      "an exception it raises (KeyboardInterrupt) stops the search.");
+      "an exception it raises stops the search, and so does Ctrl-C (KeyboardInterrupt).");
 }
 
 }  // namespace paceline::python

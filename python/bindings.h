@@ -38,12 +38,20 @@ py::array_t<T> view(const std::vector<T>& values, py::handle owner) {
   return array;
 }
 
-// Runs `work(stop)` on another thread while this one, without the GIL, looks every 50 ms for a
-// signal Python has caught (Ctrl-C, a notebook's interrupt): on one it sets `stop`, waits for the
-// work to give up, and raises the signal's exception (KeyboardInterrupt). Called with the GIL.
+// Runs `work(stop)` without the GIL. On Python's main thread, the only one its signals reach, the
+// work runs on another thread while this one looks every 50 ms for a signal Python has caught
+// (Ctrl-C, a notebook's interrupt): on one it sets `stop`, waits for the work to give up, and
+// raises the signal's exception (KeyboardInterrupt). Elsewhere the work runs here: a thread that
+// took the GIL back while the interpreter shuts down would be ended inside C++ frames. Called
+// with the GIL.
 template <typename Work>
 auto run_interruptible(Work&& work) {
   std::atomic<bool> stop{false};
+  const py::module_ threading = py::module_::import("threading");
+  if (!threading.attr("current_thread")().is(threading.attr("main_thread")())) {
+    py::gil_scoped_release release;
+    return work(stop);
+  }
   auto done = std::async(std::launch::async, [&] { return work(stop); });
   py::gil_scoped_release release;
   while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {

@@ -56,7 +56,7 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
     for name, value in (("timeout_s", timeout_s), ("max_events", max_events), ("max_memory_bytes", max_memory_bytes)):
         if value is not None and not value >= 0:
             raise ValueError(f"{name} = {value!r} must be a number of at least 0 (or None)")
-    if max_events is not None and (int(max_events) != max_events or max_events >= 2**64):
+    if max_events is not None and (max_events >= 2**64 or int(max_events) != max_events):
         raise ValueError(f"max_events = {max_events!r} must be a whole number of events below 2**64 (or None)")
     if max_memory_bytes is None:
         max_memory_bytes = _paceline.machine_memory_bytes()

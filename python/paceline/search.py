@@ -41,18 +41,15 @@ def search(scenario, gpus=None, top=10, threads=None, progress=False):
     same kind — by simulated tokens/s, keeping its global batch (see `paceline search --help`).
     Returns a SearchResult; the ranking equals simulating every layout, on any thread count.
     progress: count the layouts simulated on stderr as they finish. Ctrl-C (a notebook's
-    interrupt) stops the search between layouts with KeyboardInterrupt."""
+    interrupt) stops the search with KeyboardInterrupt."""
     text, file = source(scenario)
-    shown = progress
 
     def simulated(count):
-        # Called with the GIL: Python checks for Ctrl-C here.
-        if shown:
-            print(f"\rsearch: {count} layouts simulated", end="", file=sys.stderr, flush=True)
+        print(f"\rsearch: {count} layouts simulated", end="", file=sys.stderr, flush=True)
 
     try:
-        report = _paceline.search(text, file, gpus or 0, top, threads or 0, simulated)
+        report = _paceline.search(text, file, gpus or 0, top, threads or 0, simulated if progress else None)
     finally:
-        if shown:
+        if progress:
             print(file=sys.stderr)
     return SearchResult(report)

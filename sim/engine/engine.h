@@ -17,6 +17,8 @@
 #include <span>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/engine/program.h"
@@ -107,6 +109,13 @@ class SimulationStopped : public SimulationLimitError {
  public:
   using SimulationLimitError::SimulationLimitError;
 };
+
+// Throws SimulationStopped("`what` was stopped") when `stop` is given and set.
+inline void stop_if_asked(const std::atomic<bool>* stop, std::string_view what) {
+  if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+    throw SimulationStopped(std::string(what) + " was stopped");
+  }
+}
 
 // Thrown when a run passes EngineOptions::deadline, after `events` events.
 class SimulationDeadlineError : public SimulationLimitError {

@@ -44,7 +44,7 @@ LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) const {
                   layout_overlaps_expert_exchanges(l, base_)};
 }
 
-void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {
+void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads, const std::atomic<bool>* stop) {
   auto prepared = std::make_shared<std::map<ShardKey, ShardFacts>>(
       prepared_ ? *prepared_ : std::map<ShardKey, ShardFacts>{});
   prepared->merge(shards_);
@@ -54,7 +54,10 @@ void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads) {
   }
   const std::vector<std::pair<ShardKey, const Layout*>> keys(missing.begin(), missing.end());
   std::vector<ShardFacts> built(keys.size());
-  parallel_for(keys.size(), threads, [&](size_t i) { built[i] = build_shard(*keys[i].second); });
+  parallel_for(keys.size(), threads, [&](size_t i) {
+    stop_if_asked(stop, "the search");
+    built[i] = build_shard(*keys[i].second);
+  });
   for (size_t i = 0; i < keys.size(); ++i) prepared->emplace(keys[i].first, std::move(built[i]));
   prepared_ = std::move(prepared);
   shards_.clear();

@@ -57,8 +57,8 @@ class LayoutBounds {
   LayoutBounds& operator=(const LayoutBounds&) = delete;
 
   // Builds the operator graphs of all `layouts` on `threads` threads (optional: the bounds
-  // build what they miss on demand).
-  void prepare(const std::vector<Layout>& layouts, int threads);
+  // build what they miss on demand); throws SimulationStopped once `stop` is set.
+  void prepare(const std::vector<Layout>& layouts, int threads, const std::atomic<bool>* stop = nullptr);
   // A second instance over the same base that shares the graphs built so far (read-only) and
   // keeps its own caches, so instances can compute bounds on separate threads.
   std::unique_ptr<LayoutBounds> fork() const;

@@ -219,7 +219,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   enum class Verdict : uint8_t { kNoFit, kCandidate };
   const int threads = resolve_threads(options.threads);
   LayoutBounds bounds(base);
-  bounds.prepare(layouts, threads);
+  bounds.prepare(layouts, threads, options.stop);
   const int64_t capacity = static_cast<int64_t>(base.cluster.gpu.memory_capacity / Bytes(1));
   const double tokens = static_cast<double>(base.tokens_per_iteration());
   auto throughput_bound = [&](LayoutBounds& b, const Layout& l, LayoutBounds::Detail detail) {
@@ -231,6 +231,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   parallel_for(static_cast<size_t>(threads), threads, [&](size_t worker) {
     const std::unique_ptr<LayoutBounds> fork = bounds.fork();
     for (size_t first = worker * kBlock; first < layouts.size(); first += threads * kBlock) {
+      stop_if_asked(options.stop, "the search");
       for (size_t i = first; i < std::min(first + kBlock, layouts.size()); ++i) {
         const Layout& l = layouts[i];
         if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
@@ -268,6 +269,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     const double threshold = fitting.size() >= top ? fitting[top - 1].tokens_per_s : 0.0;
     std::vector<size_t> picked;
     while (!queue.empty() && picked.size() < kBatch) {
+      stop_if_asked(options.stop, "the search");
       Candidate c = queue.top();
       if (options.prune && c.bound_tokens_per_s < threshold) break;
       queue.pop();
@@ -300,7 +302,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
         throw InternalError(fmt::format("layout {} was enumerated but is invalid: {}",
                                         to_string(layouts[index]), e.what()));
       }
-      batch[i] = ranked(layouts[index], index, simulate(scenario).result);
+      batch[i] = ranked(layouts[index], index, simulate(scenario, {.stop = options.stop}).result);
     }, progress);
     for (const RankedLayout& r : batch) {
       ++report.simulated;

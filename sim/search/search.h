@@ -38,6 +38,9 @@ struct SearchOptions {
   // Called on the calling thread as layouts finish simulating (how many so far); may throw to
   // cancel the search.
   std::function<void(size_t simulated)> progress;
+  // Set by another thread (an interrupt), it stops the search with SimulationStopped, between
+  // graphs, blocks of bounds and layouts, and inside a layout's simulation.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // One simulated layout and what it achieved.

@@ -123,7 +123,7 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     }
   }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
-  if (options.stop && options.stop->load()) throw SimulationStopped("the simulation was stopped before it ran");
+  stop_if_asked(options.stop, "the simulation");
   // Communication kernels take SMs and memory bandwidth from compute they overlap: a kernel
   // holding a collective's SMs slows it by the GPU catalog's communication_interference, one that
   // holds fewer (a send/recv across the network) by as much less.

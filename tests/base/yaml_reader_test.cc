@@ -105,6 +105,9 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
   // A device that never ends is read only so far.
   EXPECT_EQ(error_of([] { load_yaml_file("/dev/zero"); }),
             "/dev/zero: is larger than 64 MiB; a scenario, catalog or profile file is at most that");
+  // A read that fails part-way is an error, not the end of the file.
+  EXPECT_EQ(error_of([] { load_yaml_file("/proc/self/mem"); }),
+            "/proc/self/mem: cannot read the file (an I/O error part-way)");
 }
 
 TEST(YamlReader, RefusesWhatTheParserLetsThrough) {

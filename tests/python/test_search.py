@@ -1,9 +1,12 @@
 """paceline.search: the same report as `paceline search --json`, a ranked DataFrame, counts that
 add up."""
 
+import concurrent.futures
 import json
 import os
+import signal
 import subprocess
+import threading
 
 import pytest
 import yaml
@@ -71,3 +74,21 @@ def test_an_exception_from_progress_stops_the_search(gpt_8gpus, monkeypatch, cap
     # paceline.search shows the count as it goes, and ends the line.
     result = paceline.search(gpt_8gpus, top=2, progress=True)
     assert f"{result.simulated} layouts simulated\n" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_a_search_while_it_bounds_layouts(scenario_path):
+    # GPT-3 175B on 1,024 A100s: seconds of bounding 276,660 layouts before the first simulation.
+    # A SIGINT 0.5 s in stops it there with KeyboardInterrupt.
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            paceline.search(os.path.join(os.path.dirname(scenario_path), "gpt3-175b-1024xa100.yaml"))
+    finally:
+        timer.cancel()
+
+
+def test_a_search_from_another_thread_runs_there(gpt_8gpus):
+    # Python's signals reach only its main thread: elsewhere the search runs on the calling thread.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(paceline.search, gpt_8gpus, top=3).result().top["tokens_per_s"].is_monotonic_decreasing

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string>
 
 #include "base/input_error.h"
+#include "sim/engine/engine.h"
 
 namespace paceline {
 namespace {
@@ -257,6 +259,18 @@ TEST(Search, LayerCountsThatDependOnTheLayoutAreSweptNotSearched) {
             "partial.yaml:3:56: training.activation_offload_layers = 4: the search does not choose activation "
             "offload (it needs pp 1 and no recomputation); remove the field to search, or sweep it over one layout "
             "(paceline sweep --set training.activation_offload_layers=...)");
+}
+
+TEST(Search, AStopFlagStopsTheSearch) {
+  const ScenarioSource source{"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb, gpus_per_node: 8}\n"
+                              "training: {global_batch: 16}\n",
+                              "s.yaml"};
+  std::atomic<bool> stop{true};
+  EXPECT_THROW(search_layouts(source, {.stop = &stop}), SimulationStopped);
+  // Never set, it changes nothing.
+  stop = false;
+  EXPECT_EQ(to_json(search_layouts(source, {.stop = &stop}), false).dump(),
+            to_json(search_layouts(source), false).dump());
 }
 
 }  // namespace
