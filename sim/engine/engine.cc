@@ -105,9 +105,7 @@ class RunState {
       }
       // The wall clock and the stop flag only abort; they are read every 4096 events and never
       // reach the schedule.
-      if (options_.stop && (result_.events & 4095) == 0 && options_.stop->load(std::memory_order_relaxed)) {
-        throw SimulationStopped(fmt::format("the simulation was stopped after {} events", result_.events));
-      }
+      if ((result_.events & 4095) == 0) stop_if_asked(options_.stop, "the simulation");
       if (options_.deadline && (result_.events & 4095) == 0 && std::chrono::steady_clock::now() > *options_.deadline) {
         throw SimulationDeadlineError(
             fmt::format("the simulation ran past its wall-clock deadline after {} events, at simulated time {:.6f} s",

@@ -78,7 +78,7 @@ struct EngineOptions {
   // that finishes is bit-identical with or without a deadline.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   // Set by another thread (an interrupt), it stops the run with SimulationStopped; read when the
-  // deadline is, and as harmless to the schedule.
+  // deadline is, and as unable to reach the schedule.
   const std::atomic<bool>* stop = nullptr;
 };
 
@@ -104,7 +104,7 @@ struct RunResult {
   uint64_t events = 0;             // events processed
 };
 
-// Thrown when EngineOptions::stop is set (or SimulateOptions::stop, before the run starts).
+// Thrown by a run, a simulation or a search whose stop flag another thread has set.
 class SimulationStopped : public SimulationLimitError {
  public:
   using SimulationLimitError::SimulationLimitError;

@@ -30,6 +30,7 @@
 #define PACELINE_SIM_SEARCH_BOUNDS_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>

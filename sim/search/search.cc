@@ -66,7 +66,8 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
         {"activation_offload_layers",
          "the search does not choose activation offload (it needs pp 1 and no recomputation)"}}) {
     const YAML::Node field = child(child(root, "training"), key);
-    // 0 offloads nothing (and recomputes nothing), whatever the layout.
+    // 0 asks for nothing the layout decides: no offload (and recompute_layers refuses 0 when the
+    // scenario is read).
     if (!field.IsDefined() || (field.IsScalar() && field.Scalar() == "0")) continue;
     const std::string path = fmt::format("training.{}", key);
     throw InputError(cited(field, path),

@@ -15,6 +15,7 @@
 #ifndef PACELINE_SIM_SEARCH_SEARCH_H_
 #define PACELINE_SIM_SEARCH_SEARCH_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
