@@ -467,10 +467,10 @@ class StageBuilder {
   // that copy before the GPU copy is freed; the copy back starts once the backward of layer
   // L - n + i is done, allocating its memory then, and the backward of layer i waits for it.
   bool offloads(int32_t layer) const { return layer >= 0 && layer < c_.scenario.training.activation_offload_layers; }
-  // The layer whose offload the forward of `layer` waits for, or -1.
-  int32_t offload_awaited_by(int32_t layer) const;
-  // The layer whose copy back starts as the backward of `layer` starts, or -1.
-  int32_t reload_started_by(int32_t layer) const;
+  // The offloaded layer `lag` layers before the last n ones' place in `layer`'s: the one whose
+  // offload the forward of `layer` waits for (lag 0), the one whose copy back starts as the
+  // backward of `layer` starts (lag 1); -1 if none.
+  int32_t offloaded_layer(int32_t layer, int lag) const;
   // A copy of `layer`'s activations between GPU and host memory, after `after`.
   TaskId host_copy(int32_t layer, int microbatch, const char* name, TaskId after, int64_t alloc_bytes);
 
@@ -680,7 +680,7 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
     entry.push_back(it->second);
   }
-  if (const int32_t offloaded = offload_awaited_by(block.block); offloaded >= 0) {
+  if (const int32_t offloaded = offloaded_layer(block.block, 0); offloaded >= 0) {
     // The compute stream waits for the copy to host, then the GPU copy is freed.
     LoneTask wait;
     wait.stream = StreamKind::kCompute;
@@ -706,16 +706,10 @@ void StageBuilder::end_forward_block(PassRun& run, const Instance& instance) {
   advance(run, instance);
 }
 
-int32_t StageBuilder::offload_awaited_by(int32_t layer) const {
+int32_t StageBuilder::offloaded_layer(int32_t layer, int lag) const {
   const int offloaded = c_.scenario.training.activation_offload_layers;
-  const int32_t awaited = layer - (c_.scenario.model.layers - offloaded);
-  return layer >= 0 && awaited >= 0 && awaited < offloaded ? awaited : -1;
-}
-
-int32_t StageBuilder::reload_started_by(int32_t layer) const {
-  const int offloaded = c_.scenario.training.activation_offload_layers;
-  const int32_t reloaded = layer - (c_.scenario.model.layers - 1 - offloaded);
-  return layer >= 0 && reloaded >= 0 && reloaded < offloaded ? reloaded : -1;
+  const int32_t index = layer - (c_.scenario.model.layers - lag - offloaded);
+  return layer >= 0 && index >= 0 && index < offloaded ? index : -1;
 }
 
 TaskId StageBuilder::host_copy(int32_t layer, int microbatch, const char* name, TaskId after, int64_t alloc_bytes) {
@@ -777,7 +771,7 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
     // Under zero-bubble the weights stay gathered until the W pass.
     if (!run.input_only) free_at_exit = plans.gathered_bytes;
   }
-  if (const int32_t reloaded = reload_started_by(block.block); reloaded >= 0) {
+  if (const int32_t reloaded = offloaded_layer(block.block, 1); reloaded >= 0) {
     // The copy back allocates its memory as it is issued, after the compute queued before.
     reloaded_[{run.microbatch, reloaded}] = host_copy(reloaded, run.microbatch, "offload.activations_from_host",
                                                       last_compute_, layer_stored_bytes_.at(reloaded));
