@@ -17,6 +17,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -99,9 +100,9 @@ class LayerGraph {
  public:
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
 
-  const Graph& graph() const { return graph_; }
-  size_t num_ops() const { return boost::num_vertices(graph_); }
-  const Op& op(OpId id) const { return graph_[id]; }
+  const Graph& graph() const { return stored_.get(); }
+  size_t num_ops() const { return boost::num_vertices(stored_.get()); }
+  const Op& op(OpId id) const { return stored_.get()[id]; }
   // Ops that must finish before `id` (within this graph), in the order they were declared.
   std::vector<OpId> predecessors(OpId id) const;
   // Ops of a phase in execution order.
@@ -139,7 +140,29 @@ class LayerGraph {
 
  private:
   friend class LayerGraphBuilder;
-  Graph graph_;
+  // Boost 1.74's adjacency_list has a copy constructor, no move constructor, and a swap that
+  // copies three times: a defaulted move of a LayerGraph would copy its graph vertex by vertex.
+  // Held by pointer, the graph moves in O(1); a moved-from LayerGraph holds an empty graph.
+  class MovableGraph {
+   public:
+    MovableGraph() : graph_(std::make_unique<Graph>()) {}
+    MovableGraph(const MovableGraph& other) : graph_(std::make_unique<Graph>(*other.graph_)) {}
+    MovableGraph& operator=(const MovableGraph& other) {
+      if (this != &other) graph_ = std::make_unique<Graph>(*other.graph_);
+      return *this;
+    }
+    MovableGraph(MovableGraph&& other) : MovableGraph() { graph_.swap(other.graph_); }
+    MovableGraph& operator=(MovableGraph&& other) noexcept {
+      graph_.swap(other.graph_);
+      return *this;
+    }
+    Graph& get() { return *graph_; }
+    const Graph& get() const { return *graph_; }
+
+   private:
+    std::unique_ptr<Graph> graph_;
+  };
+  MovableGraph stored_;
   std::vector<OpId> by_phase_[4];
   OpId forward_exit_ = 0;
 };
