@@ -78,21 +78,31 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
   // which only adds.
   shard.head_apart_from_embedding = false;
   const std::optional<DType> buffer = gradient_buffer(base_.training, /*zero=*/0, /*pp=*/1);
-  auto facts_of = [&](LayerGraph graph) {
+  auto facts_of = [&](const LayerGraph& g) {
     auto facts = std::make_shared<BlockFacts>();
-    facts->graph = std::make_shared<const LayerGraph>(std::move(graph));
-    const LayerGraph& g = *facts->graph;
-    facts->predecessors.resize(g.num_ops());
+    const size_t n = g.num_ops();
+    facts->phase.resize(n);
+    facts->collective.resize(n);
+    facts->predecessor_begin.reserve(n + 1);
+    facts->compute_s.assign(n, 0.0);
     // A layer graph only adds edges forward in insertion order: ids are a topological order.
-    for (OpId id = 0; id < g.num_ops(); ++id) {
-      facts->predecessors[id] = g.predecessors(id);
-      for (const OpId pred : facts->predecessors[id]) PACELINE_CHECK(pred < id, "an op before its predecessor");
+    for (OpId id = 0; id < n; ++id) {
+      facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
+      for (const OpId pred : g.predecessors(id)) {
+        PACELINE_CHECK(pred < id, "an op before its predecessor");
+        facts->predecessor_ids.push_back(pred);
+      }
     }
+    facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
+    facts->forward_exit = g.forward_exit();
+    facts->backward_exits = g.backward_exits();
     facts->parameters = g.parameters;
-    facts->compute_s.assign(g.num_ops(), 0.0);
-    for (OpId id = 0; id < g.num_ops(); ++id) {
+    for (OpId id = 0; id < n; ++id) {
       const Op& op = g.op(id);
+      facts->phase[id] = op.phase;
+      facts->collective[id] = is_collective(op);
       if (!is_collective(op)) facts->compute_s[id] = kernel_pricer_.price(op).time / Seconds(1);
+      if (is_collective(op) && op.comm.collective != Collective::kNone) facts->priced_collectives.emplace_back(id, op);
       if (op.kind == OpKind::kGemm && op.gemm.layout == GemmLayout::kWeightGradient) {
         Op accumulating = op;
         accumulating.gemm.accumulates_into = buffer;
@@ -167,19 +177,15 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble, bool buffered, bool paired) const {
   std::array<BlockTimes, kNumBlockKinds> times{};
   for (int kind = 0; kind < kNumBlockKinds; ++kind) {
-    const BlockFacts* block = facts[kind].get();
-    if (!block) continue;
-    const LayerGraph& g = *block->graph;
+    if (!facts[kind]) continue;
+    const BlockFacts& g = *facts[kind];
     // Op durations: kernels from the op timer, collectives over the group they run on.
-    std::vector<double> duration = block->compute_s;
+    std::vector<double> duration = g.compute_s;
     if (buffered) {
-      for (const auto& [id, seconds] : block->buffered_wgrad_s) duration[id] = seconds;
+      for (const auto& [id, seconds] : g.buffered_wgrad_s) duration[id] = seconds;
     }
-    for (OpId id = 0; id < g.num_ops(); ++id) {
-      const Op& op = g.op(id);
-      if (pricer && is_collective(op) && op.comm.collective != Collective::kNone) {
-        duration[id] = pricer->price(op).time / Seconds(1);
-      }
+    if (pricer) {
+      for (const auto& [id, op] : g.priced_collectives) duration[id] = pricer->price(op).time / Seconds(1);
     }
     // A pass alone, replayed op by op: its kernels in order on the one compute stream, each
     // collective as soon as its inputs are ready (no stream order assumed for collectives, and
@@ -193,16 +199,15 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
       double stream = 0.0;
       double first = -1.0;
       for (OpId id = 0; id < g.num_ops(); ++id) {
-        const Op& op = g.op(id);
-        if (!in_pass(op.phase, pass)) continue;
+        if (!in_pass(g.phase[id], pass)) continue;
         double ready = 0.0;
         bool waits_on_kernel = false;
-        for (const OpId pred : block->predecessors[id]) {
-          if (!in_pass(g.op(pred).phase, pass)) continue;
+        for (const OpId pred : g.predecessors(id)) {
+          if (!in_pass(g.phase[pred], pass)) continue;
           ready = std::max(ready, finish[pred]);
           waits_on_kernel = waits_on_kernel || after_kernel[pred];
         }
-        if (is_collective(op)) {
+        if (g.collective[id]) {
           finish[id] = ready + (waits_on_kernel && !paired ? duration[id] : 0.0);
           after_kernel[id] = waits_on_kernel;
         } else {
@@ -223,13 +228,13 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     // and those wait for the block's input.
     std::vector<double> reach(g.num_ops(), kUnreached);
     for (OpId id = 0; id < g.num_ops(); ++id) {
-      if (g.op(id).phase != Phase::kForward) continue;
-      const std::vector<OpId>& preds = block->predecessors[id];
+      if (g.phase[id] != Phase::kForward) continue;
+      const std::span<const OpId> preds = g.predecessors(id);
       double from = preds.empty() ? 0.0 : kUnreached;
       for (const OpId pred : preds) from = std::max(from, reach[pred]);
       if (from != kUnreached) reach[id] = from + duration[id];
     }
-    t.latency_s = std::max(0.0, reach[g.forward_exit()]);
+    t.latency_s = std::max(0.0, reach[g.forward_exit]);
     // Output gradient to input gradient: an op of the backward pass with no backward
     // predecessor waits for the output gradient (task_plan.h's entry rule); from a kernel: a
     // chain that starts where the pass's kernels start.
@@ -237,13 +242,12 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
       std::vector<double> from_gradient(g.num_ops(), kUnreached);
       std::vector<double> from_kernel(g.num_ops(), kUnreached);
       for (OpId id = 0; id < g.num_ops(); ++id) {
-        const Op& op = g.op(id);
-        if (op.phase == Phase::kForward) continue;
+        if (g.phase[id] == Phase::kForward) continue;
         bool backward_predecessor = false;
         double gradient = kUnreached;
-        double kernel = is_collective(op) ? kUnreached : 0.0;
-        for (const OpId pred : block->predecessors[id]) {
-          if (g.op(pred).phase == Phase::kForward) continue;
+        double kernel = g.collective[id] ? kUnreached : 0.0;
+        for (const OpId pred : g.predecessors(id)) {
+          if (g.phase[pred] == Phase::kForward) continue;
           backward_predecessor = true;
           gradient = std::max(gradient, from_gradient[pred]);
           kernel = std::max(kernel, from_kernel[pred]);
@@ -252,7 +256,7 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
         if (gradient != kUnreached) from_gradient[id] = gradient + duration[id];
         if (kernel != kUnreached) from_kernel[id] = kernel + duration[id];
       }
-      for (const OpId exit : g.backward_exits()) {
+      for (const OpId exit : g.backward_exits) {
         t.backward_latency_s = std::max(t.backward_latency_s, from_gradient[exit]);
         t.backward_latency_from_kernel_s =
             std::max(t.backward_latency_from_kernel_s, from_kernel[exit]);

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -79,14 +80,29 @@ class LayoutBounds {
   // What one block (embedding, layer, head) costs one rank for one micro-batch, independent of
   // where its groups sit.
   struct BlockFacts {
-    std::shared_ptr<const LayerGraph> graph;
-    std::vector<std::vector<OpId>> predecessors;  // per op
-    std::vector<double> compute_s;                // per op: kernel time (0 for collectives)
+    // Per op, in the graph's order (a topological one), what the bounds read of it: its phase,
+    // whether it is a collective, its predecessors (those of op i are
+    // predecessor_ids[predecessor_begin[i] .. predecessor_begin[i + 1])) and its kernel time (0
+    // for collectives). The graph itself is not kept: a search prepares thousands of shards.
+    std::vector<Phase> phase;
+    std::vector<bool> collective;
+    std::vector<uint32_t> predecessor_begin;
+    std::vector<OpId> predecessor_ids;
+    std::vector<double> compute_s;
+    // Collectives that move data, priced for each layout's group placement.
+    std::vector<std::pair<OpId, Op>> priced_collectives;
     // Weight-gradient GEMMs and their kernel time when they add into a gradient buffer (below
     // ZeRO-3); compute_s has them writing a fresh gradient.
     std::vector<std::pair<OpId, double>> buffered_wgrad_s;
-    int64_t parameters = 0;                       // held by the rank
+    OpId forward_exit = 0;
+    std::vector<OpId> backward_exits;
+    int64_t parameters = 0;  // held by the rank
     int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
+
+    size_t num_ops() const { return phase.size(); }
+    std::span<const OpId> predecessors(OpId id) const {
+      return {predecessor_ids.data() + predecessor_begin[id], predecessor_ids.data() + predecessor_begin[id + 1]};
+    }
   };
   // The same with collectives priced for a layout's group placement.
   struct BlockTimes {
