@@ -81,8 +81,9 @@ class LayerGraphBuilder {
 
  private:
   OpId add_vertex(LayerGraph& g, Op op, const std::vector<OpId>& after) {
-    const OpId id = static_cast<OpId>(boost::add_vertex(op, g.stored_.get()));
+    const OpId id = static_cast<OpId>(boost::add_vertex(g.stored_.get()));
     g.by_phase_[static_cast<int>(op.phase)].push_back(id);
+    g.mutable_op(id) = std::move(op);
     for (const OpId a : after) boost::add_edge(a, id, g.stored_.get());
     return id;
   }
@@ -172,7 +173,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       for (const int input : forwards_[i].inputs) {
         if (recomputed[input]) recomputed_inputs[i].push_back(recompute_id[input]);
       }
-      if (!recomputed_inputs[i].empty()) g.stored_.get()[recomputed_inputs[i].front()].saved += forwards_[i].op.saved;
+      if (!recomputed_inputs[i].empty()) g.mutable_op(recomputed_inputs[i].front()).saved += forwards_[i].op.saved;
     }
   }
 
@@ -253,7 +254,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         if (f.weight_gradient_after >= 0) {
           PACELINE_CHECK(f.weight_gradient_after < static_cast<int>(r), "a weight gradient delayed to a later op");
           std::vector<OpId> frees = {saver};
-          if (!full && saver != forward_id[r] && g.stored_.get()[forward_id[r]].saved > Bytes(0)) {
+          if (!full && saver != forward_id[r] && g.mutable_op(forward_id[r]).saved > Bytes(0)) {
             frees.push_back(forward_id[r]);
           }
           delayed[f.weight_gradient_after].push_back({wgrad, wgrad_after, frees});
@@ -261,7 +262,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         }
         const OpId wgrad_id = add_vertex(g, wgrad, wgrad_after);
         weight_gradient[r] = wgrad_id;
-        g.stored_.get()[saver].released_by = wgrad_id;
+        g.mutable_op(saver).released_by = wgrad_id;
         break;
       }
       case Recipe::kActivationGemm: {
@@ -277,7 +278,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         db.bytes = f.op.bytes;
         const OpId a = add_vertex(g, da, after);
         const OpId b = add_vertex(g, db, after);
-        g.stored_.get()[saver].released_by = b;
+        g.mutable_op(saver).released_by = b;
         grad_in[r] = {a, b};
         break;
       }
@@ -290,7 +291,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         bwd.bytes = f.op.bytes * 2.0;
         bwd.transient = f.op.transient;
         const OpId id = add_vertex(g, bwd, after);
-        g.stored_.get()[saver].released_by = id;
+        g.mutable_op(saver).released_by = id;
         grad_in[r] = {id};
         break;
       }
@@ -302,7 +303,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         bwd.transient = f.backward_transient;
         bwd.flop = f.op.flop * 2.0;
         const OpId id = add_vertex(g, bwd, after);
-        g.stored_.get()[saver].released_by = id;
+        g.mutable_op(saver).released_by = id;
         grad_in[r] = {id};
         break;
       }
@@ -312,14 +313,14 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         if (f.backward_comm.collective == Collective::kNone) {
           // The gradient passes through unchanged (e.g. after a forward all-reduce).
           grad_in[r] = grad_out;
-          if (!grad_out.empty()) g.stored_.get()[saver].released_by = grad_out.back();
+          if (!grad_out.empty()) g.mutable_op(saver).released_by = grad_out.back();
           break;
         }
         Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kCommunication);
         bwd.comm = f.backward_comm;
         bwd.transient = f.backward_comm.size;
         grad_in[r] = {add_vertex(g, bwd, after)};
-        g.stored_.get()[saver].released_by = grad_in[r].front();
+        g.mutable_op(saver).released_by = grad_in[r].front();
         break;
       }
       case Recipe::kNoGradient:
@@ -327,22 +328,22 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         break;
     }
     // A selectively recomputed op's forward copy keeps its checkpoint until the same release.
-    if (!full && saver != forward_id[r] && g.stored_.get()[forward_id[r]].saved > Bytes(0)) {
-      g.stored_.get()[forward_id[r]].released_by = g.stored_.get()[saver].released_by;
+    if (!full && saver != forward_id[r] && g.mutable_op(forward_id[r]).saved > Bytes(0)) {
+      g.mutable_op(forward_id[r]).released_by = g.mutable_op(saver).released_by;
     }
     if (static_cast<int>(r) == input_holder_ && from_input) holder_release = grad_in[r];
     for (const DelayedWeightGradient& w : delayed[r]) {
       const OpId id = add_vertex(g, w.op, w.after);
-      for (const OpId kept : w.frees) g.stored_.get()[kept].released_by = id;
+      for (const OpId kept : w.frees) g.mutable_op(kept).released_by = id;
     }
   }
   // Recomputed from its input, the block frees the input after its last input-gradient op.
   if (from_input && input_holder_ >= 0 && !holder_release.empty()) {
-    g.stored_.get()[forward_id[input_holder_]].released_by = holder_release.back();
+    g.mutable_op(forward_id[input_holder_]).released_by = holder_release.back();
   }
 
   for (OpId id = 0; id < g.num_ops(); ++id) {
-    const Op& op = g.stored_.get()[id];
+    const Op& op = g.op(id);
     PACELINE_CHECK(op.saved <= Bytes(0) || op.released_by != UINT32_MAX,
                    fmt::format("{} keeps activations that no backward op frees", op.name));
   }
@@ -354,8 +355,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
 
 std::vector<OpId> LayerGraph::predecessors(OpId id) const {
   std::vector<OpId> result;
-  for (auto [it, end] = boost::in_edges(id, stored_.get()); it != end; ++it) {
-    result.push_back(static_cast<OpId>(boost::source(*it, stored_.get())));
+  for (auto [it, end] = boost::in_edges(id, graph()); it != end; ++it) {
+    result.push_back(static_cast<OpId>(boost::source(*it, graph())));
   }
   return result;
 }
@@ -363,7 +364,7 @@ std::vector<OpId> LayerGraph::predecessors(OpId id) const {
 std::vector<OpId> LayerGraph::forward_entries() const {
   std::vector<OpId> entries;
   for (const OpId id : ops(Phase::kForward)) {
-    if (boost::in_degree(id, stored_.get()) == 0) entries.push_back(id);
+    if (boost::in_degree(id, graph()) == 0) entries.push_back(id);
   }
   return entries;
 }
@@ -373,8 +374,8 @@ std::vector<OpId> LayerGraph::backward_entries() const {
   for (int phase = static_cast<int>(Phase::kRecompute); phase <= static_cast<int>(Phase::kBackwardWeight); ++phase) {
     for (const OpId id : by_phase_[phase]) {
       bool has_backward_predecessor = false;
-      for (auto [it, end] = boost::in_edges(id, stored_.get()); it != end; ++it) {
-        if (stored_.get()[boost::source(*it, stored_.get())].phase != Phase::kForward) has_backward_predecessor = true;
+      for (auto [it, end] = boost::in_edges(id, graph()); it != end; ++it) {
+        if (op(boost::source(*it, graph())).phase != Phase::kForward) has_backward_predecessor = true;
       }
       if (!has_backward_predecessor) entries.push_back(id);
     }
@@ -387,8 +388,8 @@ std::vector<OpId> LayerGraph::backward_exits() const {
   std::vector<OpId> exits;
   for (const OpId id : ops(Phase::kBackwardInput)) {
     bool feeds_input_gradient = false;
-    for (auto [it, end] = boost::out_edges(id, stored_.get()); it != end; ++it) {
-      if (stored_.get()[boost::target(*it, stored_.get())].phase == Phase::kBackwardInput) feeds_input_gradient = true;
+    for (auto [it, end] = boost::out_edges(id, graph()); it != end; ++it) {
+      if (op(boost::target(*it, graph())).phase == Phase::kBackwardInput) feeds_input_gradient = true;
     }
     if (!feeds_input_gradient) exits.push_back(id);
   }
@@ -397,13 +398,13 @@ std::vector<OpId> LayerGraph::backward_exits() const {
 
 Flop LayerGraph::flop(Phase phase) const {
   Flop total;
-  for (const OpId id : ops(phase)) total += stored_.get()[id].flop;
+  for (const OpId id : ops(phase)) total += op(id).flop;
   return total;
 }
 
 Bytes LayerGraph::saved_activations() const {
   Bytes total;
-  for (const OpId id : ops(Phase::kForward)) total += stored_.get()[id].saved;
+  for (const OpId id : ops(Phase::kForward)) total += op(id).saved;
   return total;
 }
 

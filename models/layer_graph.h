@@ -98,7 +98,10 @@ struct LayerShard {
 
 class LayerGraph {
  public:
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+  // Edges are never removed, so the graph's edge list is a vector: one allocation per growth,
+  // not one per edge.
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
+                                      boost::no_property, boost::vecS>;
 
   const Graph& graph() const { return stored_.get(); }
   size_t num_ops() const { return boost::num_vertices(stored_.get()); }
@@ -140,6 +143,7 @@ class LayerGraph {
 
  private:
   friend class LayerGraphBuilder;
+  Op& mutable_op(OpId id) { return stored_.get()[id]; }
   // Boost 1.74's adjacency_list has a copy constructor, no move constructor, and a swap that
   // copies three times: a defaulted move of a LayerGraph would copy its graph vertex by vertex.
   // Held by pointer, the graph moves in O(1); a moved-from LayerGraph holds an empty graph.
