@@ -85,19 +85,16 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->collective.resize(n);
     facts->predecessor_begin.reserve(n + 1);
     facts->compute_s.assign(n, 0.0);
-    // A layer graph only adds edges forward in insertion order: ids are a topological order.
+    facts->forward_exit = g.forward_exit();
+    facts->backward_exits = g.backward_exits();
+    facts->parameters = g.parameters;
     for (OpId id = 0; id < n; ++id) {
+      // A layer graph only adds edges forward in insertion order: ids are a topological order.
       facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
       for (const OpId pred : g.predecessors(id)) {
         PACELINE_CHECK(pred < id, "an op before its predecessor");
         facts->predecessor_ids.push_back(pred);
       }
-    }
-    facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
-    facts->forward_exit = g.forward_exit();
-    facts->backward_exits = g.backward_exits();
-    facts->parameters = g.parameters;
-    for (OpId id = 0; id < n; ++id) {
       const Op& op = g.op(id);
       facts->phase[id] = op.phase;
       facts->collective[id] = is_collective(op);
@@ -115,6 +112,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
         facts->kept_bytes += static_cast<int64_t>(op.saved / Bytes(1));
       }
     }
+    facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
     return std::shared_ptr<const BlockFacts>(std::move(facts));
   };
   ShardFacts facts;
@@ -178,14 +176,14 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
   std::array<BlockTimes, kNumBlockKinds> times{};
   for (int kind = 0; kind < kNumBlockKinds; ++kind) {
     if (!facts[kind]) continue;
-    const BlockFacts& g = *facts[kind];
+    const BlockFacts& block = *facts[kind];
     // Op durations: kernels from the op timer, collectives over the group they run on.
-    std::vector<double> duration = g.compute_s;
+    std::vector<double> duration = block.compute_s;
     if (buffered) {
-      for (const auto& [id, seconds] : g.buffered_wgrad_s) duration[id] = seconds;
+      for (const auto& [id, seconds] : block.buffered_wgrad_s) duration[id] = seconds;
     }
     if (pricer) {
-      for (const auto& [id, op] : g.priced_collectives) duration[id] = pricer->price(op).time / Seconds(1);
+      for (const auto& [id, op] : block.priced_collectives) duration[id] = pricer->price(op).time / Seconds(1);
     }
     // A pass alone, replayed op by op: its kernels in order on the one compute stream, each
     // collective as soon as its inputs are ready (no stream order assumed for collectives, and
@@ -194,20 +192,20 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     // Paired with another micro-batch's pass, whose kernels may fill any wait, only its
     // kernels count.
     auto pass_bound = [&](PassKind pass) {
-      std::vector<double> finish(g.num_ops(), 0.0);
-      std::vector<bool> after_kernel(g.num_ops(), false);
+      std::vector<double> finish(block.num_ops(), 0.0);
+      std::vector<bool> after_kernel(block.num_ops(), false);
       double stream = 0.0;
       double first = -1.0;
-      for (OpId id = 0; id < g.num_ops(); ++id) {
-        if (!in_pass(g.phase[id], pass)) continue;
+      for (OpId id = 0; id < block.num_ops(); ++id) {
+        if (!in_pass(block.phase[id], pass)) continue;
         double ready = 0.0;
         bool waits_on_kernel = false;
-        for (const OpId pred : g.predecessors(id)) {
-          if (!in_pass(g.phase[pred], pass)) continue;
+        for (const OpId pred : block.predecessors(id)) {
+          if (!in_pass(block.phase[pred], pass)) continue;
           ready = std::max(ready, finish[pred]);
           waits_on_kernel = waits_on_kernel || after_kernel[pred];
         }
-        if (g.collective[id]) {
+        if (block.collective[id]) {
           finish[id] = ready + (waits_on_kernel && !paired ? duration[id] : 0.0);
           after_kernel[id] = waits_on_kernel;
         } else {
@@ -226,28 +224,28 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
                     : pass_bound(PassKind::kBackward);
     // Input to output: every forward op waits (through its predecessors) for an op with none,
     // and those wait for the block's input.
-    std::vector<double> reach(g.num_ops(), kUnreached);
-    for (OpId id = 0; id < g.num_ops(); ++id) {
-      if (g.phase[id] != Phase::kForward) continue;
-      const std::span<const OpId> preds = g.predecessors(id);
+    std::vector<double> reach(block.num_ops(), kUnreached);
+    for (OpId id = 0; id < block.num_ops(); ++id) {
+      if (block.phase[id] != Phase::kForward) continue;
+      const std::span<const OpId> preds = block.predecessors(id);
       double from = preds.empty() ? 0.0 : kUnreached;
       for (const OpId pred : preds) from = std::max(from, reach[pred]);
       if (from != kUnreached) reach[id] = from + duration[id];
     }
-    t.latency_s = std::max(0.0, reach[g.forward_exit]);
+    t.latency_s = std::max(0.0, reach[block.forward_exit]);
     // Output gradient to input gradient: an op of the backward pass with no backward
     // predecessor waits for the output gradient (task_plan.h's entry rule); from a kernel: a
     // chain that starts where the pass's kernels start.
     if (!zero_bubble) {
-      std::vector<double> from_gradient(g.num_ops(), kUnreached);
-      std::vector<double> from_kernel(g.num_ops(), kUnreached);
-      for (OpId id = 0; id < g.num_ops(); ++id) {
-        if (g.phase[id] == Phase::kForward) continue;
+      std::vector<double> from_gradient(block.num_ops(), kUnreached);
+      std::vector<double> from_kernel(block.num_ops(), kUnreached);
+      for (OpId id = 0; id < block.num_ops(); ++id) {
+        if (block.phase[id] == Phase::kForward) continue;
         bool backward_predecessor = false;
         double gradient = kUnreached;
-        double kernel = g.collective[id] ? kUnreached : 0.0;
-        for (const OpId pred : g.predecessors(id)) {
-          if (g.phase[pred] == Phase::kForward) continue;
+        double kernel = block.collective[id] ? kUnreached : 0.0;
+        for (const OpId pred : block.predecessors(id)) {
+          if (block.phase[pred] == Phase::kForward) continue;
           backward_predecessor = true;
           gradient = std::max(gradient, from_gradient[pred]);
           kernel = std::max(kernel, from_kernel[pred]);
@@ -256,7 +254,7 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
         if (gradient != kUnreached) from_gradient[id] = gradient + duration[id];
         if (kernel != kUnreached) from_kernel[id] = kernel + duration[id];
       }
-      for (const OpId exit : g.backward_exits) {
+      for (const OpId exit : block.backward_exits) {
         t.backward_latency_s = std::max(t.backward_latency_s, from_gradient[exit]);
         t.backward_latency_from_kernel_s =
             std::max(t.backward_latency_from_kernel_s, from_kernel[exit]);
