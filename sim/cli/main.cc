@@ -1,7 +1,6 @@
 // paceline: predicts the iteration time, throughput, utilization and memory of large-model
 // training on a GPU cluster. Command-line front end; all logic lives in the libraries.
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include <charconv>
 #include <cmath>
@@ -16,6 +15,7 @@
 
 #include "base/check.h"
 #include "base/input_error.h"
+#include "base/memory_reuse.h"
 #include "base/unit_parse.h"
 #include "hardware/gpu_spec.h"
 #include "models/model_catalog.h"
@@ -434,15 +434,7 @@ int dispatch(int argc, char** argv) {
 }  // namespace paceline
 
 int main(int argc, char** argv) {
-#ifdef __GLIBC__
-  // A search, sweep or validation simulates one scenario after another, each allocating and
-  // freeing tens of MiB. glibc's defaults give that memory back to the kernel and fault it in
-  // again for the next: the Llama 3 70B search took 527,000 page faults. Kept for reuse (blocks
-  // up to 32 MiB from the heap, its top trimmed past 256 MiB free) it takes 10,000, and about
-  // half the time, at the same peak memory.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-#endif
+  paceline::keep_freed_memory_for_reuse();
   try {
     return paceline::dispatch(argc, argv);
   } catch (const paceline::InputError& e) {

@@ -47,5 +47,3 @@ BENCHMARK(BM_EngineEvents)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace paceline
-
-BENCHMARK_MAIN();

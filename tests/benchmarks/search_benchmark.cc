@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "sim/search/search.h"
+#include "tests/benchmarks/peak_memory.h"
 
 namespace paceline {
 namespace {
@@ -20,6 +21,7 @@ void search_file(benchmark::State& state, const char* path) {
   state.counters["pruned_bound"] = static_cast<double>(report.pruned_bound);
   state.counters["simulated"] = static_cast<double>(report.simulated);
   state.counters["fit"] = static_cast<double>(report.fit);
+  state.counters["max_rss_MiB"] = peak_resident_mib();
 }
 
 // Arg: threads (0: one per core).
@@ -35,5 +37,3 @@ BENCHMARK_CAPTURE(search_file, llama3_70b_64xh100, "scenarios/llama3-70b-64xh100
 
 }  // namespace
 }  // namespace paceline
-
-BENCHMARK_MAIN();

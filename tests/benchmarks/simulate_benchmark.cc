@@ -2,12 +2,11 @@
 // lower, replay, assemble the result — for the ready scenarios, in both fidelities.
 #include <benchmark/benchmark.h>
 
-#include <sys/resource.h>
-
 #include <memory>
 #include <string>
 
 #include "sim/simulator/simulator.h"
+#include "tests/benchmarks/peak_memory.h"
 
 namespace paceline {
 namespace {
@@ -23,10 +22,7 @@ void simulate_file(benchmark::State& state, const std::string& path, Fidelity fi
     benchmark::DoNotOptimize(p.result.iteration_time);
   }
   state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
-  // The process's peak resident memory so far (the largest run dominates).
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  state.counters["max_rss_MiB"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  state.counters["max_rss_MiB"] = peak_resident_mib();
 }
 
 BENCHMARK_CAPTURE(simulate_file, gpt3_175b_1024_symmetric, "scenarios/gpt3-175b-1024xa100.yaml", Fidelity::kSymmetric)
@@ -53,5 +49,3 @@ BENCHMARK_CAPTURE(simulate_file, gpt_1_7b_1_gpu, "scenarios/gpt-1.7b-1xa100.yaml
 
 }  // namespace
 }  // namespace paceline
-
-BENCHMARK_MAIN();
