@@ -81,10 +81,10 @@ class LayerGraphBuilder {
 
  private:
   OpId add_vertex(LayerGraph& g, Op op, const std::vector<OpId>& after) {
-    const OpId id = static_cast<OpId>(boost::add_vertex(g.stored_.get()));
+    const OpId id = static_cast<OpId>(boost::add_vertex(g.graph_.get()));
     g.by_phase_[static_cast<int>(op.phase)].push_back(id);
     g.mutable_op(id) = std::move(op);
-    for (const OpId a : after) boost::add_edge(a, id, g.stored_.get());
+    for (const OpId a : after) boost::add_edge(a, id, g.graph_.get());
     return id;
   }
 
@@ -254,7 +254,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         if (f.weight_gradient_after >= 0) {
           PACELINE_CHECK(f.weight_gradient_after < static_cast<int>(r), "a weight gradient delayed to a later op");
           std::vector<OpId> frees = {saver};
-          if (!full && saver != forward_id[r] && g.mutable_op(forward_id[r]).saved > Bytes(0)) {
+          if (!full && saver != forward_id[r] && g.op(forward_id[r]).saved > Bytes(0)) {
             frees.push_back(forward_id[r]);
           }
           delayed[f.weight_gradient_after].push_back({wgrad, wgrad_after, frees});
@@ -328,8 +328,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         break;
     }
     // A selectively recomputed op's forward copy keeps its checkpoint until the same release.
-    if (!full && saver != forward_id[r] && g.mutable_op(forward_id[r]).saved > Bytes(0)) {
-      g.mutable_op(forward_id[r]).released_by = g.mutable_op(saver).released_by;
+    if (!full && saver != forward_id[r] && g.op(forward_id[r]).saved > Bytes(0)) {
+      g.mutable_op(forward_id[r]).released_by = g.op(saver).released_by;
     }
     if (static_cast<int>(r) == input_holder_ && from_input) holder_release = grad_in[r];
     for (const DelayedWeightGradient& w : delayed[r]) {
@@ -349,7 +349,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   }
   // The construction above only adds edges forward in insertion order; check it is a DAG.
   std::vector<OpId> order;
-  boost::topological_sort(g.stored_.get(), std::back_inserter(order));
+  boost::topological_sort(g.graph_.get(), std::back_inserter(order));
   return g;
 }
 

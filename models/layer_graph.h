@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "models/model_spec.h"
@@ -98,14 +99,14 @@ struct LayerShard {
 
 class LayerGraph {
  public:
-  // Edges are never removed, so the graph's edge list is a vector: one allocation per growth,
-  // not one per edge.
+  // The graph's edge list is a vector, one allocation per growth rather than one per edge: edges
+  // are never removed (erasing one would shift the indices the others are stored by).
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
                                       boost::no_property, boost::vecS>;
 
-  const Graph& graph() const { return stored_.get(); }
-  size_t num_ops() const { return boost::num_vertices(stored_.get()); }
-  const Op& op(OpId id) const { return stored_.get()[id]; }
+  const Graph& graph() const { return graph_.get(); }
+  size_t num_ops() const { return boost::num_vertices(graph_.get()); }
+  const Op& op(OpId id) const { return graph_.get()[id]; }
   // Ops that must finish before `id` (within this graph), in the order they were declared.
   std::vector<OpId> predecessors(OpId id) const;
   // Ops of a phase in execution order.
@@ -143,33 +144,39 @@ class LayerGraph {
 
  private:
   friend class LayerGraphBuilder;
-  Op& mutable_op(OpId id) { return stored_.get()[id]; }
+  Op& mutable_op(OpId id) { return graph_.get()[id]; }
   // Boost 1.74's adjacency_list has a copy constructor, no move constructor, and a swap that
   // copies three times: a defaulted move of a LayerGraph would copy its graph vertex by vertex.
-  // Held by pointer, the graph moves in O(1); a moved-from LayerGraph holds an empty graph.
+  // Held by pointer, the graph moves in O(1) and without throwing; a moved-from LayerGraph has
+  // no ops.
   class MovableGraph {
    public:
     MovableGraph() : graph_(std::make_unique<Graph>()) {}
-    MovableGraph(const MovableGraph& other) : graph_(std::make_unique<Graph>(*other.graph_)) {}
+    MovableGraph(const MovableGraph& other) : graph_(std::make_unique<Graph>(other.get())) {}
     MovableGraph& operator=(const MovableGraph& other) {
-      if (this != &other) graph_ = std::make_unique<Graph>(*other.graph_);
+      if (this != &other) graph_ = std::make_unique<Graph>(other.get());
       return *this;
     }
-    MovableGraph(MovableGraph&& other) : MovableGraph() { graph_.swap(other.graph_); }
-    MovableGraph& operator=(MovableGraph&& other) noexcept {
-      graph_.swap(other.graph_);
-      return *this;
+    MovableGraph(MovableGraph&&) noexcept = default;
+    MovableGraph& operator=(MovableGraph&&) noexcept = default;
+    Graph& get() {
+      if (!graph_) graph_ = std::make_unique<Graph>();
+      return *graph_;
     }
-    Graph& get() { return *graph_; }
-    const Graph& get() const { return *graph_; }
+    const Graph& get() const {
+      static const Graph kEmpty;
+      return graph_ ? *graph_ : kEmpty;
+    }
 
    private:
     std::unique_ptr<Graph> graph_;
   };
-  MovableGraph stored_;
+  MovableGraph graph_;
   std::vector<OpId> by_phase_[4];
   OpId forward_exit_ = 0;
 };
+// Containers of graphs move them rather than copy them as they grow.
+static_assert(std::is_nothrow_move_constructible_v<LayerGraph>);
 
 // One transformer block. `moe` selects the mixture-of-experts feed-forward.
 LayerGraph build_transformer_layer(const ModelSpec& model, const LayerShard& shard, bool moe);

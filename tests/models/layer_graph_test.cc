@@ -67,9 +67,10 @@ TEST(LayerGraph, MovesWithoutCopyingItsOpsAndCopiesWhole) {
   EXPECT_EQ(&moved.op(0), first);
   EXPECT_EQ(moved.num_ops(), ops);
   EXPECT_EQ(built.num_ops(), 0u);  // NOLINT(bugprone-use-after-move): a moved-from graph is empty
-  LayerGraph assigned;
+  LayerGraph assigned = build_embedding(llama_like(), shard(2, /*sp=*/true));
   assigned = std::move(moved);
   EXPECT_EQ(&assigned.op(0), first);
+  EXPECT_EQ(moved.num_ops(), 0u);  // NOLINT(bugprone-use-after-move)
   const LayerGraph copy = assigned;
   ASSERT_EQ(copy.num_ops(), ops);
   EXPECT_NE(&copy.op(0), first);
