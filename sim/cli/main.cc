@@ -333,8 +333,31 @@ int catalog_command(int argc, char** argv, bool gpus) {
   return 0;
 }
 
+// A count on stderr of what a long command has done, one line rewritten in place; finished (by
+// a line break) before the command prints its result, or as an error unwinds past it.
+class ProgressLine {
+ public:
+  ProgressLine() = default;
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  ~ProgressLine() { finish(); }
+
+  void show(const std::string& line) {
+    std::cerr << '\r' << line << std::flush;
+    open_ = true;
+  }
+  void finish() {
+    if (open_) std::cerr << '\n';
+    open_ = false;
+  }
+
+ private:
+  bool open_ = false;
+};
+
 int search_command(int argc, char** argv) {
   constexpr const char* kSearchUsage = R"(usage: paceline search SCENARIO [--set PATH=VALUE ...] [--gpus N] [--top K] [--threads N] [--json]
+                       [--progress]
 
 Ranks every valid parallel layout of SCENARIO's model on its cluster (tp, pp, dp, cp, ep,
 virtual stages, micro-batch, recompute, ZeRO stage, sequence parallelism) by simulated
@@ -347,8 +370,10 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
   --top K           how many layouts to rank (default 10)
   --threads N       simulate on N threads (default: all cores; the result is the same)
   --json            print the report as JSON
+  --progress        count the layouts simulated on stderr as they finish
 )";
-  const Arguments args = parse(argc, argv, 2, {"--set", "--gpus", "--top", "--threads"}, {"--json", "--help"});
+  const Arguments args =
+      parse(argc, argv, 2, {"--set", "--gpus", "--top", "--threads"}, {"--json", "--progress", "--help"});
   if (args.has("--help")) {
     std::cout << kSearchUsage;
     return 0;
@@ -361,13 +386,21 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
   if (args.has("--top")) options.top = parse_int_count(args, "--top", 1);
   options.threads = thread_count(args);
   options.overrides = single_value_overrides(args, "search");
+  ProgressLine progress;
+  if (args.has("--progress")) {
+    options.progress = [&progress](size_t simulated) {
+      progress.show(fmt::format("search: {} layouts simulated", simulated));
+    };
+  }
   const SearchReport report = search_layouts(read_scenario_source(args.positional[0]), options);
+  progress.finish();
   std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
   return 0;
 }
 
 int sweep_command(int argc, char** argv) {
   constexpr const char* kSweepUsage = R"(usage: paceline sweep SCENARIO --set PATH=V1,V2,... [--set ...] [--threads N] [--csv | --json]
+                      [--progress]
 
 Simulates SCENARIO once for every combination of the values given (the cartesian product of
 the --set axes, the last varying fastest) and prints one row per configuration: its values,
@@ -380,8 +413,9 @@ the scenario format is a row with its error, not a failure of the sweep.
   --threads N           simulate on N threads (default: all cores; the result is the same)
   --csv                 print CSV (a header, then one row per configuration)
   --json                print a JSON list of rows
+  --progress            count the configurations simulated on stderr as they finish
 )";
-  const Arguments args = parse(argc, argv, 2, {"--set", "--threads"}, {"--csv", "--json", "--help"});
+  const Arguments args = parse(argc, argv, 2, {"--set", "--threads"}, {"--csv", "--json", "--progress", "--help"});
   if (args.has("--help")) {
     std::cout << kSweepUsage;
     return 0;
@@ -401,7 +435,14 @@ the scenario format is a row with its error, not a failure of the sweep.
   options.threads = thread_count(args);
   const ScenarioSource source = read_scenario_source(args.positional[0]);
   check_sweep(source, axes);
+  ProgressLine progress;
+  if (args.has("--progress")) {
+    options.progress = [&progress](size_t done, size_t total) {
+      progress.show(fmt::format("sweep: {} of {} configurations simulated", done, total));
+    };
+  }
   const SweepTable table = run_sweep(source, axes, 0, sweep_size(axes), options);
+  progress.finish();
   if (args.has("--json")) {
     std::cout << to_json(axes, 0, table).dump() << "\n";
   } else {

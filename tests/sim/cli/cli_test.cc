@@ -28,6 +28,23 @@ TEST(Cli, JsonIsOneObject) {
   EXPECT_NE(o.output.find("\"iteration_time_s\""), std::string::npos);
 }
 
+TEST(Cli, SearchAndSweepCountWhatTheyHaveSimulatedOnStderrWhenAsked) {
+  // Their last count is the whole, on a line of its own.
+  const CliOutcome search = run_cli("search scenarios/gpt-1.7b-1xa100.yaml --progress");
+  EXPECT_EQ(search.exit_code, 0) << search.output;
+  EXPECT_NE(search.output.find("\rsearch: 13 layouts simulated\ngpt-1.7b on 1 A100\n"), std::string::npos)
+      << search.output;
+  EXPECT_NE(search.output.find("13 simulated"), std::string::npos) << search.output;
+  const CliOutcome sweep = run_cli("sweep scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2,4 --progress");
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
+  EXPECT_NE(sweep.output.find("\rsweep: 3 of 3 configurations simulated\ntraining.micro_batch"), std::string::npos)
+      << sweep.output;
+  // Unasked, neither writes a count.
+  EXPECT_EQ(run_cli("search scenarios/gpt-1.7b-1xa100.yaml").output.find('\r'), std::string::npos);
+  EXPECT_EQ(run_cli("sweep scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2").output.find('\r'),
+            std::string::npos);
+}
+
 TEST(Cli, BadInputIsOneLineAndExitCodeTwo) {
   const std::string path = paceline::testing::temp_path("bad.yaml");
   std::ofstream(path) << "model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 8}\nfoo: 1\n";
