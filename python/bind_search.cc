@@ -117,10 +117,8 @@ void bind_search(py::module_& m) {
       py::arg("text"), py::arg("file"), py::arg("gpus") = 0, py::arg("top") = 10,
       py::arg("threads") = 0, py::arg("progress") = nullptr,
       "Ranks every valid layout of the scenario's model on its cluster (or on `gpus` GPUs) by "
-      "simulated "
-      "tokens/s; returns the report as a dict: counts (considered, pruned_memory, "
-      "pruned_bound, "
-      "simulated, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
+      "simulated tokens/s; returns the report as a dict: counts (considered, pruned_memory, "
+      "pruned_bound, simulated, shared, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
       "tokens_per_s, mfu, "
       "peak_memory_bytes (bytes). `progress(simulated)` is called as layouts finish simulating; "
       "an exception it raises stops the search, and so does Ctrl-C (KeyboardInterrupt).");

@@ -15,14 +15,15 @@ class SearchResult:
     schedule, micro_batch, recompute, zero, sequence_parallel, iteration_time_s (s),
     tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, capacity_bytes (bytes), fits,
     warnings: the list of the layout's Result.warnings).
-    Counts: considered (valid layouts), pruned_memory, pruned_bound, simulated, fit; wall_s: the
-    search's own time in seconds.
+    Counts: considered (valid layouts), pruned_memory, pruned_bound, simulated (ranked by a
+    simulation's result), shared (of those, by the result of a layout that simulates alike), fit;
+    wall_s: the search's own time in seconds.
     """
 
     def __init__(self, report):
         self.report = report
         for key in ["name", "model", "gpu", "gpus", "global_batch", "considered", "pruned_memory",
-                    "pruned_bound", "simulated", "fit", "wall_s"]:
+                    "pruned_bound", "simulated", "shared", "fit", "wall_s"]:
             setattr(self, key, report[key])
         self.top = pd.DataFrame(report["layouts"])
 

@@ -48,6 +48,7 @@ struct Layout {
   bool sequence_parallel = false;
 
   friend bool operator==(const Layout&, const Layout&) = default;
+  friend auto operator<=>(const Layout&, const Layout&) = default;
 };
 
 // Every valid layout of `base`'s model on its cluster (base's own parallel layout, micro-batch

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <optional>
 #include <queue>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -163,6 +165,14 @@ RankedLayout ranked(const Layout& layout, size_t index, const Result& r) {
   return out;
 }
 
+// The layout whose simulation is also `layout`'s: ZeRO-2 under pipelining keeps whole gradients
+// and reduces them once per step, as ZeRO-1 does (reduces_gradients_per_microbatch), so the two
+// lower to the same programs and static memory (a test holds them equal).
+Layout simulated_alike(Layout layout) {
+  if (layout.pp > 1 && layout.zero == 2) layout.zero = 1;
+  return layout;
+}
+
 // Best first: throughput, then enumeration order.
 bool better(const RankedLayout& a, const RankedLayout& b) {
   if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
@@ -266,6 +276,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   // Simulate batch by batch while a candidate could still enter the ranking.
   const size_t top = static_cast<size_t>(options.top);
   std::vector<RankedLayout> fitting;  // sorted best first
+  std::map<Layout, RankedLayout> results;  // by simulated_alike
   while (!queue.empty()) {
     const double threshold = fitting.size() >= top ? fitting[top - 1].tokens_per_s : 0.0;
     std::vector<size_t> picked;
@@ -288,11 +299,18 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
       }
     }
     if (picked.empty()) break;
-    std::vector<RankedLayout> batch(picked.size());
+    // Each layout simulating alike one simulated before, or earlier in the batch, takes its result.
+    std::vector<size_t> simulating;  // of picked
+    std::set<Layout> in_batch;
+    for (size_t i = 0; i < picked.size(); ++i) {
+      const Layout alike = simulated_alike(layouts[picked[i]]);
+      if (!results.contains(alike) && in_batch.insert(alike).second) simulating.push_back(picked[i]);
+    }
+    std::vector<RankedLayout> batch(simulating.size());
     std::function<void(size_t)> progress;
     if (options.progress) progress = [&](size_t done) { options.progress(report.simulated + done); };
     parallel_for(batch.size(), threads, [&](size_t i) {
-      const size_t index = picked[i];
+      const size_t index = simulating[i];
       std::vector<Override> overrides = fixed;
       for (Override& o : layout_overrides(layouts[index], base)) overrides.push_back(std::move(o));
       std::shared_ptr<const Scenario> scenario;
@@ -305,12 +323,18 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
       }
       batch[i] = ranked(layouts[index], index, simulate(scenario, {.stop = options.stop}).result);
     }, progress);
-    for (const RankedLayout& r : batch) {
+    for (RankedLayout& r : batch) results.emplace(simulated_alike(r.layout), std::move(r));
+    for (const size_t index : picked) {
+      RankedLayout r = results.at(simulated_alike(layouts[index]));
+      if (r.index != index) ++report.shared;
+      r.layout = layouts[index];
+      r.index = index;
       ++report.simulated;
       if (!r.fits) continue;
       ++report.fit;
       fitting.insert(std::upper_bound(fitting.begin(), fitting.end(), r, better), r);
     }
+    if (options.progress) options.progress(report.simulated);
   }
   report.pruned_bound += queue.size();
   if (fitting.size() > top) fitting.resize(top);
@@ -327,6 +351,7 @@ Json to_json(const SearchReport& r, bool include_wall_time) {
   json.set("pruned_memory", static_cast<uint64_t>(r.pruned_memory));
   json.set("pruned_bound", static_cast<uint64_t>(r.pruned_bound));
   json.set("simulated", static_cast<uint64_t>(r.simulated))
+      .set("shared", static_cast<uint64_t>(r.shared))
       .set("fit", static_cast<uint64_t>(r.fit));
   if (include_wall_time) json.set("wall_s", r.wall_s);
   Json layouts = Json::array();
@@ -360,9 +385,10 @@ std::string to_text(const SearchReport& r) {
   std::string out = fmt::format("{}\n  {} on {} × {}, global batch {}\n", r.name, r.model, r.gpus,
                                 r.gpu, r.global_batch);
   out += fmt::format(
-      "  layouts: {} considered · {} pruned by memory · {} pruned by throughput bound · {} simulated · "
+      "  layouts: {} considered · {} pruned by memory · {} pruned by throughput bound · {} simulated{} · "
       "{} fit   ({:.2f} s)\n\n",
-      r.considered, r.pruned_memory, r.pruned_bound, r.simulated, r.fit, r.wall_s);
+      r.considered, r.pruned_memory, r.pruned_bound, r.simulated,
+      r.shared > 0 ? fmt::format(" ({} by a layout that simulates alike)", r.shared) : "", r.fit, r.wall_s);
   if (r.considered == 0) {
     return out + "  no parallel layout splits this model over these GPUs (the heads, layers, sequence or batch do "
                  "not divide)\n";

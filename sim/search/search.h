@@ -68,7 +68,8 @@ struct SearchReport {
   size_t considered = 0;     // valid layouts enumerated
   size_t pruned_memory = 0;  // memory lower bound above the capacity
   size_t pruned_bound = 0;   // throughput bound below the top-th best
-  size_t simulated = 0;
+  size_t simulated = 0;           // ranked by a simulation's result
+  size_t shared = 0;              // of those, by the result of a layout that simulates alike
   size_t fit = 0;                 // simulated and fitting
   double wall_s = 0.0;            // the search's own wall time
   std::vector<RankedLayout> top;  // best first: tokens/s, then enumeration order

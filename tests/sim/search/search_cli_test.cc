@@ -23,7 +23,7 @@ TEST(SearchCli, JsonHasTheCountsAndTheLayouts) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_EQ(o.output.front(), '{');
   for (const char* key : {"\"considered\"", "\"pruned_memory\"",
-                          "\"pruned_bound\"", "\"simulated\"", "\"fit\"", "\"wall_s\"",
+                          "\"pruned_bound\"", "\"simulated\"", "\"shared\"", "\"fit\"", "\"wall_s\"",
                           "\"layouts\"", "\"tokens_per_s\"", "\"rank\": 2"}) {
     EXPECT_NE(o.output.find(key), std::string::npos) << key;
   }

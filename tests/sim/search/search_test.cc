@@ -7,10 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <set>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/input_error.h"
 #include "sim/engine/engine.h"
+#include "sim/report/result.h"
+#include "sim/scenario/scenario.h"
+#include "sim/simulator/simulator.h"
 
 namespace paceline {
 namespace {
@@ -43,6 +48,47 @@ TEST(Search, PruningKeepsTheExhaustiveRanking) {
   for (size_t i = 1; i < pruned.top.size(); ++i)
     EXPECT_GE(pruned.top[i - 1].tokens_per_s, pruned.top[i].tokens_per_s);
   for (const RankedLayout& r : pruned.top) EXPECT_TRUE(r.fits);
+}
+
+TEST(Search, ZeroTwoUnderPipeliningSimulatesAsZeroOne) {
+  // The search ranks such a layout by its ZeRO-1 twin's simulation: they must give the same
+  // result, dense and MoE, with interleaving, HSDP, fp8 weights and gathers after the step.
+  const std::string dense = R"(name: dense
+model: {name: m, layers: 4, hidden: 2048, heads: 16, ffn_hidden: 8192, vocab: 32000, seq_len: 2048}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
+)";
+  const std::string moe = R"(name: moe
+model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
+        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
+)";
+  const std::vector<std::string> scenarios = {
+      dense + "parallelism: {pp: 2, tp: 2}\ntraining: {global_batch: 16}\n",
+      dense + "parallelism: {pp: 2, schedule: interleaved-1f1b, virtual_stages: 2}\ntraining: {global_batch: 16}\n",
+      dense + "parallelism: {pp: 2, zero_shard: 2}\ntraining: {global_batch: 16, overlap_param_gather: false}\n",
+      dense + "parallelism: {pp: 4}\ntraining: {global_batch: 16, precision: fp8, fp8_param_gather: true}\n",
+      moe + "parallelism: {pp: 2, ep: 2}\ntraining: {global_batch: 16}\n",
+      moe + "parallelism: {pp: 2, ep: 4, zero_shard: 2}\ntraining: {global_batch: 16}\n",
+  };
+  for (const std::string& text : scenarios) {
+    auto result = [&](int zero) {
+      const Scenario s = load_scenario({text, "twin.yaml"}, {{"parallelism.zero", std::to_string(zero)}});
+      return simulate(std::make_shared<const Scenario>(s)).result;
+    };
+    const Result one = result(1);
+    const Result two = result(2);
+    EXPECT_EQ(one.iteration_time, two.iteration_time) << text;
+    EXPECT_EQ(one.peak_memory_bytes, two.peak_memory_bytes) << text;
+    EXPECT_EQ(one.tokens_per_s, two.tokens_per_s) << text;
+    EXPECT_EQ(one.mfu, two.mfu) << text;
+    EXPECT_EQ(one.hfu, two.hfu) << text;
+    EXPECT_EQ(one.warnings, two.warnings) << text;
+    EXPECT_EQ(to_json(one.breakdown).dump(), to_json(two.breakdown).dump()) << text;
+  }
+  // And the search shares them: the four-GPU case has pipelined ZeRO-2 layouts.
+  const SearchReport report = search_layouts({kFourGpus, "four.yaml"}, {.top = 5, .threads = 2, .prune = false});
+  EXPECT_GT(report.shared, 0u);
+  EXPECT_LT(report.shared, report.simulated);
 }
 
 TEST(Search, OverridesSetTheScenarioFirst) {
