@@ -120,7 +120,8 @@ void bind_search(py::module_& m) {
       "simulated tokens/s; returns the report as a dict: counts (considered, pruned_memory, "
       "pruned_bound, simulated, shared, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
       "tokens_per_s, mfu, "
-      "peak_memory_bytes (bytes). `progress(simulated)` is called as layouts finish simulating; "
+      "peak_memory_bytes (bytes). `progress(simulated)` is called as layouts finish simulating "
+      "and after each batch of them (the count then includes the shared ones); "
       "an exception it raises stops the search, and so does Ctrl-C (KeyboardInterrupt).");
 }
 

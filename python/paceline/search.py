@@ -34,7 +34,8 @@ class SearchResult:
     def __repr__(self):
         return (f"SearchResult({self.model} on {self.gpus} × {self.gpu}: {self.considered} layouts considered, "
                 f"{self.pruned_memory} pruned by memory, {self.pruned_bound} by "
-                f"throughput bound, {self.simulated} simulated, {self.fit} fit, {self.wall_s:.2f} s)")
+                f"throughput bound, {self.simulated} simulated ({self.shared} shared), {self.fit} fit, "
+                f"{self.wall_s:.2f} s)")
 
 
 def search(scenario, gpus=None, top=10, threads=None, progress=False):

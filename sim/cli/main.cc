@@ -413,7 +413,7 @@ the scenario format is a row with its error, not a failure of the sweep.
   --threads N           simulate on N threads (default: all cores; the result is the same)
   --csv                 print CSV (a header, then one row per configuration)
   --json                print a JSON list of rows
-  --progress            count the configurations simulated on stderr as they finish
+  --progress            count the configurations done on stderr as they finish
 )";
   const Arguments args = parse(argc, argv, 2, {"--set", "--threads"}, {"--csv", "--json", "--progress", "--help"});
   if (args.has("--help")) {
@@ -438,7 +438,7 @@ the scenario format is a row with its error, not a failure of the sweep.
   ProgressLine progress;
   if (args.has("--progress")) {
     options.progress = [&progress](size_t done, size_t total) {
-      progress.show(fmt::format("sweep: {} of {} configurations simulated", done, total));
+      progress.show(fmt::format("sweep: {} of {} configurations done", done, total));
     };
   }
   const SweepTable table = run_sweep(source, axes, 0, sweep_size(axes), options);

@@ -20,6 +20,7 @@ void search_file(benchmark::State& state, const char* path) {
   state.counters["pruned_memory"] = static_cast<double>(report.pruned_memory);
   state.counters["pruned_bound"] = static_cast<double>(report.pruned_bound);
   state.counters["simulated"] = static_cast<double>(report.simulated);
+  state.counters["shared"] = static_cast<double>(report.shared);
   state.counters["fit"] = static_cast<double>(report.fit);
   state.counters["max_rss_MiB"] = peak_resident_mib();
 }

@@ -37,7 +37,7 @@ TEST(Cli, SearchAndSweepCountWhatTheyHaveSimulatedOnStderrWhenAsked) {
   EXPECT_NE(search.output.find("13 simulated"), std::string::npos) << search.output;
   const CliOutcome sweep = run_cli("sweep scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2,4 --progress");
   EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
-  EXPECT_NE(sweep.output.find("\rsweep: 3 of 3 configurations simulated\ntraining.micro_batch"), std::string::npos)
+  EXPECT_NE(sweep.output.find("\rsweep: 3 of 3 configurations done\ntraining.micro_batch"), std::string::npos)
       << sweep.output;
   // Unasked, neither writes a count.
   EXPECT_EQ(run_cli("search scenarios/gpt-1.7b-1xa100.yaml").output.find('\r'), std::string::npos);

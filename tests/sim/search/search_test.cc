@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,7 +52,8 @@ TEST(Search, PruningKeepsTheExhaustiveRanking) {
 
 TEST(Search, ZeroTwoUnderPipeliningSimulatesAsZeroOne) {
   // The search ranks such a layout by its ZeRO-1 twin's simulation: they must give the same
-  // result, dense and MoE, with interleaving, HSDP, fp8 weights and gathers after the step.
+  // result, dense and MoE, with interleaving, zero-bubble, context parallelism, overlapped expert
+  // exchanges, HSDP, fp8 weights and gathers after the step.
   const std::string dense = R"(name: dense
 model: {name: m, layers: 4, hidden: 2048, heads: 16, ffn_hidden: 8192, vocab: 32000, seq_len: 2048}
 cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
@@ -67,8 +68,12 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per
       dense + "parallelism: {pp: 2, schedule: interleaved-1f1b, virtual_stages: 2}\ntraining: {global_batch: 16}\n",
       dense + "parallelism: {pp: 2, zero_shard: 2}\ntraining: {global_batch: 16, overlap_param_gather: false}\n",
       dense + "parallelism: {pp: 4}\ntraining: {global_batch: 16, precision: fp8, fp8_param_gather: true}\n",
+      dense + "parallelism: {pp: 2, cp: 2}\ntraining: {global_batch: 16}\n",
+      dense + "parallelism: {pp: 2, schedule: zero-bubble}\ntraining: {global_batch: 16}\n",
       moe + "parallelism: {pp: 2, ep: 2}\ntraining: {global_batch: 16}\n",
       moe + "parallelism: {pp: 2, ep: 4, zero_shard: 2}\ntraining: {global_batch: 16}\n",
+      moe + "parallelism: {pp: 2, ep: 2, ep_comm_overlap: true, schedule: interleaved-1f1b, virtual_stages: 2}\n"
+            "training: {global_batch: 16}\n",
   };
   for (const std::string& text : scenarios) {
     auto result = [&](int zero) {
