@@ -96,10 +96,11 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
         facts->predecessor_ids.push_back(pred);
       }
       const Op& op = g.op(id);
+      const bool collective = is_collective(op);
       facts->phase[id] = op.phase;
-      facts->collective[id] = is_collective(op);
-      if (!is_collective(op)) facts->compute_s[id] = kernel_pricer_.price(op).time / Seconds(1);
-      if (is_collective(op) && op.comm.collective != Collective::kNone) facts->priced_collectives.emplace_back(id, op);
+      facts->collective[id] = collective;
+      if (!collective) facts->compute_s[id] = kernel_pricer_.price(op).time / Seconds(1);
+      if (collective && op.comm.collective != Collective::kNone) facts->priced_collectives.emplace_back(id, op);
       if (op.kind == OpKind::kGemm && op.gemm.layout == GemmLayout::kWeightGradient) {
         Op accumulating = op;
         accumulating.gemm.accumulates_into = buffer;
@@ -108,7 +109,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
       // Kept for backward: saved by a forward kernel and not released within the forward pass.
       const bool released_in_forward =
           op.released_by != UINT32_MAX && g.op(op.released_by).phase == Phase::kForward;
-      if (op.phase == Phase::kForward && !is_collective(op) && !released_in_forward) {
+      if (op.phase == Phase::kForward && !collective && !released_in_forward) {
         facts->kept_bytes += static_cast<int64_t>(op.saved / Bytes(1));
       }
     }

@@ -9,7 +9,6 @@
 #include <map>
 #include <optional>
 #include <queue>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -165,11 +164,11 @@ RankedLayout ranked(const Layout& layout, size_t index, const Result& r) {
   return out;
 }
 
-// The layout whose simulation is also `layout`'s: ZeRO-2 under pipelining keeps whole gradients
-// and reduces them once per step, as ZeRO-1 does (reduces_gradients_per_microbatch), so the two
-// lower to the same programs and static memory (a test holds them equal).
+// The layout whose simulation is also `layout`'s: ZeRO-2 differs from ZeRO-1 only where it
+// reduces gradients per micro-batch (reduces_gradients_per_microbatch); where it does not (under
+// pipelining) the two lower to the same programs and static memory (a test holds them equal).
 Layout simulated_alike(Layout layout) {
-  if (layout.pp > 1 && layout.zero == 2) layout.zero = 1;
+  if (layout.zero == 2 && !reduces_gradients_per_microbatch(layout.zero, layout.pp)) layout.zero = 1;
   return layout;
 }
 
@@ -301,10 +300,8 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     if (picked.empty()) break;
     // Each layout simulating alike one simulated before, or earlier in the batch, takes its result.
     std::vector<size_t> simulating;  // of picked
-    std::set<Layout> in_batch;
-    for (size_t i = 0; i < picked.size(); ++i) {
-      const Layout alike = simulated_alike(layouts[picked[i]]);
-      if (!results.contains(alike) && in_batch.insert(alike).second) simulating.push_back(picked[i]);
+    for (const size_t index : picked) {
+      if (results.try_emplace(simulated_alike(layouts[index])).second) simulating.push_back(index);
     }
     std::vector<RankedLayout> batch(simulating.size());
     std::function<void(size_t)> progress;
@@ -323,7 +320,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
       }
       batch[i] = ranked(layouts[index], index, simulate(scenario, {.stop = options.stop}).result);
     }, progress);
-    for (RankedLayout& r : batch) results.emplace(simulated_alike(r.layout), std::move(r));
+    for (RankedLayout& r : batch) results[simulated_alike(r.layout)] = std::move(r);
     for (const size_t index : picked) {
       RankedLayout r = results.at(simulated_alike(layouts[index]));
       if (r.index != index) ++report.shared;
