@@ -402,33 +402,43 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   const std::vector<VirtualStage>& blocks = blocks_of(l.pp * l.virtual_stages);
   const double microbatches =
       static_cast<double>(base_.training.global_batch / (l.micro_batch * l.dp));
-  // Per micro-batch: each stage's passes, and each virtual stage's input-to-output latencies.
+  // Per micro-batch: each stage's passes, and each virtual stage's latencies (forward: block
+  // input to block output; backward: output gradient to input gradient) and backward pass.
+  const int virtual_total = l.pp * l.virtual_stages;
   std::vector<double> stage_s(l.pp, 0.0);
-  double warmup_s = 0.0;    // micro-batch 0 forward through virtual stages 0 .. pp−2
-  double cooldown_s = 0.0;  // the last micro-batch's gradient back from virtual stage pp−1 to 0
-  double last_backward_s = 0.0;  // the backward pass bounds of virtual stage pp−1
-  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs) {
+  std::vector<double> forward_latency_s(virtual_total, 0.0);
+  std::vector<double> backward_latency_s(virtual_total, 0.0);
+  std::vector<double> backward_s(virtual_total, 0.0);
+  for (int vs = 0; vs < virtual_total; ++vs) {
     const VirtualStage& v = blocks[vs];
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
       const BlockTimes& t = times[kind];
       stage_s[vs % l.pp] += v.count[kind] * (t.forward_s + t.backward_s);
-      if (vs < l.pp - 1) warmup_s += v.count[kind] * t.latency_s;
-      if (vs < l.pp) cooldown_s += v.count[kind] * t.backward_latency_s;
-      if (vs == l.pp - 1) last_backward_s += v.count[kind] * t.backward_s;
+      forward_latency_s[vs] += v.count[kind] * t.latency_s;
+      backward_latency_s[vs] += v.count[kind] * t.backward_latency_s;
+      backward_s[vs] += v.count[kind] * t.backward_s;
     }
   }
-  // Every stage runs its passes for all micro-batches; the last starts after micro-batch 0
-  // crossed the stages before it.
-  double bound = warmup_s + microbatches * stage_s[l.pp - 1];
-  for (const double s : stage_s) bound = std::max(bound, microbatches * s);
-  // Its last pass (backward of the last micro-batch, chunk 0) starts after all its other
-  // passes; the input gradient leaves it along a chain from the pass's first kernel (its last
-  // block's), then crosses every earlier stage.
-  if (l.pp > 1 && l.schedule != Schedule::kZeroBubble) {
-    const BlockTimes& first = times[blocks[l.pp - 1].last];
-    const double chain =
-        cooldown_s - first.backward_latency_s + first.backward_latency_from_kernel_s;
-    bound = std::max(bound, warmup_s + microbatches * stage_s[l.pp - 1] - last_backward_s + chain);
+  // Stage s runs its passes for all micro-batches, starting once micro-batch 0 crossed virtual
+  // stages 0 .. s−1. Its last pass (backward of the last micro-batch, chunk 0: virtual stage s)
+  // starts after all its other passes; the input gradient leaves it along a chain from the
+  // pass's first kernel (its last block's), then crosses virtual stages s−1 .. 0 — except under
+  // zero-bubble, which may run deferred weight gradients after it.
+  const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
+  double bound = 0.0;
+  double before_s = 0.0;       // micro-batch 0 forward through virtual stages 0 .. s−1
+  double gradient_back_s = 0.0;  // a gradient back through virtual stages s−1 .. 0
+  for (int s = 0; s < l.pp; ++s) {
+    const double passes_s = microbatches * stage_s[s];
+    bound = std::max(bound, before_s + passes_s);
+    if (drains) {
+      const BlockTimes& first = times[blocks[s].last];
+      const double chain = backward_latency_s[s] - first.backward_latency_s +
+                           first.backward_latency_from_kernel_s + gradient_back_s;
+      bound = std::max(bound, before_s + passes_s - backward_s[s] + chain);
+    }
+    before_s += forward_latency_s[s];
+    gradient_back_s += backward_latency_s[s];
   }
   // FSDP: the data stream gathers and reduce-scatters every block for every micro-batch.
   if (per_microbatch_fsdp(l.zero, l.pp)) bound = std::max(bound, microbatches * fsdp_stream_s(l));
