@@ -223,6 +223,20 @@ SourceLocation location_of(const YAML::Node& node, const std::string& file) {
   return SourceLocation{file, mark.line + 1, mark.column + 1};
 }
 
+Json to_json(const YAML::Node& node) {
+  if (node.IsMap()) {
+    Json json = Json::object();
+    for (const auto& entry : node) json.set(entry.first.Scalar(), to_json(entry.second));
+    return json;
+  }
+  if (node.IsSequence()) {
+    Json json = Json::array();
+    for (const YAML::Node& element : node) json.push(to_json(element));
+    return json;
+  }
+  return node.IsScalar() ? Json(node.Scalar()) : Json();
+}
+
 std::string describe(const YAML::Node& node) {
   if (!node || node.IsNull()) return "empty";
   if (node.IsMap()) return "a mapping";

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/input_error.h"
+#include "base/json.h"
 #include "base/unit_parse.h"
 
 namespace paceline {
@@ -52,6 +53,10 @@ void check_yaml(const YAML::Node& root, const std::string& text, const std::stri
 
 // The 1-based position of a node in its file.
 SourceLocation location_of(const YAML::Node& node, const std::string& file);
+
+// A node as JSON that reads back as the same node: scalars as strings (which the readers parse as
+// they parse plain scalars), mappings in their order, lists, nulls.
+Json to_json(const YAML::Node& node);
 
 // A short rendering of a node for error messages: the scalar text, or "a mapping" / "a list".
 std::string describe(const YAML::Node& node);

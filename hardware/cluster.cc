@@ -122,7 +122,12 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   link.nvls_latency = nvls_latency.value_or(base ? base->nvls_latency : Seconds(0));
   const auto mesh_links = internal::read_sourced<int>(map, "mesh_links", unused, "");
   link.mesh_links = mesh_links.value_or(base ? base->mesh_links : 0);
-  if (bandwidth || latency || efficiency || nvls_efficiency || nvls_latency || mesh_links) link.name = "inline";
+  // Figures of its own make the link another one; a catalog link's own figures keep its name.
+  if (!base || link.bandwidth != base->bandwidth || link.latency != base->latency ||
+      link.bandwidth_efficiency != base->bandwidth_efficiency || link.nvls_bus_efficiency != base->nvls_bus_efficiency ||
+      link.nvls_latency != base->nvls_latency || link.mesh_links != base->mesh_links) {
+    link.name = "inline";
+  }
   check_link(map, link);
   map.finish();
   return link;
@@ -209,22 +214,33 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   return network;
 }
 
+// `reference` (a catalog name, or a path written at `where`) as any scenario can name it.
+std::string portable_reference(const std::string& reference, const SourceLocation& where) {
+  const std::string extension = std::filesystem::path(reference).extension().string();
+  if (extension != ".yaml" && extension != ".yml") return reference;
+  return std::filesystem::absolute(path_from(reference, where.file)).lexically_normal().string();
+}
+
 }  // namespace
 
 ClusterSpec read_cluster(YamlMap& map) {
   ClusterSpec cluster;
   std::optional<SystemSpec> system;
   if (map.has("system")) {
-    system = load_system(map.required<std::string>("system"), default_system_catalog(), map.location("system"));
-    cluster.system = system->name;
+    const std::string reference = map.required<std::string>("system");
+    system = load_system(reference, default_system_catalog(), map.location("system"));
+    cluster.system = portable_reference(reference, map.location("system"));
   }
   const YAML::Node gpu = map.node("gpu");
   if (!gpu && !system) map.fail("gpu", "is required (or name a catalog `system`)");
   if (gpu && gpu.IsMap()) {
     YamlMap inline_gpu = map.map("gpu");
     cluster.gpu = read_gpu(inline_gpu);
+    cluster.gpu_mapping = to_json(gpu);
   } else if (gpu) {
-    cluster.gpu = resolve_gpu(map.required<std::string>("gpu"), default_gpu_catalog(), map.location("gpu"));
+    const std::string reference = map.required<std::string>("gpu");
+    cluster.gpu = resolve_gpu(reference, default_gpu_catalog(), map.location("gpu"));
+    cluster.gpu_reference = portable_reference(reference, map.location("gpu"));
   } else {
     cluster.gpu = resolve_gpu(system->gpu, default_gpu_catalog(), map.location("system"));
     if (system->gpu_memory_capacity) cluster.gpu.memory_capacity = *system->gpu_memory_capacity;

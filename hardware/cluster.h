@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "base/units.h"
 #include "hardware/gpu_spec.h"
 #include "hardware/kernel_profile.h"
@@ -82,7 +83,12 @@ std::vector<std::string> catalog_systems(const std::string& catalog_dir);
 SystemSpec load_system(const std::string& name, const std::string& catalog_dir, const SourceLocation& where);
 
 struct ClusterSpec {
-  std::string system;  // the catalog system it is built of, or ""
+  // The system it is built of and the GPU the scenario names, as any scenario can name them: a
+  // catalog name, or the absolute path of the file read; "" for none (the GPU: the system's, or
+  // inline). An inline GPU is kept as written.
+  std::string system;
+  std::string gpu_reference;
+  Json gpu_mapping;
   GpuSpec gpu;
   int nodes = 1;
   int gpus_per_node = 1;

@@ -73,7 +73,8 @@ def estimate_cost(scenario):
 
 def load_scenario(scenario):
     """Reads and validates `scenario`; returns it resolved as a dict, every default filled in
-    (quantities in seconds, bytes and bytes/s). Raises ValueError on bad input."""
+    (quantities in seconds, bytes and bytes/s), which simulate() takes back as the same
+    scenario. Raises ValueError on bad input."""
     text, file = _source(scenario)
     return _paceline.load_scenario(text, file)
 

@@ -248,28 +248,42 @@ Json to_json(const Scenario& s) {
   }
   const ClusterSpec& c = s.cluster;
   Json cluster = Json::object();
-  cluster.set("system", c.system.empty() ? Json() : Json(c.system));
-  cluster.set("gpu", c.gpu.name).set("nodes", c.nodes).set("gpus_per_node", c.gpus_per_node);
-  cluster.set("profile", c.profile ? Json(std::filesystem::path(c.profile->path()).stem().string()) : Json());
-  auto link = [](const LinkSpec& l) {
+  // In the scenario format (quantities as plain SI numbers), so that it reads back as the same
+  // scenario; fields that are absent are left out.
+  if (!c.system.empty()) cluster.set("system", c.system);
+  // A system's own GPU is left to the system, which may give it memory of its own.
+  if (!c.gpu_mapping.is_null()) {
+    cluster.set("gpu", c.gpu_mapping);
+  } else if (!c.gpu_reference.empty()) {
+    cluster.set("gpu", c.gpu_reference);
+  }
+  cluster.set("nodes", c.nodes).set("gpus_per_node", c.gpus_per_node);
+  if (c.profile) {
+    const std::filesystem::path path(c.profile->path());
+    const bool in_catalog = path.parent_path() == std::filesystem::path(default_profile_catalog());
+    cluster.set("profile", in_catalog ? path.stem().string() : std::filesystem::absolute(path).lexically_normal().string());
+    cluster.set("profile_gpu", c.profile->gpu().name);
+  }
+  // `bandwidth_key`: the link's bandwidth field (an intra-node link's, or a NIC's).
+  auto link = [](const LinkSpec& l, const char* bandwidth_key) {
     Json json = Json::object();
-    json.set("link", l.name).set("bandwidth_bytes_per_s", l.bandwidth / BytesPerSecond(1));
-    json.set("latency_s", l.latency / Seconds(1)).set("bandwidth_efficiency", l.bandwidth_efficiency);
+    if (l.name != "inline") json.set("link", l.name);
+    json.set(bandwidth_key, l.bandwidth / BytesPerSecond(1));
+    json.set("latency", l.latency / Seconds(1)).set("bandwidth_efficiency", l.bandwidth_efficiency);
     if (l.nvls_bus_efficiency > 0.0) {
-      json.set("nvls_bus_efficiency", l.nvls_bus_efficiency).set("nvls_latency_s", l.nvls_latency / Seconds(1));
+      json.set("nvls_bus_efficiency", l.nvls_bus_efficiency).set("nvls_latency", l.nvls_latency / Seconds(1));
     }
     if (l.mesh_links > 0) json.set("mesh_links", l.mesh_links);
     return json;
   };
-  cluster.set("intra_node", link(c.intra_node));
+  cluster.set("intra_node", link(c.intra_node, "bandwidth"));
   cluster.set("nvlink_domain", c.nvlink_domain).set("nvls", c.nvls);
-  cluster.set("host_bandwidth_bytes_per_s",
-              c.host_bandwidth > BytesPerSecond(0) ? Json(c.host_bandwidth / BytesPerSecond(1)) : Json());
+  if (c.host_bandwidth > BytesPerSecond(0)) cluster.set("host_bandwidth", c.host_bandwidth / BytesPerSecond(1));
   if (c.inter_node) {
-    Json net = link(c.inter_node->nic);
+    Json net = link(c.inter_node->nic, "nic_bandwidth");
     net.set("nics_per_node", c.inter_node->nics_per_node).set("topology", c.inter_node->topology);
     net.set("oversubscription", c.inter_node->oversubscription).set("nodes_per_leaf", c.inter_node->nodes_per_leaf);
-    net.set("post_overhead_s", c.inter_node->post_overhead / Seconds(1));
+    net.set("post_overhead", c.inter_node->post_overhead / Seconds(1));
     cluster.set("inter_node", std::move(net));
   }
   const Parallelism& p = s.parallelism;
@@ -277,14 +291,19 @@ Json to_json(const Scenario& s) {
   parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
   parallelism.set("ep_comm_overlap", p.ep_comm_overlap);
   parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
+  // Settings only where they act, as the scenario format accepts them.
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);
-  parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
-  parallelism.set("cp_comm", to_string(p.cp_comm)).set("cp_comm_overlap", p.cp_comm_overlap);
-  parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard).set("fsdp_prefetch", p.fsdp_prefetch);
-  parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
-  if (p.fsdp_gather == FsdpGather::kTensor) {
-    parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
-    parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
+  if (p.tp_comm_overlap) parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
+  if (p.cp > 1) parallelism.set("cp_comm", to_string(p.cp_comm));
+  if (p.cp > 1 && p.cp_comm != ContextComm::kAllToAll) parallelism.set("cp_comm_overlap", p.cp_comm_overlap);
+  parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard);
+  if (p.zero == 3 && p.pp == 1) {
+    parallelism.set("fsdp_prefetch", p.fsdp_prefetch).set("fsdp_gather", to_string(p.fsdp_gather));
+    parallelism.set("fsdp_gradient_reduce", to_string(p.fsdp_gradient_reduce));
+    if (p.fsdp_gather == FsdpGather::kTensor) {
+      parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
+      parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
+    }
   }
   Json stages = Json::array();
   for (const int layers : p.layers_per_stage) stages.push(layers);
@@ -313,7 +332,7 @@ Json to_json(const Scenario& s) {
   }
   Json simulation = Json::object();
   simulation.set("fidelity", to_string(s.simulation.fidelity));
-  simulation.set("fold_symmetric_peers", s.simulation.fold_symmetric_peers);
+  if (s.simulation.fidelity == Fidelity::kFull) simulation.set("fold_symmetric_peers", s.simulation.fold_symmetric_peers);
   Json json = Json::object();
   json.set("name", s.name).set("model", std::move(model)).set("cluster", std::move(cluster));
   json.set("collectives", std::move(collectives));

@@ -100,6 +100,18 @@ def test_load_scenario_fills_in_every_default(gpt_8gpus):
     assert s["model"]["layers"] == 24
 
 
+def test_a_loaded_scenario_simulates_as_the_file_does_and_edits_as_the_file_would(scenario_path):
+    loaded = paceline.load_scenario(scenario_path)
+    assert paceline.simulate(loaded).to_dict() | {"sim": None} == paceline.simulate(scenario_path).to_dict() | {"sim": None}
+    with open(scenario_path) as f:
+        written = yaml.safe_load(f)
+    loaded["training"]["global_batch"] *= 2
+    written["training"]["global_batch"] = loaded["training"]["global_batch"]
+    edited = paceline.simulate(loaded).iteration_time_s
+    assert edited == paceline.simulate(written).iteration_time_s
+    assert edited > paceline.simulate(scenario_path).iteration_time_s
+
+
 @pytest.mark.skipif(not CLI, reason="PACELINE_CLI (the paceline executable) not given")
 @pytest.mark.parametrize("listing", ["models", "gpus"])
 def test_catalogs_match_the_cli(listing):

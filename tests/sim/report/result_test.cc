@@ -5,7 +5,13 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "base/data_root.h"
 #include "sim/simulator/simulator.h"
+#include "tests/support/temp_path.h"
 
 namespace paceline {
 namespace {
@@ -41,7 +47,33 @@ training: {{global_batch: 2, seq_len: 2048, {}}}
   EXPECT_EQ(echoed("recompute: full, recompute_layers: 6").at("training").at("recompute_layers").dump(-1), "6");
   const Json offload = echoed("activation_offload_layers: 4");
   EXPECT_EQ(offload.at("training").at("activation_offload_layers").dump(-1), "4");
-  EXPECT_EQ(offload.at("cluster").at("host_bandwidth_bytes_per_s").dump(-1), "25000000000");
+  EXPECT_EQ(offload.at("cluster").at("host_bandwidth").dump(-1), "25000000000");
+}
+
+// The echo names files by absolute path and keeps an inline GPU as written, so that it reads
+// back as the same scenario from anywhere (tests/sim/validate holds it for the catalog-only
+// scenarios and every validation case).
+TEST(Result, EchoReadsBackWhereverItsFilesAndGpuWereGiven) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::path(testing::temp_path("echo")) / "hardware";
+  fs::create_directories(folder);
+  fs::copy_file(data_root() + "/hardware/catalog/gpus/h100-sxm5-80gb.yaml", folder / "my-gpu.yaml");
+  fs::copy_file(data_root() + "/hardware/profiles/h200-sxm-141gb.yaml", folder / "my-profile.yaml");
+  const std::string scenario_file = (folder.parent_path() / "s.yaml").string();
+  std::ofstream(scenario_file) << "model: llama3-8b\n"
+                                  "cluster: {gpu: hardware/my-gpu.yaml, profile: hardware/my-profile.yaml,\n"
+                                  "          profile_gpu: h200-sxm-141gb, gpus_per_node: 8}\n"
+                                  "training: {global_batch: 8, seq_len: 4096}\n";
+  std::string inline_gpu = "model: llama3-8b\ncluster:\n  gpus_per_node: 2\n  gpu:\n";
+  std::ifstream catalog(data_root() + "/hardware/catalog/gpus/a100-sxm4-80gb.yaml");
+  for (std::string line; std::getline(catalog, line);) inline_gpu += "    " + line + "\n";
+  inline_gpu += "training: {global_batch: 8}\n";
+  for (const Scenario& given : {load_scenario_file(scenario_file), load_scenario_text(inline_gpu, "inline.yaml")}) {
+    const Json result = to_json(simulate(std::make_shared<const Scenario>(given)).result, false);
+    // Read from the working directory, where the files are not.
+    const Scenario again = load_scenario_text(result.at("scenario").dump(), "echo.json");
+    EXPECT_EQ(to_json(simulate(std::make_shared<const Scenario>(again)).result, false).dump(), result.dump());
+  }
 }
 
 TEST(Result, WarningsOfSeveralResultsGroupOnceEach) {

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
+#include "base/parallel_for.h"
+#include "sim/simulator/simulator.h"
 #include "tests/support/temp_path.h"
 
 namespace paceline {
@@ -23,6 +26,35 @@ TEST(Validation, EveryPublicCaseRuns) {
   for (const CaseOutcome& o : report.cases) sum += std::abs(*o.error);
   EXPECT_NEAR(report.mape, sum / static_cast<double>(cases.size()), 1e-12);
   EXPECT_FALSE(report.by_source.empty());
+}
+
+// A result echoes its scenario with every default filled in, in the scenario format: read back,
+// it is the same scenario (the same result, echo included), for every published case with the
+// software the overlay states, the held-out cases and the ready scenarios.
+TEST(Validation, EveryScenarioEchoReadsBackAsTheSameScenario) {
+  std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
+  apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml"));
+  for (const char* held_out : {"scenarios/validation/megatron-bridge.yaml", "scenarios/validation/megatron-bridge-moe.yaml"}) {
+    for (ValidationCase& c : load_validation_file(held_out)) cases.push_back(std::move(c));
+  }
+  std::vector<std::shared_ptr<const Scenario>> scenarios;
+  for (const ValidationCase& c : cases) scenarios.push_back(c.scenario);
+  for (const auto& entry : std::filesystem::directory_iterator("scenarios")) {
+    if (entry.path().extension() != ".yaml") continue;
+    scenarios.push_back(std::make_shared<const Scenario>(load_scenario_file(entry.path().string())));
+  }
+  EXPECT_GT(scenarios.size(), 160u);
+  std::vector<std::string> first(scenarios.size());
+  std::vector<std::string> again(scenarios.size());
+  parallel_for(scenarios.size(), resolve_threads(0), [&](size_t i) {
+    // The 405B scenario on 16,384 GPUs runs its pipeline stages in under a second either way.
+    const Json result = to_json(simulate(scenarios[i]).result, false);
+    const std::string echo = result.at("scenario").dump();
+    first[i] = result.dump();
+    again[i] = to_json(simulate(std::make_shared<const Scenario>(load_scenario_text(echo, "echo.json"))).result, false)
+                   .dump();
+  });
+  for (size_t i = 0; i < scenarios.size(); ++i) EXPECT_EQ(first[i], again[i]) << scenarios[i]->name;
 }
 
 TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
