@@ -1,7 +1,7 @@
-// parallel_for: runs body(i) for i in [0, n) on up to `threads` threads. Each index runs
-// exactly once and callers write results into slot i, so the outcome never depends on the
-// thread count or on timing. The first exception (lowest index) is rethrown after all threads
-// join; the indices not yet started are then skipped.
+// parallel_for: runs body(i) for i in [0, n) on up to `threads` threads (fewer when the system
+// will not start more). Each index runs exactly once and callers write results into slot i, so
+// the outcome never depends on the thread count or on timing. The first exception (lowest index)
+// is rethrown after all threads join; the indices not yet started are then skipped.
 #ifndef PACELINE_BASE_PARALLEL_FOR_H_
 #define PACELINE_BASE_PARALLEL_FOR_H_
 
@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -63,7 +64,14 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
     std::exception_ptr cancelled;
     {
       std::vector<std::jthread> pool;
-      for (int t = 0; t < count; ++t) pool.emplace_back(work);
+      for (int t = 0; t < count; ++t) {
+        try {
+          pool.emplace_back(work);
+        } catch (const std::system_error&) {
+          break;  // as many threads as the system gives: the outcome is the same
+        }
+      }
+      if (pool.empty()) work();  // none: the calling thread runs every index
       // The calling thread reports progress until every index has finished or one failed.
       size_t reported = 0;
       while (progress) {
