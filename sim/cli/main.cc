@@ -2,15 +2,19 @@
 // training on a GPU cluster. Command-line front end; all logic lives in the libraries.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/check.h"
@@ -80,7 +84,8 @@ then the mean absolute percentage error (MAPE) overall and per source.
   --report FILE    write a report of every case with a predicted-vs-measured plot: FILE.md, Markdown
                    with the plot's SVG beside it; FILE.html, one page with the plot inline
   --threads N      run cases on N threads (default: all cores; the result is the same)
-  --max-mape X     exit 1 if the overall MAPE exceeds X (a fraction, e.g. 0.12)
+  --max-mape X     exit 1 if the overall MAPE exceeds X (a fraction, e.g. 0.12), or if a case was
+                   not predicted (unsupported)
   --max-memory-mape X
                    exit 1 if the peak-memory MAPE (over the cases with a measured peak) exceeds X
 )";
@@ -89,6 +94,21 @@ constexpr const char* kCatalogUsage = R"(usage: paceline models|gpus [--json]
 
 Lists the catalog with each entry's key figures.
 )";
+
+// Writes `path` with `write`; throws InputError naming the file and why when it cannot be
+// written whole (a folder in the way, a full disk).
+void write_file(const std::string& path, std::string_view what, const std::function<void(std::ostream&)>& write) {
+  errno = 0;
+  std::ofstream out(path);
+  if (out) {
+    write(out);
+    out.close();
+  }
+  if (!out) {
+    const int error = errno;
+    throw InputError({path}, fmt::format("cannot write {}{}", what, error != 0 ? ": " + std::string(std::strerror(error)) : ""));
+  }
+}
 
 // Parsed command line: positional arguments and --flags (with their value when they take one).
 struct Arguments {
@@ -206,10 +226,8 @@ int run_command(int argc, char** argv) {
   options.threads = thread_count(args);
   const Prediction prediction = simulate(scenario, options);
   if (args.has("--trace")) {
-    const std::string path = args.options.at("--trace");
-    std::ofstream out(path);
-    if (!out) throw InputError({path}, "cannot write the trace file");
-    write_chrome_trace(*prediction.lowering, prediction.run, out);
+    write_file(args.options.at("--trace"), "the trace",
+               [&](std::ostream& out) { write_chrome_trace(*prediction.lowering, prediction.run, out); });
   }
   for (const std::string& warning : prediction.result.warnings) std::cerr << "paceline: warning: " << warning << "\n";
   if (args.has("--json")) {
@@ -265,16 +283,13 @@ int validate_command(int argc, char** argv) {
   }
   const ValidationReport report = validate(cases, thread_count(args));
   if (report_path.ends_with(".html")) {
-    std::ofstream page(report_path);
-    if (!page) throw InputError({report_path}, "cannot write the report");
-    page << to_html(report);
+    write_file(report_path, "the report", [&](std::ostream& out) { out << to_html(report); });
   } else if (report_path.ends_with(".md")) {
+    // The plot first: a report is not left naming a plot that could not be written.
     const std::string svg = report_path.substr(0, report_path.size() - 3) + ".svg";
-    std::ofstream markdown(report_path);
-    std::ofstream plot(svg);
-    if (!markdown || !plot) throw InputError({report_path}, "cannot write the report");
-    markdown << to_markdown(report, svg.substr(svg.rfind('/') + 1));
-    plot << predicted_vs_measured_svg(report);
+    write_file(svg, "the report's plot", [&](std::ostream& out) { out << predicted_vs_measured_svg(report); });
+    write_file(report_path, "the report",
+               [&](std::ostream& out) { out << to_markdown(report, svg.substr(svg.rfind('/') + 1)); });
   }
   std::cout << (args.has("--json") ? to_json(report).dump() + "\n" : to_text(report));
   // The checks asked for: exit 1 when an error exceeds its limit.
@@ -287,12 +302,22 @@ int validate_command(int argc, char** argv) {
     return false;
   };
   const size_t predicted = report.cases.size() - static_cast<size_t>(report.unsupported);
+  // A limit holds for every case: one that was not predicted (a scenario paceline cannot
+  // express, or a mistake in it) fails the check rather than drop out of it.
+  bool all_predicted = true;
+  if (predicted > 0 && report.unsupported > 0 && (limits.at("--max-mape") || limits.at("--max-memory-mape"))) {
+    const auto first = std::find_if(report.cases.begin(), report.cases.end(),
+                                    [](const CaseOutcome& o) { return !o.predicted_s; });
+    std::cerr << fmt::format("paceline: {} of {} cases were not predicted, so no limit covers them; the first, {}: {}\n",
+                             report.unsupported, report.cases.size(), first->validation_case->id, first->reason);
+    all_predicted = false;
+  }
   const bool time_within =
       within("--max-mape", "MAPE", predicted > 0 ? std::optional(report.mape) : std::nullopt,
              fmt::format("no case of the validation files was predicted ({} unsupported)", report.unsupported));
   const bool memory_within = within("--max-memory-mape", "peak-memory MAPE", report.memory_mape,
                                     "no case of the validation files has a measured peak memory");
-  return time_within && memory_within ? 0 : 1;
+  return all_predicted && time_within && memory_within ? 0 : 1;
 }
 
 int catalog_command(int argc, char** argv, bool gpus) {
@@ -477,7 +502,16 @@ int dispatch(int argc, char** argv) {
 int main(int argc, char** argv) {
   paceline::keep_freed_memory_for_reuse();
   try {
-    return paceline::dispatch(argc, argv);
+    const int status = paceline::dispatch(argc, argv);
+    // A result that did not reach its reader (a full disk) is no result.
+    errno = 0;
+    std::cout.flush();
+    if (!std::cout) {
+      std::cerr << "paceline: cannot write the output" << (errno != 0 ? std::string(": ") + std::strerror(errno) : "")
+                << "\n";
+      return 2;
+    }
+    return status;
   } catch (const paceline::InputError& e) {
     std::cerr << "paceline: " << e.what() << "\n";
     return 2;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -98,6 +99,30 @@ TEST(Cli, ValidateLimitsFailTheRunWithExitOne) {
   EXPECT_NE(memory.output.find("paceline: peak-memory MAPE "), std::string::npos);
   EXPECT_EQ(run_cli("validate " + cases + " --max-memory-mape lots").exit_code, 2);
 
+  // A case that was not predicted (here a misspelt field) fails a limit: it would otherwise
+  // drop out of the MAPE the limit checks.
+  const std::string misspelt = paceline::testing::temp_path("misspelt.yaml");
+  std::ofstream(misspelt) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+- {id: two, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, recompte: full}}}
+)";
+  EXPECT_EQ(run_cli("validate " + misspelt).exit_code, 0);
+  const CliOutcome unsupported = run_cli("validate " + misspelt + " --max-mape 100");
+  EXPECT_EQ(unsupported.exit_code, 1);
+  EXPECT_NE(unsupported.output.find("paceline: 1 of 2 cases were not predicted, so no limit covers them; the first, "
+                                    "two: " + misspelt + ":4:92: unknown key 'recompte'"),
+            std::string::npos)
+      << unsupported.output;
+  const std::string zero_peak = paceline::testing::temp_path("zero-peak.yaml");
+  std::ofstream(zero_peak) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0, peak_memory_bytes: 0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+)";
+  const CliOutcome zero = run_cli("validate " + zero_peak);
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.output.find("measured.peak_memory_bytes = 0 must be positive (bytes)"), std::string::npos)
+      << zero.output;
+
   const std::string without_peak = paceline::testing::temp_path("no-peak.yaml");
   std::ofstream(without_peak) << R"(- {id: one, source: test, measured: {iteration_time_s: 1.0},
    scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
@@ -168,6 +193,23 @@ TEST(Cli, ValidateReportIsMarkdownWithItsPlotOrOneHtmlPage) {
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_EQ(other.output, "paceline: <command line>: --report = 'report.txt': expected a path ending in .md (Markdown, "
                           "with the plot's SVG beside it) or .html (one page, the plot inline)\n");
+}
+
+TEST(Cli, WhatCannotBeWrittenWholeIsAnErrorNamingTheFile) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const CliOutcome trace = run_cli("run scenarios/gpt-1.7b-1xa100.yaml --trace /dev/full");
+  EXPECT_EQ(trace.exit_code, 2);
+  EXPECT_EQ(trace.output, "paceline: /dev/full: cannot write the trace: No space left on device\n");
+  EXPECT_EQ(run_cli("run scenarios/gpt-1.7b-1xa100.yaml --json >/dev/full").exit_code, 2);
+  // A folder where a Markdown report's plot would go: the plot is named, and no report is left.
+  const std::string report = paceline::testing::temp_path("blocked.md");
+  std::filesystem::create_directory(paceline::testing::temp_path("blocked.svg"));
+  const CliOutcome blocked = run_cli("validate scenarios/validation/megatron-bridge.yaml --report " + report);
+  EXPECT_EQ(blocked.exit_code, 2);
+  EXPECT_NE(blocked.output.find(paceline::testing::temp_path("blocked.svg") + ": cannot write the report's plot"),
+            std::string::npos)
+      << blocked.output;
+  EXPECT_FALSE(std::filesystem::exists(report));
 }
 
 TEST(Cli, MissingFileAndUnknownCommand) {
