@@ -28,8 +28,8 @@ def source(scenario):
     """(text, file) for a scenario given as a dict, a YAML string, or a path (str or PathLike).
 
     A dict is written as indented JSON named "<dict>", so an error's line points into that text;
-    a string is a path when it is one line naming a file (or ending in .yaml/.yml), else YAML text
-    named "<string>".
+    a string is a path when it is one line that names something on disk, ends in .yaml/.yml or
+    has no colon (so cannot be a YAML mapping), else YAML text named "<string>".
     """
     if isinstance(scenario, dict):
         return json.dumps(scenario, indent=2, default=_plain, ensure_ascii=False), "<dict>"
@@ -37,7 +37,8 @@ def source(scenario):
         return _paceline.read_source(os.fspath(scenario))
     if isinstance(scenario, str):
         one_line = "\n" not in scenario.strip()
-        if one_line and (scenario.strip().endswith((".yaml", ".yml")) or os.path.isfile(scenario)):
-            return _paceline.read_source(scenario.strip())
+        stripped = scenario.strip()
+        if one_line and stripped and (stripped.endswith((".yaml", ".yml")) or os.path.exists(stripped) or ":" not in stripped):
+            return _paceline.read_source(stripped)
         return scenario, "<string>"
     raise TypeError(f"a scenario is a dict, a YAML string or a path, not {type(scenario).__name__}")

@@ -1,11 +1,18 @@
 """Layout search: every valid parallel layout of a scenario's model on its cluster, ranked."""
 
+import copy
 import sys
 
 import pandas as pd
 
 from . import _paceline
 from ._scenario import source
+
+
+# The columns of SearchResult.top, which a search that finds no layout has too.
+COLUMNS = ["rank", "tp", "pp", "dp", "cp", "ep", "virtual_stages", "schedule", "micro_batch", "recompute", "zero",
+           "sequence_parallel", "iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu",
+           "peak_memory_bytes", "capacity_bytes", "fits", "warnings"]
 
 
 class SearchResult:
@@ -25,11 +32,11 @@ class SearchResult:
         for key in ["name", "model", "gpu", "gpus", "global_batch", "considered", "pruned_memory",
                     "pruned_bound", "simulated", "shared", "fit", "wall_s"]:
             setattr(self, key, report[key])
-        self.top = pd.DataFrame(report["layouts"])
+        self.top = pd.DataFrame(report["layouts"], columns=COLUMNS)
 
     def to_dict(self):
-        """The report as `paceline search --json` prints it."""
-        return self.report
+        """The report as `paceline search --json` prints it (a copy)."""
+        return copy.deepcopy(self.report)
 
     def __repr__(self):
         return (f"SearchResult({self.model} on {self.gpus} × {self.gpu}: {self.considered} layouts considered, "

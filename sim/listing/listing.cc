@@ -32,7 +32,8 @@ Json gpu_listing() {
     entry.set("name", name).set("description", gpu.description);
     entry.set("bf16_flop_per_s", *gpu.peak(DType::kBf16) / FlopPerSecond(1));
     entry.set("fp8_flop_per_s", fp8 ? Json(*fp8 / FlopPerSecond(1)) : Json());
-    entry.set("memory_bytes", gpu.memory_capacity / Bytes(1));
+    // Whole bytes, as a result's capacity_bytes counts them.
+    entry.set("memory_bytes", static_cast<int64_t>(gpu.memory_capacity / Bytes(1)));
     entry.set("memory_bandwidth_bytes_per_s", gpu.memory_bandwidth / BytesPerSecond(1));
     list.push(std::move(entry));
   }

@@ -28,6 +28,16 @@ def test_ranked_layouts_and_counts(gpt_8gpus):
     assert "layouts considered" in repr(result)
 
 
+def test_a_search_that_finds_nothing_has_the_columns_and_its_dict_is_a_copy(gpt_8gpus):
+    # GPT-3 175B on one GPU: no layout fits.
+    nothing = paceline.search({"model": "gpt3-175b", "cluster": {"gpu": "a100-sxm4-80gb"},
+                               "training": {"global_batch": 8}})
+    assert nothing.top.empty
+    assert list(nothing.top.columns) == list(paceline.search(gpt_8gpus, top=1).top.columns)
+    nothing.to_dict()["considered"] = -5
+    assert nothing.to_dict()["considered"] == nothing.considered
+
+
 def test_the_best_layout_simulates_as_reported(gpt_8gpus):
     best = paceline.search(gpt_8gpus, top=1).top.iloc[0]
     scenario = dict(gpt_8gpus)

@@ -88,6 +88,13 @@ def test_file_errors_cite_file_line_and_column(tmp_path):
         paceline.simulate(tmp_path / "missing.yaml")
     with pytest.raises(TypeError):
         paceline.simulate(42)
+    # One line without a colon cannot be a YAML mapping: it is a path, and the error says so.
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'missing'}: cannot open the file")):
+        paceline.simulate(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path}: is a directory")):
+        paceline.simulate(str(tmp_path))
+    with pytest.raises(ValueError, match=r"^<string>:1:1: the file is empty"):
+        paceline.simulate("")
 
 
 def test_load_scenario_fills_in_every_default(gpt_8gpus):
