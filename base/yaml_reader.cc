@@ -301,7 +301,12 @@ void YamlMap::finish() const {
 }
 
 void YamlMap::fail(std::string_view key, const std::string& message) const {
-  // "= value ..." messages read "field = value ..."; others "field message".
+  // "= value ..." messages read "field = value ..."; others "field message", with the value as
+  // written when the field has one ("field = -3 must be positive").
+  const YAML::Node value = lookup(key);
+  if (!message.starts_with("=") && value && value.IsScalar() && !value.Scalar().empty()) {
+    throw InputError(location(key), fmt::format("{} = {} {}", field(key), echoed(value.Scalar()), message));
+  }
   throw InputError(location(key), fmt::format("{} {}", field(key), message));
 }
 

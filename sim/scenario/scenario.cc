@@ -79,7 +79,7 @@ std::vector<RankDim> read_rank_order(YamlMap& map) {
   return order;
 }
 
-Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given, bool& schedule_given) {
+Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given) {
   Parallelism p;
   p.tp = at_least_one(map, "tp", 1);
   p.pp = at_least_one(map, "pp", 1);
@@ -94,7 +94,6 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given, bool& schedule
   dp_given = map.has("dp");
   p.dp = dp_given ? at_least_one(map, "dp", 1) : 1;
   p.virtual_stages = at_least_one(map, "virtual_stages", 1);
-  schedule_given = map.has("schedule");
   const std::string schedule = map.choice("schedule", {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"},
                                           p.virtual_stages > 1 ? "interleaved-1f1b" : "1f1b");
   p.schedule = schedule == "gpipe"              ? Schedule::kGpipe
@@ -249,8 +248,7 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
 namespace {
 
 // Cross-field rules, each reported at the field a user would change.
-void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& training, bool dp_given,
-              bool schedule_given) {
+void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& training, bool dp_given) {
   Parallelism& p = s.parallelism;
   const ModelSpec& m = s.model;
   auto fail_parallel = [&](std::string_view key, const std::string& message) {
@@ -369,7 +367,8 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                                           "interleaved-1f1b", to_string(p.schedule), p.virtual_stages));
   }
   if (p.schedule == Schedule::kInterleavedOneFOneB && p.virtual_stages == 1) {
-    fail_parallel(schedule_given ? "schedule" : "virtual_stages", "interleaved-1f1b needs virtual_stages > 1");
+    // Only a schedule given as interleaved-1f1b can be: the default is when virtual_stages > 1.
+    fail_parallel("schedule", "= interleaved-1f1b needs virtual_stages > 1");
   }
   if (!p.layers_per_stage.empty()) {
     if (static_cast<int>(p.layers_per_stage.size()) != virtual_total) {
@@ -452,8 +451,7 @@ DType Scenario::compute_dtype() const {
 
 Parallelism read_parallelism(YamlMap& map) {
   bool dp_given = false;
-  bool schedule_given = false;
-  return read_parallelism_fields(map, dp_given, schedule_given);
+  return read_parallelism_fields(map, dp_given);
 }
 
 Scenario read_scenario(YamlMap& root) {
@@ -470,10 +468,9 @@ Scenario read_scenario(YamlMap& root) {
   YamlMap cluster = root.map("cluster");
   s.cluster = read_cluster(cluster);
   bool dp_given = false;
-  bool schedule_given = false;
   std::optional<YamlMap> parallelism = root.optional_map("parallelism");
   if (parallelism) {
-    s.parallelism = read_parallelism_fields(*parallelism, dp_given, schedule_given);
+    s.parallelism = read_parallelism_fields(*parallelism, dp_given);
   } else {
     s.parallelism.sequence_parallel = false;
   }
@@ -519,7 +516,7 @@ Scenario read_scenario(YamlMap& root) {
       s.file.empty() ? s.model.name : std::filesystem::path(s.file).stem().string();
   s.name = root.get<std::string>("name", fallback_name);
   root.finish();
-  validate(s, root, parallelism ? &*parallelism : nullptr, training, dp_given, schedule_given);
+  validate(s, root, parallelism ? &*parallelism : nullptr, training, dp_given);
   return s;
 }
 

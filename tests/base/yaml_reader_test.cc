@@ -38,7 +38,7 @@ TEST(YamlReader, ReadsListsOfScalars) {
   const YamlDocument doc = load_yaml_text("a: [1, 2, 3]\nb: 4\nc: [1, x]\n", "l.yaml");
   YamlMap root(doc.root, doc.file, "");
   EXPECT_EQ(root.list<int>("a", "must be a list"), (std::vector<int>{1, 2, 3}));
-  EXPECT_EQ(error_of([&] { root.list<int>("b", "must be a list of counts"); }), "l.yaml:2:4: b must be a list of counts");
+  EXPECT_EQ(error_of([&] { root.list<int>("b", "must be a list of counts"); }), "l.yaml:2:4: b = 4 must be a list of counts");
   EXPECT_EQ(error_of([&] { root.list<int>("c", "must be a list"); }), "l.yaml:3:8: c[1] = 'x' is not an integer");
 }
 
@@ -49,7 +49,7 @@ TEST(YamlReader, FieldsSetAfterParsingCiteTheirOrigin) {
   origins->emplace("b", SourceLocation{"--set b={c: x, e: 2}"});
   origins->emplace("d", SourceLocation{"--set d=[1, y]"});
   YamlMap root(doc.root, doc.file, "", origins);
-  EXPECT_EQ(error_of([&] { root.fail("a", "is wrong"); }), "o.yaml:1:4: a is wrong");
+  EXPECT_EQ(error_of([&] { root.fail("a", "is wrong"); }), "o.yaml:1:4: a = 1 is wrong");
   YamlMap b = root.map("b");
   EXPECT_EQ(error_of([&] { b.required<int>("c"); }), "--set b={c: x, e: 2}: b.c = 'x' is not an integer");
   EXPECT_EQ(error_of([&] { b.fail_here("is wrong"); }), "--set b={c: x, e: 2}: b: is wrong");

@@ -74,7 +74,7 @@ TEST(Cluster, ALinkServesOnlyItsOwnSideOfTheNode) {
 TEST(Cluster, NicBandwidthIsPositive) {
   EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
                      "inter_node: {nics_per_node: 8, nic_bandwidth: -400 Gb/s}\n"),
-            "c.yaml:4:47: cluster.inter_node.nic_bandwidth must be positive");
+            "c.yaml:4:47: cluster.inter_node.nic_bandwidth = -400 Gb/s must be positive");
 }
 
 TEST(Cluster, OversubscriptionBelowOneIsRejected) {

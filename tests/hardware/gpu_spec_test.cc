@@ -146,7 +146,7 @@ TEST(GpuSpec, EachAttentionKernelHasItsOwnCausalFiguresOrTheFusedKernels) {
   EXPECT_EQ(gpu.kernels.attention(AttentionKernel::kFlash).causal_ratio, 0.9);
   EXPECT_EQ(gpu.kernels.attention(AttentionKernel::kFlashTriton).forward, 0.0);
   EXPECT_EQ(small_gpu_error("", "", "", ", flash3_causal_seq_half: 400"),
-            "gpu.yaml:9:173: gpu.kernels.attention.flash3_causal_seq_half applies to flash3's efficiencies, "
+            "gpu.yaml:9:173: gpu.kernels.attention.flash3_causal_seq_half = 400 applies to flash3's efficiencies, "
             "which are not given (flash3_forward_efficiency, flash3_backward_efficiency)");
   EXPECT_EQ(small_gpu_error("", "", "", ", flash2_forward_efficiency: 0.3, flash2_backward_efficiency: 0.25, "
                                         "flash2_causal_seq_half: -1"),

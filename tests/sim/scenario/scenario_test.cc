@@ -216,7 +216,7 @@ TEST(ScenarioErrors, Fp8OnAGpuWithoutFp8) {
 
 TEST(ScenarioErrors, InterleavingNeedsVirtualStages) {
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  schedule: interleaved-1f1b")),
-            "s.yaml:12:13: parallelism.schedule interleaved-1f1b needs virtual_stages > 1");
+            "s.yaml:12:13: parallelism.schedule = interleaved-1f1b needs virtual_stages > 1");
 }
 
 TEST(ScenarioErrors, FoldingPeersIsAChoiceOfFullFidelityOnly) {
