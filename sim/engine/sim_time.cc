@@ -10,7 +10,7 @@ namespace paceline {
 namespace {
 
 [[noreturn]] void beyond_range() {
-  throw SimulationLimitError(
+  throw SimulatedTimeOverflow(
       "the simulated step would last longer than 2^63 ps (106 days); a bandwidth, throughput or size in the "
       "scenario is far outside real hardware");
 }

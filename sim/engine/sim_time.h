@@ -23,6 +23,12 @@ class SimulationLimitError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The range of simulated time exceeded: a figure of the scenario far outside real hardware.
+class SimulatedTimeOverflow : public SimulationLimitError {
+ public:
+  using SimulationLimitError::SimulationLimitError;
+};
+
 class SimTime {
  public:
   constexpr SimTime() = default;

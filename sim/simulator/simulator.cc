@@ -66,9 +66,7 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
   return warnings;
 }
 
-}  // namespace
-
-Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {
+Prediction run_simulation(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {
   // The wall clock measures the simulator itself and enforces the timeout; it never reaches
   // the simulated schedule.
   const auto started = std::chrono::steady_clock::now();
@@ -158,6 +156,17 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
   if (!full) prediction.result.warnings = symmetric_fidelity_warnings(*scenario, layout, topology);
   prediction.result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return prediction;
+}
+
+}  // namespace
+
+Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {
+  try {
+    return run_simulation(scenario, options);
+  } catch (const SimulatedTimeOverflow& e) {
+    // Which figure is out of range the engine cannot tell; the scenario it came from it can.
+    throw SimulationLimitError(fmt::format("{}: {}", scenario->file.empty() ? scenario->name : scenario->file, e.what()));
+  }
 }
 
 }  // namespace paceline
