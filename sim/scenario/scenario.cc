@@ -267,8 +267,20 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
                                       p.pp, p.cp, p.dp, model_parallel * p.dp, gpus));
     }
   } else if (gpus % model_parallel != 0) {
-    fail_parallel("tp", fmt::format("= {}: tp·pp·cp = {}·{}·{} = {} does not divide the cluster's {} GPUs", p.tp, p.tp,
-                                    p.pp, p.cp, model_parallel, gpus));
+    // Blamed: a degree that alone does not divide the GPUs, else the last one above 1.
+    std::pair<const char*, int> blamed{"tp", p.tp};
+    const std::pair<const char*, int> degrees[] = {{"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp}};
+    for (const auto& degree : degrees) {
+      if (degree.second > 1) blamed = degree;
+    }
+    for (const auto& degree : degrees) {
+      if (gpus % degree.second != 0) {
+        blamed = degree;
+        break;
+      }
+    }
+    fail_parallel(blamed.first, fmt::format("= {}: tp·pp·cp = {}·{}·{} = {} does not divide the cluster's {} GPUs",
+                                            blamed.second, p.tp, p.pp, p.cp, model_parallel, gpus));
   } else {
     p.dp = gpus / model_parallel;
   }

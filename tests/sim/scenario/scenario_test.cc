@@ -219,6 +219,14 @@ TEST(ScenarioErrors, InterleavingNeedsVirtualStages) {
             "s.yaml:12:13: parallelism.schedule = interleaved-1f1b needs virtual_stages > 1");
 }
 
+TEST(ScenarioErrors, ADegreeThatDoesNotDivideTheGpusIsBlamed) {
+  // 1024 GPUs: cp 3 does not divide them; tp 8 · pp 16 · cp 16 does not either, but each does.
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  cp: 3")),
+            "s.yaml:12:7: parallelism.cp = 3: tp·pp·cp = 8·16·3 = 384 does not divide the cluster's 1024 GPUs");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  cp: 16")),
+            "s.yaml:12:7: parallelism.cp = 16: tp·pp·cp = 8·16·16 = 2048 does not divide the cluster's 1024 GPUs");
+}
+
 TEST(ScenarioErrors, FoldingPeersIsAChoiceOfFullFidelityOnly) {
   EXPECT_EQ(error_of(std::string(kBase) + "simulation: {fold_symmetric_peers: false}\n"),
             "s.yaml:14:36: simulation.fold_symmetric_peers = false applies to fidelity: full only; symmetric "
