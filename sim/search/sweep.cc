@@ -1,6 +1,7 @@
 #include "sim/search/sweep.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +57,16 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
 }
 
 void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes) {
+  // Counted without overflow: the product stops growing once past the limit.
+  size_t size = 1;
+  for (const SweepAxis& axis : axes) size = std::min(size * axis.values.size(), kMostSweepConfigurations + 1);
+  if (size > kMostSweepConfigurations) {
+    std::vector<std::string> lengths;
+    for (const SweepAxis& axis : axes) lengths.push_back(fmt::format("{} {}", axis.values.size(), axis.path));
+    throw InputError(SourceLocation{base.file},
+                     fmt::format("the sweep has more than {} configurations ({}); split it into sweeps of fewer",
+                                 kMostSweepConfigurations, fmt::join(lengths, " × ")));
+  }
   std::optional<InputError> first;
   for (size_t i = 0; i < sweep_size(axes); ++i) {
     try {

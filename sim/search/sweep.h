@@ -8,6 +8,7 @@
 #ifndef PACELINE_SIM_SEARCH_SWEEP_H_
 #define PACELINE_SIM_SEARCH_SWEEP_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,9 +31,12 @@ struct SweepAxis {
 // errors about a value cite "WHERE PATH=VALUE".
 SweepAxis parse_sweep_axis(const std::string& text, const std::string& where);
 
-// Refuses a sweep of which no configuration reads: an error outside the axes, thrown as the
-// first configuration's. Configurations that only some values break are left to be rows with
-// their error.
+// The most configurations one sweep runs (2^24: hours of simulation for the smallest scenario).
+inline constexpr size_t kMostSweepConfigurations = size_t{1} << 24;
+
+// Refuses a sweep of more than kMostSweepConfigurations, and one of which no configuration
+// reads: an error outside the axes, thrown as the first configuration's. Configurations that
+// only some values break are left to be rows with their error.
 void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes);
 
 // The number of configurations (the product of the axis lengths; 1 for no axes).

@@ -48,6 +48,13 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
   };
   EXPECT_EQ(error_of([&] { check_sweep(base, {{"parallelism.tp", {"3", "5"}}}); }).rfind("sweep.yaml with parallelism.tp=3:", 0),
             0u);
+  // 4096^3 configurations: refused before any is read.
+  const std::vector<std::string> many(4096, "1");
+  EXPECT_EQ(error_of([&] {
+              check_sweep(base, {{"training.micro_batch", many}, {"training.global_batch", many}, {"model.layers", many}});
+            }),
+            "sweep.yaml: the sweep has more than 16777216 configurations (4096 training.micro_batch × 4096 "
+            "training.global_batch × 4096 model.layers); split it into sweeps of fewer");
   EXPECT_EQ(error_of([&] { check_sweep({"model: nope\n", "bad.yaml"}, {{"training.global_batch", {"1", "2"}}}); })
                 .rfind("bad.yaml:1:8: model = 'nope'", 0),
             0u);
