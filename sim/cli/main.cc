@@ -46,7 +46,8 @@ commands:
   gpus               list the GPU catalog
 
 Run `paceline <command> --help` for a command's options. Exit codes: 0 success, 1 a check
-failed (e.g. validate --max-mape), 2 bad input (the message names file, line and field).
+failed (e.g. validate --max-mape), 2 bad input (the message names file, line and field) or an
+output that could not be written.
 )";
 
 constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--set PATH=VALUE ...] [--json] [--trace FILE] [--max-events N]
