@@ -14,18 +14,22 @@
 namespace paceline {
 namespace {
 
-// A GPU's copies to host memory: at least 1 MB/s, so that a number without its unit (bytes per
-// second) is caught here rather than as a step of years.
+// Links and NICs: at least 1 MB/s, so that a figure without its unit (bytes per second) is caught
+// where it is written rather than as a step of years.
+constexpr BytesPerSecond kLeastLinkBandwidth(1e6);
+constexpr const char* kLeastLinkBandwidthRule = "must be at least 1 MB/s (a figure needs its unit, e.g. 300 GB/s)";
+
+// A GPU's copies to host memory: at least 1 MB/s, as a link's.
 BytesPerSecond checked_host_bandwidth(YamlMap& map, std::string_view key, BytesPerSecond bandwidth) {
-  if (!(bandwidth >= BytesPerSecond(1e6) && bandwidth < BytesPerSecond(1e18))) {
-    map.fail(key, fmt::format("= {} B/s must be from 1 MB/s to 1 EB/s (a figure needs its unit, e.g. 54 GB/s)",
+  if (!(bandwidth >= kLeastLinkBandwidth && bandwidth < BytesPerSecond(1e18))) {
+    map.fail(key, fmt::format("= {} B/s must be at least 1 MB/s and below 1000 PB/s (a figure needs its unit, e.g. 54 GB/s)",
                               bandwidth / BytesPerSecond(1)));
   }
   return bandwidth;
 }
 
 void check_link(YamlMap& map, const LinkSpec& link) {
-  if (!(link.bandwidth > BytesPerSecond(0))) map.fail("bandwidth", "must be positive");
+  if (!(link.bandwidth >= kLeastLinkBandwidth)) map.fail("bandwidth", kLeastLinkBandwidthRule);
   if (link.latency < Seconds(0)) map.fail("latency", "must not be negative");
   if (link.bandwidth_efficiency <= 0.0 || link.bandwidth_efficiency > 1.0) {
     map.fail("bandwidth_efficiency", fmt::format("= {} must be a fraction in (0, 1]", link.bandwidth_efficiency));
@@ -180,7 +184,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
     base = load_link_of_kind(system->nic, LinkKind::kNetwork, map.location());
   }
   const std::optional<BytesPerSecond> nic_bandwidth = map.optional<BytesPerSecond>("nic_bandwidth");
-  if (nic_bandwidth && !(*nic_bandwidth > BytesPerSecond(0))) map.fail("nic_bandwidth", "must be positive");
+  if (nic_bandwidth && !(*nic_bandwidth >= kLeastLinkBandwidth)) map.fail("nic_bandwidth", kLeastLinkBandwidthRule);
   if (!base && !nic_bandwidth) map.fail("nic_bandwidth", "is required (or name a catalog `link`)");
   if (!base) base = network_link_of_bandwidth(*nic_bandwidth);
   const std::optional<Seconds> latency = map.optional<Seconds>("latency");
@@ -196,7 +200,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   network.nic.bandwidth = nic_bandwidth.value_or(base ? base->bandwidth : BytesPerSecond(0));
   network.nic.latency = latency.value_or(base ? base->latency : Seconds(0));
   network.nic.bandwidth_efficiency = efficiency.value_or(base ? base->bandwidth_efficiency : 1.0);
-  if (!(network.nic.bandwidth > BytesPerSecond(0))) map.fail("nic_bandwidth", "must be positive");
+  if (!(network.nic.bandwidth >= kLeastLinkBandwidth)) map.fail("nic_bandwidth", kLeastLinkBandwidthRule);
   if (network.nic.latency < Seconds(0)) map.fail("latency", "must not be negative");
   if (network.nic.bandwidth_efficiency <= 0.0 || network.nic.bandwidth_efficiency > 1.0) {
     map.fail("bandwidth_efficiency", "must be a fraction in (0, 1]");

@@ -71,10 +71,16 @@ TEST(Cluster, ALinkServesOnlyItsOwnSideOfTheNode) {
             std::string::npos);
 }
 
-TEST(Cluster, NicBandwidthIsPositive) {
+TEST(Cluster, LinkBandwidthsAreAtLeastOneMegabytePerSecond) {
+  // A figure without its unit is bytes per second: caught where it is written.
   EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
                      "inter_node: {nics_per_node: 8, nic_bandwidth: -400 Gb/s}\n"),
-            "c.yaml:4:47: cluster.inter_node.nic_bandwidth = -400 Gb/s must be positive");
+            "c.yaml:4:47: cluster.inter_node.nic_bandwidth = -400 Gb/s must be at least 1 MB/s (a figure needs its unit, "
+            "e.g. 300 GB/s)");
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nintra_node: {bandwidth: 300}\n"),
+            "c.yaml:3:25: cluster.intra_node.bandwidth = 300 must be at least 1 MB/s (a figure needs its unit, e.g. 300 "
+            "GB/s)");
+  EXPECT_NO_THROW(cluster_of("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nintra_node: {bandwidth: 3e11}\n"));
 }
 
 TEST(Cluster, OversubscriptionBelowOneIsRejected) {

@@ -412,8 +412,8 @@ training:
   EXPECT_EQ(given.cluster.host_bandwidth, BytesPerSecond(25e9));
   // A figure without its unit is bytes per second.
   EXPECT_EQ(error_of(replace(inline_cluster, "gpus_per_node: 8", "gpus_per_node: 8, host_bandwidth: 54")),
-            "s.yaml:2:76: cluster.host_bandwidth = 54 B/s must be from 1 MB/s to 1 EB/s (a figure needs its unit, "
-            "e.g. 54 GB/s)");
+            "s.yaml:2:76: cluster.host_bandwidth = 54 B/s must be at least 1 MB/s and below 1000 PB/s (a figure needs its "
+            "unit, e.g. 54 GB/s)");
 }
 
 TEST(ScenarioErrors, FusionAndCrossEntropyAreFusedOrEager) {
