@@ -15,6 +15,8 @@ Bad input raises ValueError whose message starts with file:line:col.
 """
 
 import importlib as _importlib
+import math as _math
+import numbers as _numbers
 import os as _os
 
 # An installed package carries paceline's data folders (catalogs, profiles, scenarios) in
@@ -37,6 +39,13 @@ __all__ = [
 ]
 
 
+def _finite(value):
+    try:
+        return _math.isfinite(float(value))
+    except OverflowError:  # an int past the doubles
+        return False
+
+
 def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None):
     """Simulates one training step of `scenario` (dict, YAML string or path).
 
@@ -54,8 +63,8 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
     """
     text, file = _source(scenario)
     for name, value in (("timeout_s", timeout_s), ("max_events", max_events), ("max_memory_bytes", max_memory_bytes)):
-        if value is not None and not value >= 0:
-            raise ValueError(f"{name} = {value!r} must be a number of at least 0 (or None)")
+        if value is not None and not (isinstance(value, _numbers.Real) and value >= 0 and _finite(value)):
+            raise ValueError(f"{name} = {value!r} must be a finite number of at least 0 (or None)")
     if max_events is not None and (max_events >= 2**64 or int(max_events) != max_events):
         raise ValueError(f"max_events = {max_events!r} must be a whole number of events below 2**64 (or None)")
     if max_memory_bytes is None:

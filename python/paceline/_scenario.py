@@ -1,6 +1,7 @@
 """How a scenario given in Python reaches the C++ core: as YAML text and the name its errors cite."""
 
 import json
+import numbers
 import os
 
 from . import _paceline
@@ -42,3 +43,15 @@ def source(scenario):
             return _paceline.read_source(stripped)
         return scenario, "<string>"
     raise TypeError(f"a scenario is a dict, a YAML string or a path, not {type(scenario).__name__}")
+
+
+def whole_number(name, value, least, most, none_allowed=True):
+    """`value` as an argument counting something: None (when allowed) or a whole number in
+    [least, most]; a ValueError naming the argument otherwise (not pybind11's TypeError)."""
+    if value is None and none_allowed:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= most:
+        allowed = f"None or a whole number from {least} to {most}" if none_allowed else \
+            f"a whole number from {least} to {most}"
+        raise ValueError(f"{name} = {value!r}: expected {allowed}")
+    return int(value)

@@ -6,7 +6,7 @@ import sys
 import pandas as pd
 
 from . import _paceline
-from ._scenario import source
+from ._scenario import source, whole_number
 
 
 # The columns of SearchResult.top, which a search that finds no layout has too.
@@ -52,6 +52,9 @@ def search(scenario, gpus=None, top=10, threads=None, progress=False):
     progress: count the layouts simulated on stderr as they finish. Ctrl-C (a notebook's
     interrupt) stops the search with KeyboardInterrupt."""
     text, file = source(scenario)
+    top = whole_number("top", top, 1, 2**31 - 1, none_allowed=False)
+    gpus = whole_number("gpus", gpus, 1, 2**20)
+    threads = whole_number("threads", threads, 1, 2**16)
 
     def simulated(count):
         print(f"\rsearch: {count} layouts simulated", end="", file=sys.stderr, flush=True)

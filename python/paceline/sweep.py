@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import _paceline
-from ._scenario import source, yaml_value
+from ._scenario import source, whole_number, yaml_value
 
 # The result columns, after the grid's keys (units in the names; fits is a bool).
 METRICS = ["iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits"]
@@ -92,6 +92,8 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
     default: four chunks per worker) then run on its workers, which must import paceline.
     """
     text, file = source(base)
+    threads = whole_number("threads", threads, 1, 2**16)
+    chunk_size = whole_number("chunk_size", chunk_size, 1, 2**63 - 1)
     if not isinstance(grid, dict):
         raise TypeError(f"sweep grid is a dict of field path to values, not {type(grid).__name__}")
     keys = list(grid)

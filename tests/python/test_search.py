@@ -4,6 +4,7 @@ add up."""
 import concurrent.futures
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -64,6 +65,16 @@ def test_bad_gpu_counts_are_value_errors(scenario_path):
     with pytest.raises(ValueError, match="search on 3 GPUs"):
         paceline.search("model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb, gpus_per_node: 8}\n"
                         "training: {global_batch: 8}\n", gpus=3)
+    # Counts that are not whole numbers in range are ValueErrors naming the argument.
+    for arguments in ({"top": None}, {"top": 1.5}, {"top": 2**40}, {"gpus": 2**40}, {"threads": -1},
+                      {"threads": True}):
+        name, value = next(iter(arguments.items()))
+        with pytest.raises(ValueError, match=re.escape(f"{name} = {value!r}: expected")):
+            paceline.search(scenario_path, **arguments)
+    with pytest.raises(ValueError, match=r"^threads = 0: expected None or a whole number from 1"):
+        paceline.sweep(scenario_path, {"training.micro_batch": [1]}, threads=0)
+    with pytest.raises(ValueError, match=r"^max_memory_bytes = 1000\d* must be a finite number"):
+        paceline.simulate(scenario_path, max_memory_bytes=10**400)
 
 
 def test_an_exception_from_progress_stops_the_search(gpt_8gpus, monkeypatch, capsys):
