@@ -1,5 +1,7 @@
 """Plots of paceline results with matplotlib: a step's timeline and a sweep's throughput."""
 
+import json
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -71,7 +73,13 @@ def sweep(df, x=None, y="tokens_per_s", hue=None, ax=None):
         hue = [c for c in grid_columns if c != x]
     elif isinstance(hue, str):
         hue = [hue]
-    valid = df[df["error"].isna()]
+    valid = df[df["error"].isna()].copy()
+    # Values that are mappings or lists (a grid over a whole section) are drawn by their JSON text,
+    # which sorts and groups as they cannot.
+    for column in [x] + hue:
+        if valid[column].dtype == object:
+            valid[column] = valid[column].map(
+                lambda v: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v))
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 5))
     groups = valid.groupby(hue if len(hue) > 1 else hue[0], sort=True) if hue else [((), valid)]
@@ -79,12 +87,10 @@ def sweep(df, x=None, y="tokens_per_s", hue=None, ax=None):
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(f"{h}={k}" for h, k in zip(hue, key)) or y
         group = group.sort_values(x)
-        line, = ax.plot(group[x].astype(str) if group[x].dtype == object else group[x], group[y], marker="o",
-                        label=label)
+        line, = ax.plot(group[x], group[y], marker="o", label=label)
         misfit = group[~group["fits"].astype(bool)]
         if len(misfit):
-            ax.scatter(misfit[x].astype(str) if misfit[x].dtype == object else misfit[x], misfit[y], s=80,
-                       facecolors="white", edgecolors=line.get_color(), zorder=3)
+            ax.scatter(misfit[x], misfit[y], s=80, facecolors="white", edgecolors=line.get_color(), zorder=3)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     if hue:

@@ -40,3 +40,13 @@ def test_sweep_plot_draws_a_line_per_hue(gpt_8gpus, tmp_path):
     assert ax.get_xlabel() == "parallelism.tp" and ax.get_ylabel() == "tokens_per_s"
     ax.figure.savefig(tmp_path / "sweep.png")
     plt.close("all")
+
+
+def test_sweep_plot_draws_axes_of_whole_sections_by_their_text(gpt_8gpus):
+    df = paceline.sweep(gpt_8gpus, {"parallelism": [{"tp": 1}, {"tp": 2}],
+                                    "training": [{"global_batch": 8}, {"global_batch": 16}]}, progress=False)
+    ax = paceline.plot.sweep(df)
+    assert len(ax.get_lines()) == 2
+    assert [label.get_text() for label in ax.get_legend().get_texts()] == [
+        'training={"global_batch": 16}', 'training={"global_batch": 8}']
+    plt.close("all")
