@@ -16,11 +16,12 @@
 // Time. A stage's compute stream runs its passes one after another, so the step lasts at least
 // the sum over its passes of each pass's span replayed alone: its kernels in order on the one
 // compute stream, each collective as soon as its inputs are ready (in the schedule, other
-// passes and other ranks can only make either wait longer). The last
-// stage also cannot start before micro-batch 0 has flowed forward through every earlier stage
-// (block input to block output, on the critical path of each block's graph), and — except under
-// zero-bubble, which defers weight gradients — the gradient of its last pass, the backward of
-// the last micro-batch, must then flow back through every earlier stage. With ZeRO-3 and no
+// passes and other ranks can only make either wait longer). Each stage also cannot start
+// before micro-batch 0 has flowed forward through every earlier stage (block input to block
+// output, on the critical path of each block's graph), and — except under zero-bubble, which
+// defers weight gradients — the gradient of its last pass, the backward of the last
+// micro-batch through its first model chunk, must then flow back through every earlier stage
+// (the inner stages carry the most layers when the layers split unevenly). With ZeRO-3 and no
 // pipelining, the data stream's gathers and reduce-scatters of every micro-batch run one after
 // another too.
 //
