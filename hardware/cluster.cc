@@ -315,10 +315,10 @@ ClusterSpec read_cluster(YamlMap& map) {
     const std::string stem = reference.stem().string();
     const bool named_after_gpu = std::filesystem::exists(default_gpu_catalog() + "/" + stem + ".yaml", error);
     const std::string measured_on = map.get<std::string>("profile_gpu", named_after_gpu ? stem : cluster.gpu.name);
-    const GpuSpec profile_gpu = measured_on == cluster.gpu.name
-                                    ? cluster.gpu
-                                    : resolve_gpu(measured_on, default_gpu_catalog(),
-                                                  map.has("profile_gpu") ? map.location("profile_gpu") : where);
+    const SourceLocation measured_where = map.has("profile_gpu") ? map.location("profile_gpu") : where;
+    const GpuSpec profile_gpu =
+        measured_on == cluster.gpu.name ? cluster.gpu : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
+    cluster.profile_gpu_reference = portable_reference(measured_on, measured_where);
     cluster.profile = std::make_shared<const KernelProfile>(KernelProfile::load(path, profile_gpu));
   }
   if (map.has("inter_node")) {
@@ -356,7 +356,8 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
   system.name = map.required<std::string>("name");
   map.get<std::string>("description", "");
   internal::read_sources(map);
-  system.gpu = map.required<std::string>("gpu");
+  // A GPU file is found beside the system file that names it.
+  system.gpu = portable_reference(map.required<std::string>("gpu"), map.location("gpu"));
   system.gpu_memory_capacity = internal::read_sourced<Bytes>(map, "gpu_memory_capacity", field_sources, "");
   if (system.gpu_memory_capacity) check_gpu_memory(map, "gpu_memory_capacity", *system.gpu_memory_capacity);
   system.gpus_per_node = static_cast<int>(internal::read_sourced_required<int64_t>(map, "gpus_per_node", field_sources, ""));
@@ -382,8 +383,10 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
     fabric->finish();
   }
   map.finish();
-  if (system.gpus_per_node < 1 || system.nvlink_domain < system.gpus_per_node) {
-    map.fail("nvlink_domain", "must be at least gpus_per_node");
+  if (system.gpus_per_node < 1) map.fail("gpus_per_node", fmt::format("= {} must be at least 1", system.gpus_per_node));
+  if (system.nvlink_domain < system.gpus_per_node) {
+    map.fail("nvlink_domain", fmt::format("= {} must be at least gpus_per_node = {}", system.nvlink_domain,
+                                          system.gpus_per_node));
   }
   if (system.nics_per_node > 0 && system.nic.empty()) map.fail("nic", "is required with nics_per_node");
   return system;

@@ -56,7 +56,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   }
   k.gemm_tile_m = sourced_required<int64_t>(gemm, "tile_m", gpu, "kernels.gemm.");
   k.gemm_tile_n = sourced_required<int64_t>(gemm, "tile_n", gpu, "kernels.gemm.");
-  if (k.gemm_tile_m < 1 || k.gemm_tile_n < 1) gemm.fail("tile_m", "tiles must be at least 1");
+  for (const auto& [key, tile] : {std::pair{"tile_m", k.gemm_tile_m}, {"tile_n", k.gemm_tile_n}}) {
+    if (tile < 1) gemm.fail(key, fmt::format("= {} must be at least 1", tile));
+  }
   k.gemm_k_half = sourced_required<double>(gemm, "k_half", gpu, "kernels.gemm.");
   if (k.gemm_k_half < 0.0) gemm.fail("k_half", "must not be negative");
   k.gemm_persistent = sourced<bool>(gemm, "persistent", gpu, "kernels.gemm.").value_or(false);

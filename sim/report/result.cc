@@ -262,21 +262,25 @@ Json to_json(const Scenario& s) {
     const std::filesystem::path path(c.profile->path());
     const bool in_catalog = path.parent_path() == std::filesystem::path(default_profile_catalog());
     cluster.set("profile", in_catalog ? path.stem().string() : std::filesystem::absolute(path).lexically_normal().string());
-    cluster.set("profile_gpu", c.profile->gpu().name);
+    cluster.set("profile_gpu", c.profile_gpu_reference);
+  } else if (!c.gpu.profile.empty()) {
+    cluster.set("profile", "");  // the GPU's own profile turned off
   }
-  // `bandwidth_key`: the link's bandwidth field (an intra-node link's, or a NIC's).
+  // Every figure of a link: one read back without a catalog `link` takes the GPU's default link
+  // for those it leaves out.
   auto link = [](const LinkSpec& l, const char* bandwidth_key) {
     Json json = Json::object();
     if (l.name != "inline") json.set("link", l.name);
     json.set(bandwidth_key, l.bandwidth / BytesPerSecond(1));
     json.set("latency", l.latency / Seconds(1)).set("bandwidth_efficiency", l.bandwidth_efficiency);
-    if (l.nvls_bus_efficiency > 0.0) {
-      json.set("nvls_bus_efficiency", l.nvls_bus_efficiency).set("nvls_latency", l.nvls_latency / Seconds(1));
-    }
-    if (l.mesh_links > 0) json.set("mesh_links", l.mesh_links);
     return json;
   };
-  cluster.set("intra_node", link(c.intra_node, "bandwidth"));
+  if (!c.intra_node.name.empty()) {  // none where one GPU per node has no default link
+    Json intra = link(c.intra_node, "bandwidth");
+    intra.set("nvls_bus_efficiency", c.intra_node.nvls_bus_efficiency);
+    intra.set("nvls_latency", c.intra_node.nvls_latency / Seconds(1)).set("mesh_links", c.intra_node.mesh_links);
+    cluster.set("intra_node", std::move(intra));
+  }
   cluster.set("nvlink_domain", c.nvlink_domain).set("nvls", c.nvls);
   if (c.host_bandwidth > BytesPerSecond(0)) cluster.set("host_bandwidth", c.host_bandwidth / BytesPerSecond(1));
   if (c.inter_node) {

@@ -392,7 +392,8 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
       fail_parallel("layers_per_stage", fmt::format("sums to {} layers; model {} has {}", sum, m.name, m.layers));
     }
   } else if (m.layers < virtual_total) {
-    fail_parallel("pp", fmt::format("pp·virtual_stages = {} exceeds model.layers = {}", virtual_total, m.layers));
+    fail_parallel("pp", fmt::format("= {}: pp·virtual_stages = {} exceeds model.layers = {}", p.pp, virtual_total,
+                                    m.layers));
   } else {
     p.layers_per_stage = default_layers_per_stage(m.layers, virtual_total);
   }

@@ -50,29 +50,61 @@ training: {{global_batch: 2, seq_len: 2048, {}}}
   EXPECT_EQ(offload.at("cluster").at("host_bandwidth").dump(-1), "25000000000");
 }
 
-// The echo names files by absolute path and keeps an inline GPU as written, so that it reads
-// back as the same scenario from anywhere (tests/sim/validate holds it for the catalog-only
-// scenarios and every validation case).
+// The echo names files by absolute path, keeps an inline GPU as written and gives every figure
+// of a link, so that it reads back as the same scenario from anywhere (tests/sim/validate holds
+// it for the catalog-only scenarios and every validation case).
 TEST(Result, EchoReadsBackWhereverItsFilesAndGpuWereGiven) {
   namespace fs = std::filesystem;
   const fs::path folder = fs::path(testing::temp_path("echo")) / "hardware";
   fs::create_directories(folder);
-  fs::copy_file(data_root() + "/hardware/catalog/gpus/h100-sxm5-80gb.yaml", folder / "my-gpu.yaml");
+  const std::string catalog = data_root() + "/hardware/catalog";
+  fs::copy_file(catalog + "/gpus/h100-sxm5-80gb.yaml", folder / "my-gpu.yaml");
+  fs::copy_file(catalog + "/gpus/h200-sxm-141gb.yaml", folder / "my-h200.yaml");
   fs::copy_file(data_root() + "/hardware/profiles/h200-sxm-141gb.yaml", folder / "my-profile.yaml");
-  const std::string scenario_file = (folder.parent_path() / "s.yaml").string();
-  std::ofstream(scenario_file) << "model: llama3-8b\n"
-                                  "cluster: {gpu: hardware/my-gpu.yaml, profile: hardware/my-profile.yaml,\n"
-                                  "          profile_gpu: h200-sxm-141gb, gpus_per_node: 8}\n"
-                                  "training: {global_batch: 8, seq_len: 4096}\n";
+  // A system file naming its GPU file beside it, and a GPU with no default intra-node link.
+  std::ifstream system_in(catalog + "/systems/dgx-h100.yaml");
+  std::ofstream system_out(folder / "my-system.yaml");
+  std::ofstream unlinked(folder / "unlinked-gpu.yaml");
+  std::ifstream gpu_in(catalog + "/gpus/a100-sxm4-80gb.yaml");
+  for (std::string line; std::getline(system_in, line);) {
+    system_out << (line == "gpu: h100-sxm5-80gb" ? "gpu: my-gpu.yaml" : line) << "\n";
+  }
+  for (std::string line; std::getline(gpu_in, line);) {
+    if (!line.starts_with("intra_node:")) unlinked << line << "\n";
+  }
+  system_out.close();
+  unlinked.close();
+  const auto written = [&](const std::string& name, const std::string& text) {
+    std::ofstream(folder.parent_path() / name) << text;
+    return load_scenario_file((folder.parent_path() / name).string());
+  };
   std::string inline_gpu = "model: llama3-8b\ncluster:\n  gpus_per_node: 2\n  gpu:\n";
-  std::ifstream catalog(data_root() + "/hardware/catalog/gpus/a100-sxm4-80gb.yaml");
-  for (std::string line; std::getline(catalog, line);) inline_gpu += "    " + line + "\n";
+  std::ifstream a100(catalog + "/gpus/a100-sxm4-80gb.yaml");
+  for (std::string line; std::getline(a100, line);) inline_gpu += "    " + line + "\n";
   inline_gpu += "training: {global_batch: 8}\n";
-  for (const Scenario& given : {load_scenario_file(scenario_file), load_scenario_text(inline_gpu, "inline.yaml")}) {
+  const Scenario scenarios[] = {
+      written("paths.yaml", "model: llama3-8b\n"
+                            "cluster: {gpu: hardware/my-gpu.yaml, profile: hardware/my-profile.yaml,\n"
+                            "          profile_gpu: hardware/my-h200.yaml, gpus_per_node: 8}\n"
+                            "training: {global_batch: 8, seq_len: 4096}\n"),
+      written("system.yaml", "model: llama3-8b\ncluster: {system: hardware/my-system.yaml, nodes: 2}\n"
+                             "training: {global_batch: 16}\n"),
+      written("unlinked.yaml", "model: gpt-1.7b\ncluster: {gpu: hardware/unlinked-gpu.yaml}\ntraining: {global_batch: 2}\n"),
+      // The MI300X's default link is a mesh of 7; this one has no mesh.
+      load_scenario_text("model: llama3-8b\ncluster: {gpu: mi300x, gpus_per_node: 2, intra_node: {mesh_links: 0}}\n"
+                         "parallelism: {tp: 2}\ntraining: {global_batch: 8}\n",
+                         "mesh.yaml"),
+      // The H200's measured profile turned off: its kernels modelled.
+      load_scenario_text("model: llama3-8b\ncluster: {gpu: h200-sxm-141gb, profile: \"\"}\ntraining: {global_batch: 1}\n",
+                         "no-profile.yaml"),
+      load_scenario_text(inline_gpu, "inline.yaml"),
+  };
+  for (const Scenario& given : scenarios) {
     const Json result = to_json(simulate(std::make_shared<const Scenario>(given)).result, false);
     // Read from the working directory, where the files are not.
     const Scenario again = load_scenario_text(result.at("scenario").dump(), "echo.json");
-    EXPECT_EQ(to_json(simulate(std::make_shared<const Scenario>(again)).result, false).dump(), result.dump());
+    EXPECT_EQ(to_json(simulate(std::make_shared<const Scenario>(again)).result, false).dump(), result.dump())
+        << given.file;
   }
 }
 
