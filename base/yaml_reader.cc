@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -379,6 +381,13 @@ template <>
 int64_t read_scalar<int64_t>(const YAML::Node& node, const std::string& file, const std::string& field) {
   const std::string& text = scalar_text(node, file, field, "an integer");
   if (const auto value = parse_integer(text)) return *value;
+  // Digits alone that do not fit are a number too large, not a non-number.
+  const bool digits = !text.empty() && std::all_of(text.begin() + (text[0] == '+' || text[0] == '-'), text.end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && text.size() > 1) {
+    throw InputError(location_of(node, file),
+                     fmt::format("{} = {} is out of range (beyond ±2^63)", field, echoed(text)));
+  }
   throw InputError(location_of(node, file), fmt::format("{} = '{}' is not an integer", field, echoed(text)));
 }
 

@@ -157,11 +157,11 @@ uint64_t parse_count(const std::string& text, const std::string& option, uint64_
   uint64_t value = 0;
   const auto [rest, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   const bool digits = !text.empty() && text.front() != '+' && text.front() != '-';
-  if (!digits || ec != std::errc() || rest != text.data() + text.size()) {
+  if (!digits || (ec != std::errc() && ec != std::errc::result_out_of_range) || rest != text.data() + text.size()) {
     throw InputError({"<command line>"}, fmt::format("{} = '{}' is not a non-negative integer", option, text));
   }
-  if (value < least || value > most) {
-    throw InputError({"<command line>"}, fmt::format("{} = {} is out of range; expected {} to {}", option, value,
+  if (ec == std::errc::result_out_of_range || value < least || value > most) {
+    throw InputError({"<command line>"}, fmt::format("{} = {} is out of range; expected {} to {}", option, text,
                                                       least, most));
   }
   return value;

@@ -148,6 +148,8 @@ TEST(Cli, OptionValuesAreCheckedWhole) {
             "paceline: <command line>: --gpus = 4294967304 is out of range; expected 1 to 2147483647\n");
   EXPECT_EQ(error("search " + scenario + " --gpus 0"),
             "paceline: <command line>: --gpus = 0 is out of range; expected 1 to 2147483647\n");
+  EXPECT_EQ(error("search " + scenario + " --top 99999999999999999999"),
+            "paceline: <command line>: --top = 99999999999999999999 is out of range; expected 1 to 2147483647\n");
   error("run " + scenario + " --max-events 10x");
   error("run " + scenario + " --threads 2 --threads 1");
   error("models extra");
