@@ -352,6 +352,15 @@ SourceLocation YamlMap::location(std::string_view key) const {
   const YAML::Node value = lookup(key);
   if (value) {
     const SourceLocation at = location_of(value, file_);
+    // An empty value at the end of its line is marked where the next token starts, a line
+    // below: its key's line is where it is written.
+    if (value.IsNull()) {
+      for (const auto& entry : node_) {
+        if (entry.first.Scalar() != key) continue;
+        const SourceLocation key_at = location_of(entry.first, file_);
+        if (key_at.line > 0 && at.line > key_at.line) return key_at;
+      }
+    }
     if (at.line > 0) return at;
   }
   return location();

@@ -149,6 +149,13 @@ T YamlMap::required(std::string_view key) {
   known_.emplace(key);
   const YAML::Node value = lookup(key);
   if (!value) fail(key, "is required");
+  if (value.IsNull()) {
+    try {
+      return read<T>(value, field(key));
+    } catch (const InputError& e) {
+      throw InputError(location(key), e.detail());  // at the key, not the next line
+    }
+  }
   return read<T>(value, field(key));
 }
 

@@ -34,6 +34,17 @@ TEST(YamlReader, ReadsTypedValues) {
   root.finish();
 }
 
+TEST(YamlReader, AnEmptyValueIsCitedAtItsKey) {
+  // At the end of a line the parser marks an empty value where the next token starts, a line
+  // below; written null, or empty inside braces, it has its own place.
+  const YamlDocument doc = load_yaml_text("name:\nb: null\nc: {d: }\n", "e.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(error_of([&] { root.required<std::string>("name"); }), "e.yaml:1:1: name has no value; expected a string");
+  EXPECT_EQ(error_of([&] { root.required<int>("b"); }), "e.yaml:2:4: b has no value; expected an integer");
+  YamlMap c = root.map("c");
+  EXPECT_EQ(error_of([&] { c.required<int>("d"); }), "e.yaml:3:8: c.d has no value; expected an integer");
+}
+
 TEST(YamlReader, ReadsListsOfScalars) {
   const YamlDocument doc = load_yaml_text("a: [1, 2, 3]\nb: 4\nc: [1, x]\n", "l.yaml");
   YamlMap root(doc.root, doc.file, "");
