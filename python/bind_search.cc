@@ -107,10 +107,14 @@ void bind_search(py::module_& m) {
   m.def(
       "search",
       [](const std::string& text, const std::string& file, int gpus, int top, int threads,
-         const std::function<void(size_t)>& progress) {
+         const std::function<void(const std::string&)>& progress) {
+        std::function<void(std::string_view, size_t, size_t)> lines;
+        if (progress) {
+          lines = [&](std::string_view stage, size_t done, size_t total) { progress(progress_line(stage, done, total)); };
+        }
         const SearchReport report = run_interruptible([&](const std::atomic<bool>& stop) {
           return search_layouts(
-              {text, file}, {.gpus = gpus, .top = top, .threads = threads, .progress = progress, .stop = &stop});
+              {text, file}, {.gpus = gpus, .top = top, .threads = threads, .progress = lines, .stop = &stop});
         });
         return to_python(to_json(report));
       },
@@ -120,9 +124,10 @@ void bind_search(py::module_& m) {
       "simulated tokens/s; returns the report as a dict: counts (considered, pruned_memory, "
       "pruned_bound, simulated, shared, fit), wall_s in seconds, and the `top` layouts with iteration_time_s (s), "
       "tokens_per_s, mfu, "
-      "peak_memory_bytes (bytes). `progress(simulated)` is called as layouts finish simulating "
-      "and after each batch of them (the count then includes the shared ones); "
-      "an exception it raises stops the search, and so does Ctrl-C (KeyboardInterrupt).");
+      "peak_memory_bytes (bytes). `progress(line)` is called with a line saying how far the search is "
+      "(\"search: 2048 of 276660 layouts bounded\", \"search: 12 layouts simulated\": the count after a "
+      "batch includes the shared ones); an exception it raises stops the search, and so does Ctrl-C "
+      "(KeyboardInterrupt).");
 }
 
 }  // namespace paceline::python

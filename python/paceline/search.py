@@ -49,18 +49,23 @@ def search(scenario, gpus=None, top=10, threads=None, progress=False):
     """Ranks every valid layout of `scenario`'s model on its cluster — or on `gpus` GPUs of the
     same kind — by simulated tokens/s, keeping its global batch (see `paceline search --help`).
     Returns a SearchResult; the ranking equals simulating every layout, on any thread count.
-    progress: count the layouts simulated on stderr as they finish. Ctrl-C (a notebook's
+    progress: show on stderr how far the search is (layer graphs built, layouts bounded, layouts
+    simulated). Ctrl-C (a notebook's
     interrupt) stops the search with KeyboardInterrupt."""
     text, file = source(scenario)
     top = whole_number("top", top, 1, 2**31 - 1, none_allowed=False)
     gpus = whole_number("gpus", gpus, 1, 2**20)
     threads = whole_number("threads", threads, 1, 2**16)
 
-    def simulated(count):
-        print(f"\rsearch: {count} layouts simulated", end="", file=sys.stderr, flush=True)
+    shown = 0
+
+    def show(line):
+        nonlocal shown  # spaces over what is left of a longer line before it
+        print(f"\r{line}{' ' * (shown - len(line))}", end="", file=sys.stderr, flush=True)
+        shown = len(line)
 
     try:
-        report = _paceline.search(text, file, gpus or 0, top, threads or 0, simulated if progress else None)
+        report = _paceline.search(text, file, gpus or 0, top, threads or 0, show if progress else None)
     finally:
         if progress:
             print(file=sys.stderr)

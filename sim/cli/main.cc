@@ -369,7 +369,9 @@ class ProgressLine {
   ~ProgressLine() { finish(); }
 
   void show(const std::string& line) {
-    std::cerr << '\r' << line << std::flush;
+    // Spaces over what is left of a longer line before it.
+    std::cerr << '\r' << line << std::string(shown_ > line.size() ? shown_ - line.size() : 0, ' ') << std::flush;
+    shown_ = line.size();
     open_ = true;
   }
   void finish() {
@@ -379,6 +381,7 @@ class ProgressLine {
 
  private:
   bool open_ = false;
+  size_t shown_ = 0;  // characters of the line shown
 };
 
 int search_command(int argc, char** argv) {
@@ -396,7 +399,8 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
   --top K           how many layouts to rank (default 10)
   --threads N       simulate on N threads (default: all cores; the result is the same)
   --json            print the report as JSON
-  --progress        count the layouts simulated on stderr as they finish
+  --progress        show on stderr how far the search is: layer graphs built, layouts bounded,
+                    layouts simulated
 )";
   const Arguments args =
       parse(argc, argv, 2, {"--set", "--gpus", "--top", "--threads"}, {"--json", "--progress", "--help"});
@@ -414,8 +418,8 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
   options.overrides = single_value_overrides(args, "search");
   ProgressLine progress;
   if (args.has("--progress")) {
-    options.progress = [&progress](size_t simulated) {
-      progress.show(fmt::format("search: {} layouts simulated", simulated));
+    options.progress = [&progress](std::string_view stage, size_t done, size_t total) {
+      progress.show(progress_line(stage, done, total));
     };
   }
   const SearchReport report = search_layouts(read_scenario_source(args.positional[0]), options);

@@ -44,7 +44,8 @@ LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) const {
                   layout_overlaps_expert_exchanges(l, base_)};
 }
 
-void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads, const std::atomic<bool>* stop) {
+void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads, const std::atomic<bool>* stop,
+                           const std::function<void(size_t done, size_t total)>& progress) {
   auto prepared = std::make_shared<std::map<ShardKey, ShardFacts>>(
       prepared_ ? *prepared_ : std::map<ShardKey, ShardFacts>{});
   prepared->merge(shards_);
@@ -54,10 +55,12 @@ void LayoutBounds::prepare(const std::vector<Layout>& layouts, int threads, cons
   }
   const std::vector<std::pair<ShardKey, const Layout*>> keys(missing.begin(), missing.end());
   std::vector<ShardFacts> built(keys.size());
+  std::function<void(size_t)> built_so_far;
+  if (progress) built_so_far = [&](size_t done) { progress(done, keys.size()); };
   parallel_for(keys.size(), threads, [&](size_t i) {
     stop_if_asked(stop, "the search");
     built[i] = build_shard(*keys[i].second);
-  });
+  }, built_so_far);
   for (size_t i = 0; i < keys.size(); ++i) prepared->emplace(keys[i].first, std::move(built[i]));
   prepared_ = std::move(prepared);
   shards_.clear();

@@ -33,6 +33,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -60,8 +61,10 @@ class LayoutBounds {
   LayoutBounds& operator=(const LayoutBounds&) = delete;
 
   // Builds the operator graphs of all `layouts` on `threads` threads (optional: the bounds
-  // build what they miss on demand); throws SimulationStopped once `stop` is set.
-  void prepare(const std::vector<Layout>& layouts, int threads, const std::atomic<bool>* stop = nullptr);
+  // build what they miss on demand); throws SimulationStopped once `stop` is set. `progress`,
+  // when given, runs on the calling thread as graphs are built (done of total).
+  void prepare(const std::vector<Layout>& layouts, int threads, const std::atomic<bool>* stop = nullptr,
+               const std::function<void(size_t done, size_t total)>& progress = {});
   // A second instance over the same base that shares the graphs built so far (read-only) and
   // keeps its own caches, so instances can compute bounds on separate threads.
   std::unique_ptr<LayoutBounds> fork() const;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <string>
@@ -229,7 +230,9 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   enum class Verdict : uint8_t { kNoFit, kCandidate };
   const int threads = resolve_threads(options.threads);
   LayoutBounds bounds(base);
-  bounds.prepare(layouts, threads, options.stop);
+  std::function<void(size_t, size_t)> graphs_built;
+  if (options.progress) graphs_built = [&](size_t done, size_t total) { options.progress("layer graphs built", done, total); };
+  bounds.prepare(layouts, threads, options.stop, graphs_built);
   const int64_t capacity = static_cast<int64_t>(base.cluster.gpu.memory_capacity / Bytes(1));
   const double tokens = static_cast<double>(base.tokens_per_iteration());
   auto throughput_bound = [&](LayoutBounds& b, const Layout& l, LayoutBounds::Detail detail) {
@@ -237,22 +240,39 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   };
   std::vector<Verdict> verdict(layouts.size());
   std::vector<double> bound(layouts.size(), std::numeric_limits<double>::infinity());
+  // Blocks of layouts, each bounded by whichever fork of the graphs is free (bounds are pure
+  // functions of a layout: which fork, and its caches, change nothing).
   constexpr size_t kBlock = 2048;
-  parallel_for(static_cast<size_t>(threads), threads, [&](size_t worker) {
-    const std::unique_ptr<LayoutBounds> fork = bounds.fork();
-    for (size_t first = worker * kBlock; first < layouts.size(); first += threads * kBlock) {
-      stop_if_asked(options.stop, "the search");
-      for (size_t i = first; i < std::min(first + kBlock, layouts.size()); ++i) {
-        const Layout& l = layouts[i];
-        if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
-          verdict[i] = Verdict::kNoFit;
-        } else {
-          verdict[i] = Verdict::kCandidate;
-          if (options.prune) bound[i] = throughput_bound(*fork, l, LayoutBounds::Detail::kKernels);
-        }
+  std::mutex forks_mutex;
+  std::vector<std::unique_ptr<LayoutBounds>> forks;
+  std::vector<LayoutBounds*> free_forks;
+  std::function<void(size_t)> blocks_bounded;
+  if (options.progress) {
+    blocks_bounded = [&](size_t blocks) {
+      options.progress("layouts bounded", std::min(blocks * kBlock, layouts.size()), layouts.size());
+    };
+  }
+  parallel_for((layouts.size() + kBlock - 1) / kBlock, threads, [&](size_t block) {
+    stop_if_asked(options.stop, "the search");
+    LayoutBounds* fork = nullptr;
+    {
+      const std::lock_guard<std::mutex> lock(forks_mutex);
+      if (free_forks.empty()) free_forks.push_back(forks.emplace_back(bounds.fork()).get());
+      fork = free_forks.back();
+      free_forks.pop_back();
+    }
+    for (size_t i = block * kBlock; i < std::min((block + 1) * kBlock, layouts.size()); ++i) {
+      const Layout& l = layouts[i];
+      if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
+        verdict[i] = Verdict::kNoFit;
+      } else {
+        verdict[i] = Verdict::kCandidate;
+        if (options.prune) bound[i] = throughput_bound(*fork, l, LayoutBounds::Detail::kKernels);
       }
     }
-  });
+    const std::lock_guard<std::mutex> lock(forks_mutex);
+    free_forks.push_back(fork);
+  }, blocks_bounded);
 
   // Candidates, best bound first (ties: enumeration order). A candidate whose bound still
   // counts kernels only gets its full bound when it reaches the top, and goes back in line.
@@ -305,7 +325,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     }
     std::vector<RankedLayout> batch(simulating.size());
     std::function<void(size_t)> progress;
-    if (options.progress) progress = [&](size_t done) { options.progress(report.simulated + done); };
+    if (options.progress) progress = [&](size_t done) { options.progress("layouts simulated", report.simulated + done, 0); };
     parallel_for(batch.size(), threads, [&](size_t i) {
       const size_t index = simulating[i];
       std::vector<Override> overrides = fixed;
@@ -331,13 +351,17 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
       ++report.fit;
       fitting.insert(std::upper_bound(fitting.begin(), fitting.end(), r, better), r);
     }
-    if (options.progress) options.progress(report.simulated);
+    if (options.progress) options.progress("layouts simulated", report.simulated, 0);
   }
   report.pruned_bound += queue.size();
   if (fitting.size() > top) fitting.resize(top);
   report.top = std::move(fitting);
   report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;
+}
+
+std::string progress_line(std::string_view stage, size_t done, size_t total) {
+  return total > 0 ? fmt::format("search: {} of {} {}", done, total, stage) : fmt::format("search: {} {}", done, stage);
 }
 
 Json to_json(const SearchReport& r, bool include_wall_time) {

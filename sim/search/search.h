@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/json.h"
@@ -36,9 +37,10 @@ struct SearchOptions {
   // ..., training.micro_batch and recompute) are refused, and so are cluster.nodes and
   // gpus_per_node when `gpus` resizes the cluster.
   std::vector<Override> overrides;
-  // Called on the calling thread as layouts finish simulating (how many so far); may throw to
-  // cancel the search.
-  std::function<void(size_t simulated)> progress;
+  // Called on the calling thread as the search moves on, stage by stage: "layer graphs built"
+  // and "layouts bounded" (done of total), then "layouts simulated" (done so far; total 0). May
+  // throw to cancel the search.
+  std::function<void(std::string_view stage, size_t done, size_t total)> progress;
   // Set by another thread (an interrupt), it stops the search with SimulationStopped, between
   // graphs, blocks of bounds and layouts, and inside a layout's simulation.
   const std::atomic<bool>* stop = nullptr;
@@ -79,6 +81,10 @@ struct SearchReport {
 // parallel layout, micro-batch and recomputation, which the search replaces) is invalid, or
 // when `gpus` does not fit the cluster's gpus_per_node.
 SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& options = {});
+
+// One line of a search's progress: "search: 2048 of 276660 layouts bounded", "search: 12 layouts
+// simulated".
+std::string progress_line(std::string_view stage, size_t done, size_t total);
 
 // `include_wall_time`: false for comparisons.
 Json to_json(const SearchReport& report, bool include_wall_time = true);

@@ -82,8 +82,8 @@ def test_an_exception_from_progress_stops_the_search(gpt_8gpus, monkeypatch, cap
     # search hands Python control; the search stops there.
     calls = []
 
-    def interrupt(count):
-        calls.append(count)
+    def interrupt(line):
+        calls.append(line)
         raise KeyboardInterrupt
 
     from paceline import _paceline
@@ -91,10 +91,12 @@ def test_an_exception_from_progress_stops_the_search(gpt_8gpus, monkeypatch, cap
     text, file = source(gpt_8gpus)
     with pytest.raises(KeyboardInterrupt):
         _paceline.search(text, file, 0, 5, 2, interrupt)
-    assert len(calls) == 1
-    # paceline.search shows the count as it goes, and ends the line.
+    assert len(calls) == 1 and calls[0].startswith("search: ")
+    # paceline.search shows how far it is as it goes, and ends the line.
     result = paceline.search(gpt_8gpus, top=2, progress=True)
-    assert f"{result.simulated} layouts simulated\n" in capsys.readouterr().err
+    shown = capsys.readouterr().err
+    assert "layer graphs built" in shown and f"of {result.considered} layouts bounded" in shown
+    assert re.search(rf"\rsearch: {result.simulated} layouts simulated *\n$", shown), shown
 
 
 def test_ctrl_c_stops_a_search_while_it_bounds_layouts(scenario_path):

@@ -30,11 +30,20 @@ TEST(Cli, JsonIsOneObject) {
 }
 
 TEST(Cli, SearchAndSweepCountWhatTheyHaveSimulatedOnStderrWhenAsked) {
-  // Their last count is the whole, on a line of its own.
+  // A search shows each stage in turn, each line written over the one before (spaces over what
+  // a longer one left); the last count is the whole, on a line of its own.
   const CliOutcome search = run_cli("search scenarios/gpt-1.7b-1xa100.yaml --progress");
   EXPECT_EQ(search.exit_code, 0) << search.output;
-  EXPECT_NE(search.output.find("\rsearch: 13 layouts simulated\ngpt-1.7b on 1 A100\n"), std::string::npos)
-      << search.output;
+  const size_t graphs = search.output.find(" layer graphs built");
+  const size_t bounded = search.output.find(" of 15 layouts bounded");  // all it considers
+  const size_t report = search.output.find("\ngpt-1.7b on 1 A100\n");
+  ASSERT_LT(graphs, bounded) << search.output;
+  ASSERT_LT(bounded, report) << search.output;
+  const size_t last = search.output.rfind('\r', report);
+  const std::string shown = search.output.substr(last, report - last);
+  EXPECT_TRUE(shown.starts_with("\rsearch: 13 layouts simulated")) << shown;
+  EXPECT_EQ(shown.find_first_not_of(' ', std::string("\rsearch: 13 layouts simulated").size()), std::string::npos)
+      << shown;
   EXPECT_NE(search.output.find("13 simulated"), std::string::npos) << search.output;
   const CliOutcome sweep = run_cli("sweep scenarios/gpt-1.7b-1xa100.yaml --set training.micro_batch=1,2,4 --progress");
   EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
