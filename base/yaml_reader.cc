@@ -154,6 +154,7 @@ std::optional<int64_t> parse_integer(const std::string& text) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
   if (begin != end && *begin == '+') ++begin;
+  if (begin != end && *begin == '-' && begin != text.data()) return std::nullopt;  // "+-8"
   const auto [rest, ec] = std::from_chars(begin, end, value);
   if (ec != std::errc() || rest != end) return std::nullopt;
   return value;
@@ -276,6 +277,9 @@ YamlMap YamlMap::map(std::string_view key) {
   known_.emplace(key);
   const YAML::Node value = lookup(key);
   if (!value) fail(key, "is required");
+  if (value.IsNull() && origin_of(field(key)) == nullptr) {
+    throw InputError(location(key), fmt::format("{} is empty; expected a mapping of keys to values", field(key)));
+  }
   return YamlMap(value, file_, field(key), origins_);
 }
 
@@ -352,13 +356,14 @@ SourceLocation YamlMap::location(std::string_view key) const {
   const YAML::Node value = lookup(key);
   if (value) {
     const SourceLocation at = location_of(value, file_);
-    // An empty value at the end of its line is marked where the next token starts, a line
-    // below: its key's line is where it is written.
+    // An empty value at the end of its line is marked where the next token starts (a line
+    // below, or the start of its own line at the end of the file): its key is where it is
+    // written. Inside braces it is marked after its key, where it is.
     if (value.IsNull()) {
       for (const auto& entry : node_) {
         if (entry.first.Scalar() != key) continue;
         const SourceLocation key_at = location_of(entry.first, file_);
-        if (key_at.line > 0 && at.line > key_at.line) return key_at;
+        if (key_at.line > 0 && (at.line > key_at.line || at.column <= key_at.column)) return key_at;
       }
     }
     if (at.line > 0) return at;
@@ -395,7 +400,7 @@ int64_t read_scalar<int64_t>(const YAML::Node& node, const std::string& file, co
                                                    [](char c) { return c >= '0' && c <= '9'; });
   if (digits && text.size() > 1) {
     throw InputError(location_of(node, file),
-                     fmt::format("{} = {} is out of range (beyond ±2^63)", field, echoed(text)));
+                     fmt::format("{} = {} is out of range", field, echoed(text)));
   }
   throw InputError(location_of(node, file), fmt::format("{} = '{}' is not an integer", field, echoed(text)));
 }
@@ -416,8 +421,9 @@ double read_scalar<double>(const YAML::Node& node, const std::string& file, cons
   const char* begin = text.data();
   const char* end = text.data() + text.size();
   if (begin != end && *begin == '+') ++begin;
+  const bool two_signs = begin != text.data() && begin != end && *begin == '-';  // "+-8"
   const auto [rest, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc() || rest != end || !std::isfinite(value)) {
+  if (two_signs || ec != std::errc() || rest != end || !std::isfinite(value)) {
     throw InputError(location_of(node, file), fmt::format("{} = '{}' is not a number", field, echoed(text)));
   }
   return value;

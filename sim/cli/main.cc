@@ -397,7 +397,8 @@ pruned by lower bounds before simulating. The ranking equals simulating every la
                     chooses (parallelism.tp, ..., training.micro_batch, recompute) are refused
   --gpus N          search on N GPUs of the same kind (default: the scenario's cluster)
   --top K           how many layouts to rank (default 10)
-  --threads N       simulate on N threads (default: all cores; the result is the same)
+  --threads N       build graphs, bound layouts and simulate on N threads (default: all cores;
+                    the result is the same)
   --json            print the report as JSON
   --progress        show on stderr how far the search is: layer graphs built, layouts bounded,
                     layouts simulated

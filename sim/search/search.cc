@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -224,9 +225,8 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   report.global_batch = base.training.global_batch;
   report.considered = layouts.size();
 
-  // Bounds. Each thread bounds every threads-th block of layouts with its own fork of the
-  // graphs (bounds are pure functions of a layout, so the split changes nothing). The time bound
-  // here counts kernels only; collectives are priced when a layout nears the top (below).
+  // Bounds, block by block on threads (below). The time bound here counts kernels only;
+  // collectives are priced when a layout nears the top (further below).
   enum class Verdict : uint8_t { kNoFit, kCandidate };
   const int threads = resolve_threads(options.threads);
   LayoutBounds bounds(base);
@@ -246,11 +246,10 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   std::mutex forks_mutex;
   std::vector<std::unique_ptr<LayoutBounds>> forks;
   std::vector<LayoutBounds*> free_forks;
+  std::atomic<size_t> bounded{0};  // layouts of the blocks finished
   std::function<void(size_t)> blocks_bounded;
   if (options.progress) {
-    blocks_bounded = [&](size_t blocks) {
-      options.progress("layouts bounded", std::min(blocks * kBlock, layouts.size()), layouts.size());
-    };
+    blocks_bounded = [&](size_t) { options.progress("layouts bounded", bounded.load(), layouts.size()); };
   }
   parallel_for((layouts.size() + kBlock - 1) / kBlock, threads, [&](size_t block) {
     stop_if_asked(options.stop, "the search");
@@ -270,6 +269,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
         if (options.prune) bound[i] = throughput_bound(*fork, l, LayoutBounds::Detail::kKernels);
       }
     }
+    bounded += std::min((block + 1) * kBlock, layouts.size()) - block * kBlock;
     const std::lock_guard<std::mutex> lock(forks_mutex);
     free_forks.push_back(fork);
   }, blocks_bounded);

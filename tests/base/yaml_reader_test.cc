@@ -43,6 +43,12 @@ TEST(YamlReader, AnEmptyValueIsCitedAtItsKey) {
   EXPECT_EQ(error_of([&] { root.required<int>("b"); }), "e.yaml:2:4: b has no value; expected an integer");
   YamlMap c = root.map("c");
   EXPECT_EQ(error_of([&] { c.required<int>("d"); }), "e.yaml:3:8: c.d has no value; expected an integer");
+  // An empty mapping; an empty value on the last line, without a newline after it.
+  const YamlDocument end = load_yaml_text("a: 1\nm:\nz: 2\nn:\n  last:", "f.yaml");
+  YamlMap tail(end.root, end.file, "");
+  EXPECT_EQ(error_of([&] { tail.map("m"); }), "f.yaml:2:1: m is empty; expected a mapping of keys to values");
+  YamlMap n = tail.map("n");
+  EXPECT_EQ(error_of([&] { n.required<int>("last"); }), "f.yaml:5:3: n.last has no value; expected an integer");
 }
 
 TEST(YamlReader, ReadsListsOfScalars) {
@@ -95,6 +101,13 @@ TEST(YamlReader, WrongTypeAndBadUnit) {
   const std::string unit = error_of([&] { root.required<BytesPerSecond>("bw"); });
   EXPECT_EQ(unit.rfind("x.yaml:2:5: bw: '80 GiB' has unit 'GiB'", 0), 0u) << unit;
   EXPECT_EQ(error_of([&] { root.required<int>("list"); }), "x.yaml:3:7: list is a list; expected an integer");
+  // One sign at most; digits past the range are out of range, not a non-number.
+  const YamlDocument signs = load_yaml_text("a: +-8\nb: +-8.5\nc: +8\nd: -99999999999999999999\n", "s.yaml");
+  YamlMap numbers(signs.root, signs.file, "");
+  EXPECT_EQ(error_of([&] { numbers.required<int64_t>("a"); }), "s.yaml:1:4: a = '+-8' is not an integer");
+  EXPECT_EQ(error_of([&] { numbers.required<double>("b"); }), "s.yaml:2:4: b = '+-8.5' is not a number");
+  EXPECT_EQ(numbers.required<int>("c"), 8);
+  EXPECT_EQ(error_of([&] { numbers.required<int64_t>("d"); }), "s.yaml:4:4: d = -99999999999999999999 is out of range");
 }
 
 TEST(YamlReader, ChoiceListsAlternatives) {
