@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -399,8 +398,7 @@ int64_t read_scalar<int64_t>(const YAML::Node& node, const std::string& file, co
   const bool digits = !text.empty() && std::all_of(text.begin() + (text[0] == '+' || text[0] == '-'), text.end(),
                                                    [](char c) { return c >= '0' && c <= '9'; });
   if (digits && text.size() > 1) {
-    throw InputError(location_of(node, file),
-                     fmt::format("{} = {} is out of range", field, echoed(text)));
+    throw InputError(location_of(node, file), fmt::format("{} = {} is out of range", field, echoed(text)));
   }
   throw InputError(location_of(node, file), fmt::format("{} = '{}' is not an integer", field, echoed(text)));
 }

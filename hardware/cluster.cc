@@ -22,7 +22,8 @@ constexpr const char* kLeastLinkBandwidthRule = "must be at least 1 MB/s (a figu
 // A GPU's copies to host memory: at least 1 MB/s, as a link's.
 BytesPerSecond checked_host_bandwidth(YamlMap& map, std::string_view key, BytesPerSecond bandwidth) {
   if (!(bandwidth >= kLeastLinkBandwidth && bandwidth < BytesPerSecond(1e18))) {
-    map.fail(key, fmt::format("= {} B/s must be at least 1 MB/s and below 1000 PB/s (a figure needs its unit, e.g. 54 GB/s)",
+    map.fail(key, fmt::format("= {} B/s must be at least 1 MB/s and below 1000 PB/s (a figure needs its unit, "
+                              "e.g. 54 GB/s)",
                               bandwidth / BytesPerSecond(1)));
   }
   return bandwidth;
@@ -128,8 +129,9 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   link.mesh_links = mesh_links.value_or(base ? base->mesh_links : 0);
   // Figures of its own make the link another one; a catalog link's own figures keep its name.
   if (!base || link.bandwidth != base->bandwidth || link.latency != base->latency ||
-      link.bandwidth_efficiency != base->bandwidth_efficiency || link.nvls_bus_efficiency != base->nvls_bus_efficiency ||
-      link.nvls_latency != base->nvls_latency || link.mesh_links != base->mesh_links) {
+      link.bandwidth_efficiency != base->bandwidth_efficiency ||
+      link.nvls_bus_efficiency != base->nvls_bus_efficiency || link.nvls_latency != base->nvls_latency ||
+      link.mesh_links != base->mesh_links) {
     link.name = "inline";
   }
   check_link(map, link);

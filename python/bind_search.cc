@@ -110,7 +110,9 @@ void bind_search(py::module_& m) {
          const std::function<void(const std::string&)>& progress) {
         std::function<void(std::string_view, size_t, size_t)> lines;
         if (progress) {
-          lines = [&](std::string_view stage, size_t done, size_t total) { progress(progress_line(stage, done, total)); };
+          lines = [&](std::string_view stage, size_t done, size_t total) {
+            progress(progress_line(stage, done, total));
+          };
         }
         const SearchReport report = run_interruptible([&](const std::atomic<bool>& stop) {
           return search_layouts(

@@ -39,7 +39,8 @@ def source(scenario):
     if isinstance(scenario, str):
         one_line = "\n" not in scenario.strip()
         stripped = scenario.strip()
-        if one_line and stripped and (stripped.endswith((".yaml", ".yml")) or os.path.exists(stripped) or ":" not in stripped):
+        names_a_file = stripped.endswith((".yaml", ".yml")) or os.path.exists(stripped) or ":" not in stripped
+        if one_line and stripped and names_a_file:
             return _paceline.read_source(stripped)
         return scenario, "<string>"
     raise TypeError(f"a scenario is a dict, a YAML string or a path, not {type(scenario).__name__}")

@@ -107,7 +107,8 @@ void write_file(const std::string& path, std::string_view what, const std::funct
   }
   if (!out) {
     const int error = errno;
-    throw InputError({path}, fmt::format("cannot write {}{}", what, error != 0 ? ": " + std::string(std::strerror(error)) : ""));
+    const std::string why = error != 0 ? ": " + std::string(std::strerror(error)) : "";
+    throw InputError({path}, fmt::format("cannot write {}{}", what, why));
   }
 }
 
@@ -309,8 +310,9 @@ int validate_command(int argc, char** argv) {
   if (predicted > 0 && report.unsupported > 0 && (limits.at("--max-mape") || limits.at("--max-memory-mape"))) {
     const auto first = std::find_if(report.cases.begin(), report.cases.end(),
                                     [](const CaseOutcome& o) { return !o.predicted_s; });
-    std::cerr << fmt::format("paceline: {} of {} cases were not predicted, so no limit covers them; the first, {}: {}\n",
-                             report.unsupported, report.cases.size(), first->validation_case->id, first->reason);
+    std::cerr << fmt::format(
+        "paceline: {} of {} cases were not predicted, so no limit covers them; the first, {}: {}\n",
+        report.unsupported, report.cases.size(), first->validation_case->id, first->reason);
     all_predicted = false;
   }
   const bool time_within =

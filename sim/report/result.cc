@@ -261,7 +261,8 @@ Json to_json(const Scenario& s) {
   if (c.profile) {
     const std::filesystem::path path(c.profile->path());
     const bool in_catalog = path.parent_path() == std::filesystem::path(default_profile_catalog());
-    cluster.set("profile", in_catalog ? path.stem().string() : std::filesystem::absolute(path).lexically_normal().string());
+    cluster.set("profile", in_catalog ? path.stem().string()
+                                      : std::filesystem::absolute(path).lexically_normal().string());
     cluster.set("profile_gpu", c.profile_gpu_reference);
   } else if (!c.gpu.profile.empty()) {
     cluster.set("profile", "");  // the GPU's own profile turned off
@@ -336,7 +337,9 @@ Json to_json(const Scenario& s) {
   }
   Json simulation = Json::object();
   simulation.set("fidelity", to_string(s.simulation.fidelity));
-  if (s.simulation.fidelity == Fidelity::kFull) simulation.set("fold_symmetric_peers", s.simulation.fold_symmetric_peers);
+  if (s.simulation.fidelity == Fidelity::kFull) {
+    simulation.set("fold_symmetric_peers", s.simulation.fold_symmetric_peers);
+  }
   Json json = Json::object();
   json.set("name", s.name).set("model", std::move(model)).set("cluster", std::move(cluster));
   json.set("collectives", std::move(collectives));

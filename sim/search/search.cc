@@ -231,7 +231,9 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   const int threads = resolve_threads(options.threads);
   LayoutBounds bounds(base);
   std::function<void(size_t, size_t)> graphs_built;
-  if (options.progress) graphs_built = [&](size_t done, size_t total) { options.progress("layer graphs built", done, total); };
+  if (options.progress) {
+    graphs_built = [&](size_t done, size_t total) { options.progress("layer graphs built", done, total); };
+  }
   bounds.prepare(layouts, threads, options.stop, graphs_built);
   const int64_t capacity = static_cast<int64_t>(base.cluster.gpu.memory_capacity / Bytes(1));
   const double tokens = static_cast<double>(base.tokens_per_iteration());
@@ -325,7 +327,9 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     }
     std::vector<RankedLayout> batch(simulating.size());
     std::function<void(size_t)> progress;
-    if (options.progress) progress = [&](size_t done) { options.progress("layouts simulated", report.simulated + done, 0); };
+    if (options.progress) {
+      progress = [&](size_t done) { options.progress("layouts simulated", report.simulated + done, 0); };
+    }
     parallel_for(batch.size(), threads, [&](size_t i) {
       const size_t index = simulating[i];
       std::vector<Override> overrides = fixed;

@@ -165,7 +165,8 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
     return run_simulation(scenario, options);
   } catch (const SimulatedTimeOverflow& e) {
     // Which figure is out of range the engine cannot tell; the scenario it came from it can.
-    throw SimulationLimitError(fmt::format("{}: {}", scenario->file.empty() ? scenario->name : scenario->file, e.what()));
+    const std::string& source = scenario->file.empty() ? scenario->name : scenario->file;
+    throw SimulationLimitError(fmt::format("{}: {}", source, e.what()));
   }
 }
 

@@ -55,7 +55,8 @@ TEST(YamlReader, ReadsListsOfScalars) {
   const YamlDocument doc = load_yaml_text("a: [1, 2, 3]\nb: 4\nc: [1, x]\n", "l.yaml");
   YamlMap root(doc.root, doc.file, "");
   EXPECT_EQ(root.list<int>("a", "must be a list"), (std::vector<int>{1, 2, 3}));
-  EXPECT_EQ(error_of([&] { root.list<int>("b", "must be a list of counts"); }), "l.yaml:2:4: b = 4 must be a list of counts");
+  EXPECT_EQ(error_of([&] { root.list<int>("b", "must be a list of counts"); }),
+            "l.yaml:2:4: b = 4 must be a list of counts");
   EXPECT_EQ(error_of([&] { root.list<int>("c", "must be a list"); }), "l.yaml:3:8: c[1] = 'x' is not an integer");
 }
 

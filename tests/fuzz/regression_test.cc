@@ -75,7 +75,8 @@ TEST(FuzzRegression, CatalogLinksAreRangeChecked) {
                                  .parent_path()
                                  .string();
   EXPECT_EQ(input_error([&] { load_link("zero", folder, {}); }),
-            folder + "/zero.yaml:4:12: link.bandwidth = 0 must be at least 1 MB/s (a figure needs its unit, e.g. 300 GB/s)");
+            folder + "/zero.yaml:4:12: link.bandwidth = 0 must be at least 1 MB/s (a figure needs its unit, e.g. "
+                     "300 GB/s)");
   EXPECT_EQ(input_error([&] { load_link("half", folder, {}); }),
             folder + "/half.yaml:5:23: link.bandwidth_efficiency = 1.5 must be a fraction in (0, 1]");
 }

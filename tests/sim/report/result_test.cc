@@ -89,14 +89,16 @@ TEST(Result, EchoReadsBackWhereverItsFilesAndGpuWereGiven) {
                             "training: {global_batch: 8, seq_len: 4096}\n"),
       written("system.yaml", "model: llama3-8b\ncluster: {system: hardware/my-system.yaml, nodes: 2}\n"
                              "training: {global_batch: 16}\n"),
-      written("unlinked.yaml", "model: gpt-1.7b\ncluster: {gpu: hardware/unlinked-gpu.yaml}\ntraining: {global_batch: 2}\n"),
+      written("unlinked.yaml",
+              "model: gpt-1.7b\ncluster: {gpu: hardware/unlinked-gpu.yaml}\ntraining: {global_batch: 2}\n"),
       // The MI300X's default link is a mesh of 7; this one has no mesh.
       load_scenario_text("model: llama3-8b\ncluster: {gpu: mi300x, gpus_per_node: 2, intra_node: {mesh_links: 0}}\n"
                          "parallelism: {tp: 2}\ntraining: {global_batch: 8}\n",
                          "mesh.yaml"),
       // The H200's measured profile turned off: its kernels modelled.
-      load_scenario_text("model: llama3-8b\ncluster: {gpu: h200-sxm-141gb, profile: \"\"}\ntraining: {global_batch: 1}\n",
-                         "no-profile.yaml"),
+      load_scenario_text(
+          "model: llama3-8b\ncluster: {gpu: h200-sxm-141gb, profile: \"\"}\ntraining: {global_batch: 1}\n",
+          "no-profile.yaml"),
       load_scenario_text(inline_gpu, "inline.yaml"),
   };
   for (const Scenario& given : scenarios) {

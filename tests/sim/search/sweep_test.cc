@@ -51,7 +51,8 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
   // 4096^3 configurations: refused before any is read.
   const std::vector<std::string> many(4096, "1");
   EXPECT_EQ(error_of([&] {
-              check_sweep(base, {{"training.micro_batch", many}, {"training.global_batch", many}, {"model.layers", many}});
+              check_sweep(base,
+                          {{"training.micro_batch", many}, {"training.global_batch", many}, {"model.layers", many}});
             }),
             "sweep.yaml: the sweep has more than 16777216 configurations (4096 training.micro_batch × 4096 "
             "training.global_batch × 4096 model.layers); split it into sweeps of fewer");
