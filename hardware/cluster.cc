@@ -320,6 +320,7 @@ ClusterSpec read_cluster(YamlMap& map) {
     const SourceLocation measured_where = map.has("profile_gpu") ? map.location("profile_gpu") : where;
     const GpuSpec profile_gpu =
         measured_on == cluster.gpu.name ? cluster.gpu : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
+    cluster.profile_reference = portable_reference(profile, where);
     cluster.profile_gpu_reference = portable_reference(measured_on, measured_where);
     cluster.profile = std::make_shared<const KernelProfile>(KernelProfile::load(path, profile_gpu));
   }

@@ -104,7 +104,9 @@ struct ClusterSpec {
   std::array<int, 6> algorithms{};
   // Measured kernel times (paceline-calibrate), possibly from another GPU of the same family.
   std::shared_ptr<const KernelProfile> profile;
-  std::string profile_gpu_reference;  // the GPU it was measured on, as `gpu_reference`
+  // The profile and the GPU it was measured on, as `gpu_reference`; "" without a profile.
+  std::string profile_reference;
+  std::string profile_gpu_reference;
 
   int num_gpus() const { return nodes * gpus_per_node; }
 };

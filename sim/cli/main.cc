@@ -96,6 +96,9 @@ constexpr const char* kCatalogUsage = R"(usage: paceline models|gpus [--json]
 Lists the catalog with each entry's key figures.
 )";
 
+// ": why" for the system error in errno, or nothing when it holds none.
+std::string system_error_suffix() { return errno != 0 ? ": " + std::string(std::strerror(errno)) : ""; }
+
 // Writes `path` with `write`; throws InputError naming the file and why when it cannot be
 // written whole (a folder in the way, a full disk).
 void write_file(const std::string& path, std::string_view what, const std::function<void(std::ostream&)>& write) {
@@ -105,11 +108,7 @@ void write_file(const std::string& path, std::string_view what, const std::funct
     write(out);
     out.close();
   }
-  if (!out) {
-    const int error = errno;
-    const std::string why = error != 0 ? ": " + std::string(std::strerror(error)) : "";
-    throw InputError({path}, fmt::format("cannot write {}{}", what, why));
-  }
+  if (!out) throw InputError({path}, fmt::format("cannot write {}{}", what, system_error_suffix()));
 }
 
 // Parsed command line: positional arguments and --flags (with their value when they take one).
@@ -515,8 +514,7 @@ int main(int argc, char** argv) {
     errno = 0;
     std::cout.flush();
     if (!std::cout) {
-      std::cerr << "paceline: cannot write the output" << (errno != 0 ? std::string(": ") + std::strerror(errno) : "")
-                << "\n";
+      std::cerr << "paceline: cannot write the output" << paceline::system_error_suffix() << "\n";
       return 2;
     }
     return status;

@@ -259,11 +259,7 @@ Json to_json(const Scenario& s) {
   }
   cluster.set("nodes", c.nodes).set("gpus_per_node", c.gpus_per_node);
   if (c.profile) {
-    const std::filesystem::path path(c.profile->path());
-    const bool in_catalog = path.parent_path() == std::filesystem::path(default_profile_catalog());
-    cluster.set("profile", in_catalog ? path.stem().string()
-                                      : std::filesystem::absolute(path).lexically_normal().string());
-    cluster.set("profile_gpu", c.profile_gpu_reference);
+    cluster.set("profile", c.profile_reference).set("profile_gpu", c.profile_gpu_reference);
   } else if (!c.gpu.profile.empty()) {
     cluster.set("profile", "");  // the GPU's own profile turned off
   }

@@ -405,43 +405,43 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   const std::vector<VirtualStage>& blocks = blocks_of(l.pp * l.virtual_stages);
   const double microbatches =
       static_cast<double>(base_.training.global_batch / (l.micro_batch * l.dp));
-  // Per micro-batch: each stage's passes, and each virtual stage's latencies (forward: block
-  // input to block output; backward: output gradient to input gradient) and backward pass.
-  const int virtual_total = l.pp * l.virtual_stages;
+  // Per micro-batch: each stage's passes.
   std::vector<double> stage_s(l.pp, 0.0);
-  std::vector<double> forward_latency_s(virtual_total, 0.0);
-  std::vector<double> backward_latency_s(virtual_total, 0.0);
-  std::vector<double> backward_s(virtual_total, 0.0);
-  for (int vs = 0; vs < virtual_total; ++vs) {
-    const VirtualStage& v = blocks[vs];
+  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
-      const BlockTimes& t = times[kind];
-      stage_s[vs % l.pp] += v.count[kind] * (t.forward_s + t.backward_s);
-      forward_latency_s[vs] += v.count[kind] * t.latency_s;
-      backward_latency_s[vs] += v.count[kind] * t.backward_latency_s;
-      backward_s[vs] += v.count[kind] * t.backward_s;
+      stage_s[vs % l.pp] += blocks[vs].count[kind] * (times[kind].forward_s + times[kind].backward_s);
     }
   }
   // Stage s runs its passes for all micro-batches, starting once micro-batch 0 crossed virtual
-  // stages 0 .. s−1. Its last pass (backward of the last micro-batch, chunk 0: virtual stage s)
-  // starts after all its other passes; the input gradient leaves it along a chain from the
-  // pass's first kernel (its last block's), then crosses virtual stages s−1 .. 0 — except under
+  // stages 0 .. s−1 (each block input to block output). Its last pass (backward of the last
+  // micro-batch, chunk 0: virtual stage s) starts after all its other passes; the input
+  // gradient leaves it along a chain from the pass's first kernel (its last block's), then
+  // crosses virtual stages s−1 .. 0 (each output gradient to input gradient) — except under
   // zero-bubble, which may run deferred weight gradients after it.
   const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
   double bound = 0.0;
-  double before_s = 0.0;       // micro-batch 0 forward through virtual stages 0 .. s−1
+  double before_s = 0.0;         // micro-batch 0 forward through virtual stages 0 .. s−1
   double gradient_back_s = 0.0;  // a gradient back through virtual stages s−1 .. 0
   for (int s = 0; s < l.pp; ++s) {
+    double forward_latency_s = 0.0;   // of virtual stage s
+    double backward_latency_s = 0.0;  // the same backward
+    double backward_s = 0.0;          // its backward pass
+    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+      const BlockTimes& t = times[kind];
+      forward_latency_s += blocks[s].count[kind] * t.latency_s;
+      backward_latency_s += blocks[s].count[kind] * t.backward_latency_s;
+      backward_s += blocks[s].count[kind] * t.backward_s;
+    }
     const double passes_s = microbatches * stage_s[s];
     bound = std::max(bound, before_s + passes_s);
     if (drains) {
       const BlockTimes& first = times[blocks[s].last];
-      const double chain = backward_latency_s[s] - first.backward_latency_s +
-                           first.backward_latency_from_kernel_s + gradient_back_s;
-      bound = std::max(bound, before_s + passes_s - backward_s[s] + chain);
+      const double chain = backward_latency_s - first.backward_latency_s + first.backward_latency_from_kernel_s +
+                           gradient_back_s;
+      bound = std::max(bound, before_s + passes_s - backward_s + chain);
     }
-    before_s += forward_latency_s[s];
-    gradient_back_s += backward_latency_s[s];
+    before_s += forward_latency_s;
+    gradient_back_s += backward_latency_s;
   }
   // FSDP: the data stream gathers and reduce-scatters every block for every micro-batch.
   if (per_microbatch_fsdp(l.zero, l.pp)) bound = std::max(bound, microbatches * fsdp_stream_s(l));
