@@ -220,7 +220,7 @@ class RunState {
   // `sm_holders` of them in sm_holder_tags.
   double rate(uint16_t sms, int sm_holders, const Task& t) const {
     const Interference& i = options_.interference;
-    const double slowdown = i.slowdown * std::min(1.0, static_cast<double>(sms) / i.full_slowdown_sms);
+    const double slowdown = i.slowdown_beside(sms);
     if (sm_holders > 0 && t.persistent_duration > SimTime::zero()) {
       const double persistent_share = static_cast<double>(t.persistent_duration.picoseconds()) /
                                       static_cast<double>(t.duration.picoseconds());

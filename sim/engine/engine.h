@@ -10,6 +10,7 @@
 #ifndef PACELINE_SIM_ENGINE_ENGINE_H_
 #define PACELINE_SIM_ENGINE_ENGINE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -47,6 +48,12 @@ struct Interference {
   uint16_t full_slowdown_sms = 1;
   uint64_t sm_holder_tags = 0;
   double persistent_slowdown = 0.0;
+
+  // The slowdown of a victim outside persistent kernels while aggressors holding at most `sms`
+  // SMs run beside it.
+  double slowdown_beside(uint16_t sms) const {
+    return slowdown * std::min(1.0, static_cast<double>(sms) / full_slowdown_sms);
+  }
 };
 
 // A task run by the ExternalModel, on one rank.

@@ -15,32 +15,6 @@ bool is_identity(const Op& op) {
   return op.kind == OpKind::kCommunication && op.comm.collective == Collective::kNone;
 }
 
-StreamKind stream_of(const Op& op) {
-  if (op.kind != OpKind::kCommunication) return StreamKind::kCompute;
-  switch (op.comm.group) {
-    case CommGroup::kTensor: return StreamKind::kTensor;
-    case CommGroup::kContext: return StreamKind::kContext;
-    case CommGroup::kExpert: return StreamKind::kExpert;
-    case CommGroup::kData:
-    case CommGroup::kPipeline: return StreamKind::kData;
-  }
-  return StreamKind::kCompute;
-}
-
-ActivityTag tag_of(const Op& op) {
-  if (op.kind != OpKind::kCommunication) {
-    return op.phase == Phase::kRecompute ? ActivityTag::kRecompute : ActivityTag::kCompute;
-  }
-  switch (op.comm.group) {
-    case CommGroup::kTensor: return ActivityTag::kTensorComm;
-    case CommGroup::kContext: return ActivityTag::kContextComm;
-    case CommGroup::kExpert: return ActivityTag::kExpertComm;
-    case CommGroup::kData: return ActivityTag::kDataComm;
-    case CommGroup::kPipeline: return ActivityTag::kPipelineComm;
-  }
-  return ActivityTag::kCompute;
-}
-
 // An op's dependencies with identity ops looked through; `boundary` is set when the chain
 // reaches the block's input (an op with no predecessor at all).
 void effective_predecessors(const LayerGraph& g, OpId id, std::vector<OpId>& out, bool& boundary) {
@@ -56,6 +30,32 @@ void effective_predecessors(const LayerGraph& g, OpId id, std::vector<OpId>& out
 }
 
 }  // namespace
+
+ActivityTag tag_of(const Op& op) {
+  if (op.kind != OpKind::kCommunication) {
+    return op.phase == Phase::kRecompute ? ActivityTag::kRecompute : ActivityTag::kCompute;
+  }
+  switch (op.comm.group) {
+    case CommGroup::kTensor: return ActivityTag::kTensorComm;
+    case CommGroup::kContext: return ActivityTag::kContextComm;
+    case CommGroup::kExpert: return ActivityTag::kExpertComm;
+    case CommGroup::kData: return ActivityTag::kDataComm;
+    case CommGroup::kPipeline: return ActivityTag::kPipelineComm;
+  }
+  return ActivityTag::kCompute;
+}
+
+StreamKind stream_of(const Op& op) {
+  if (op.kind != OpKind::kCommunication) return StreamKind::kCompute;
+  switch (op.comm.group) {
+    case CommGroup::kTensor: return StreamKind::kTensor;
+    case CommGroup::kContext: return StreamKind::kContext;
+    case CommGroup::kExpert: return StreamKind::kExpert;
+    case CommGroup::kData:
+    case CommGroup::kPipeline: return StreamKind::kData;
+  }
+  return StreamKind::kCompute;
+}
 
 bool in_pass(Phase phase, PassKind pass) {
   switch (pass) {

@@ -39,6 +39,8 @@ enum class StreamKind : uint32_t {
 };
 inline constexpr int kNumStreams = 10;
 std::string_view to_string(StreamKind stream);
+// The stream an op of a layer graph runs on.
+StreamKind stream_of(const Op& op);
 
 // What a task spends its time on, for the breakdown.
 enum class ActivityTag : uint8_t {
@@ -55,6 +57,8 @@ enum class ActivityTag : uint8_t {
 inline constexpr int kNumActivityTags = 9;
 std::string_view to_string(ActivityTag tag);
 bool is_communication(ActivityTag tag);
+// What an op of a layer graph spends its time on.
+ActivityTag tag_of(const Op& op);
 
 // Which phases of a LayerGraph a pass runs.
 enum class PassKind {

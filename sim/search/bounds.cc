@@ -8,6 +8,7 @@
 #include "sim/memory/static_memory.h"
 #include "sim/parallel/lowering.h"
 #include "sim/parallel/pipeline_schedule.h"
+#include "sim/simulator/simulator.h"
 #include "base/parallel_for.h"
 
 namespace paceline {
@@ -25,6 +26,7 @@ bool is_collective(const Op& op) { return op.kind == OpKind::kCommunication; }
 
 LayoutBounds::LayoutBounds(const Scenario& base)
     : base_(base),
+      interference_(interference_of(base)),
       timer_(base.cluster.gpu, base.cluster.profile, base.num_gpus()),
       topology_(base.cluster),
       collectives_(base_.cluster, topology_),
@@ -88,6 +90,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->collective.resize(n);
     facts->predecessor_begin.reserve(n + 1);
     facts->compute_s.assign(n, 0.0);
+    facts->persistent.assign(n, false);
     facts->forward_exit = g.forward_exit();
     facts->backward_exits = g.backward_exits();
     facts->parameters = g.parameters;
@@ -102,12 +105,17 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
       const bool collective = is_collective(op);
       facts->phase[id] = op.phase;
       facts->collective[id] = collective;
-      if (!collective) facts->compute_s[id] = kernel_pricer_.price(op).time / Seconds(1);
+      if (!collective) {
+        const KernelTime kernel = kernel_pricer_.price(op);
+        facts->compute_s[id] = kernel.time / Seconds(1);
+        facts->persistent[id] = kernel.persistent;
+      }
       if (collective && op.comm.collective != Collective::kNone) facts->priced_collectives.emplace_back(id, op);
       if (op.kind == OpKind::kGemm && op.gemm.layout == GemmLayout::kWeightGradient) {
         Op accumulating = op;
         accumulating.gemm.accumulates_into = buffer;
-        facts->buffered_wgrad_s.emplace_back(id, kernel_pricer_.price(accumulating).time / Seconds(1));
+        const KernelTime kernel = kernel_pricer_.price(accumulating);
+        facts->buffered_wgrads.push_back({id, kernel.time / Seconds(1), kernel.persistent});
       }
       // Kept for backward: saved by a forward kernel and not released within the forward pass.
       const bool released_in_forward =
@@ -175,6 +183,36 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
   return *(times_by_layout_[layout_key] = &times);
 }
 
+void LayoutBounds::StreamLoad::add(double seconds, uint16_t sms, ActivityTag tag, const Interference& interference) {
+  if (seconds <= 0.0) return;
+  busy_s += seconds;
+  // A kernel holding no SMs is no aggressor.
+  least_slowdown = std::min(least_slowdown, sms > 0 ? interference.slowdown_beside(sms) : 0.0);
+  all_hold_sms = all_hold_sms && sms > 0 && ((interference.sm_holder_tags >> static_cast<int>(tag)) & 1);
+}
+
+void LayoutBounds::StreamLoad::add(const StreamLoad& other, double times) {
+  if (other.busy_s <= 0.0) return;
+  busy_s += times * other.busy_s;
+  least_slowdown = std::min(least_slowdown, other.least_slowdown);
+  all_hold_sms = all_hold_sms && other.all_hold_sms;
+}
+
+double LayoutBounds::kernels_beside(const StreamLoad& load, double kernels_s, double persistent_s) const {
+  if (load.busy_s <= 0.0) return kernels_s;
+  // While the collectives run, a second of plain kernel work takes 1 + s, of persistent work
+  // more (1 + persistent_slowdown beside SM holders): the most work gets done beside them
+  // with the plain kernels first.
+  const double plain_cost = 1.0 + load.least_slowdown;
+  const double persistent_cost =
+      1.0 + (load.all_hold_sms ? std::max(load.least_slowdown, interference_.persistent_slowdown)
+                               : load.least_slowdown);
+  const double plain_beside = std::min(kernels_s - persistent_s, load.busy_s / plain_cost);
+  const double persistent_beside =
+      std::min(persistent_s, (load.busy_s - plain_beside * plain_cost) / persistent_cost);
+  return kernels_s - plain_beside - persistent_beside + load.busy_s;
+}
+
 std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds::compute_times(
     const ShardFacts& facts, const OpPricer* pricer, bool zero_bubble, bool buffered, bool paired) const {
   std::array<BlockTimes, kNumBlockKinds> times{};
@@ -183,11 +221,20 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     const BlockFacts& block = *facts[kind];
     // Op durations: kernels from the op timer, collectives over the group they run on.
     std::vector<double> duration = block.compute_s;
+    std::vector<bool> persistent = block.persistent;
     if (buffered) {
-      for (const auto& [id, seconds] : block.buffered_wgrad_s) duration[id] = seconds;
+      for (const BlockFacts::BufferedWgrad& w : block.buffered_wgrads) {
+        duration[w.id] = w.seconds;
+        persistent[w.id] = w.persistent;
+      }
     }
+    BlockTimes& t = times[kind];
     if (pricer) {
-      for (const auto& [id, op] : block.priced_collectives) duration[id] = pricer->price(op).time / Seconds(1);
+      for (const auto& [id, op] : block.priced_collectives) {
+        duration[id] = pricer->price(op).time / Seconds(1);
+        t.streams[static_cast<int>(stream_of(op))].add(duration[id], pricer->kernel_sms(op), tag_of(op),
+                                                        interference_);
+      }
     }
     // A pass alone, replayed op by op: its kernels in order on the one compute stream, each
     // collective as soon as its inputs are ready (no stream order assumed for collectives, and
@@ -221,7 +268,11 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
       }
       return first < 0.0 ? 0.0 : stream - first;
     };
-    BlockTimes& t = times[kind];
+    for (OpId id = 0; id < block.num_ops(); ++id) {
+      if (block.collective[id]) continue;
+      t.kernels_s += duration[id];
+      if (persistent[id]) t.persistent_kernels_s += duration[id];
+    }
     t.forward_s = pass_bound(PassKind::kForward);
     t.backward_s =
         zero_bubble ? pass_bound(PassKind::kBackwardInput) + pass_bound(PassKind::kBackwardWeight)
@@ -288,40 +339,50 @@ const std::vector<LayoutBounds::VirtualStage>& LayoutBounds::blocks_of(int virtu
   return blocks_.emplace(virtual_stages_total, std::move(blocks)).first->second;
 }
 
-double LayoutBounds::fsdp_stream_s(const Layout& l) {
+LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   const ShardFacts& facts = shard_facts(l);
   std::array<int64_t, kNumBlockKinds> parameters{};
   for (int kind = 0; kind < kNumBlockKinds; ++kind) {
     parameters[kind] = facts[kind] ? facts[kind]->parameters : 0;
   }
-  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, parameters);
-  if (auto it = fsdp_.find(key); it != fsdp_.end()) return it->second;
-  const RankLayout ranks(layout_parallelism(l, base_), base_.cluster.nvlink_domain);
+  const bool gathers = l.zero >= 3;
+  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers, parameters);
+  if (auto it = microbatch_streams_.find(key); it != microbatch_streams_.end()) return it->second;
+  const Parallelism parallelism = layout_parallelism(l, base_);
+  const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
   // As sim/parallel/lowering.cc sizes them: weights at the working precision, gradients at the
   // accumulation precision, over the ZeRO shard group (dp·cp ranks).
   const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
   // Experts' weights are gathered (where their states are sharded) and their gradients
-  // reduce-scattered over the ranks holding the same experts.
+  // reduce-scattered over the ranks holding the same experts. Gradients all-reduced in buckets
+  // instead (fsdp_gradient_reduce: all_reduce) count for nothing: buckets may join blocks.
   const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
-  const bool experts_gathered = layout_parallelism(l, base_).expert_zero_shard() > 1;
+  const bool experts_gathered = parallelism.expert_zero_shard() > 1;
+  const bool reduce_scattered = parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
-  double per_microbatch = 0.0;
+  StreamLoad per_microbatch;
+  auto run = [&](Collective collective, double size_bytes, const std::vector<int>& group, int times) {
+    StreamLoad one;
+    one.add(collectives_.time(collective, Bytes(size_bytes), group) / Seconds(1),
+            collectives_.kernel_sms(collective, group), ActivityTag::kDataComm, interference_);
+    per_microbatch.add(one, times);
+  };
   for (const VirtualStage& v : blocks_of(l.virtual_stages)) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
       if (v.count[kind] == 0) continue;
       const double held = static_cast<double>(parameters[kind]);
       const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
-      const Seconds gather =
-          collectives_.time(Collective::kAllGather, Bytes((held - experts) * bytes.weight), shard) +
-          (experts_gathered ? collectives_.time(Collective::kAllGather, Bytes(experts * bytes.weight), expert_data)
-                            : Seconds(0));
-      const Seconds reduce =
-          collectives_.time(Collective::kReduceScatter, Bytes((held - experts) * bytes.gradient), shard) +
-          collectives_.time(Collective::kReduceScatter, Bytes(experts * bytes.gradient), expert_data);
-      per_microbatch += v.count[kind] * (2.0 * (gather / Seconds(1)) + reduce / Seconds(1));
+      if (gathers) {
+        run(Collective::kAllGather, (held - experts) * bytes.weight, shard, 2 * v.count[kind]);
+        if (experts_gathered) run(Collective::kAllGather, experts * bytes.weight, expert_data, 2 * v.count[kind]);
+      }
+      if (reduce_scattered) {
+        run(Collective::kReduceScatter, (held - experts) * bytes.gradient, shard, v.count[kind]);
+        run(Collective::kReduceScatter, experts * bytes.gradient, expert_data, v.count[kind]);
+      }
     }
   }
-  return fsdp_[key] = per_microbatch;
+  return microbatch_streams_[key] = per_microbatch;
 }
 
 const std::vector<std::vector<int>>& LayoutBounds::in_flight(const Layout& l, int stage) {
@@ -405,11 +466,25 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   const std::vector<VirtualStage>& blocks = blocks_of(l.pp * l.virtual_stages);
   const double microbatches =
       static_cast<double>(base_.training.global_batch / (l.micro_batch * l.dp));
-  // Per micro-batch: each stage's passes.
-  std::vector<double> stage_s(l.pp, 0.0);
+  double bound = 0.0;
+  // Per micro-batch: each stage's blocks of each kind, their passes, kernels and collectives.
+  std::vector<std::array<int, kNumBlockKinds>> stage_blocks(l.pp);
   for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs) {
+    for (int kind = 0; kind < kNumBlockKinds; ++kind) stage_blocks[vs % l.pp][kind] += blocks[vs].count[kind];
+  }
+  std::vector<double> stage_s(l.pp, 0.0);
+  std::vector<double> kernels_s(l.pp, 0.0);
+  std::vector<double> persistent_s(l.pp, 0.0);
+  std::vector<std::array<StreamLoad, kNumStreams>> streams(l.pp);
+  for (int s = 0; s < l.pp; ++s) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
-      stage_s[vs % l.pp] += blocks[vs].count[kind] * (times[kind].forward_s + times[kind].backward_s);
+      const int count = stage_blocks[s][kind];
+      if (count == 0) continue;
+      const BlockTimes& t = times[kind];
+      stage_s[s] += count * (t.forward_s + t.backward_s);
+      kernels_s[s] += count * t.kernels_s;
+      persistent_s[s] += count * t.persistent_kernels_s;
+      for (int stream = 0; stream < kNumStreams; ++stream) streams[s][stream].add(t.streams[stream], count);
     }
   }
   // Stage s runs its passes for all micro-batches, starting once micro-batch 0 crossed virtual
@@ -419,7 +494,6 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   // crosses virtual stages s−1 .. 0 (each output gradient to input gradient) — except under
   // zero-bubble, which may run deferred weight gradients after it.
   const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
-  double bound = 0.0;
   double before_s = 0.0;         // micro-batch 0 forward through virtual stages 0 .. s−1
   double gradient_back_s = 0.0;  // a gradient back through virtual stages s−1 .. 0
   for (int s = 0; s < l.pp; ++s) {
@@ -443,8 +517,19 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
     before_s += forward_latency_s;
     gradient_back_s += backward_latency_s;
   }
-  // FSDP: the data stream gathers and reduce-scatters every block for every micro-batch.
-  if (per_microbatch_fsdp(l.zero, l.pp)) bound = std::max(bound, microbatches * fsdp_stream_s(l));
+  // ZeRO-2 and -3 without pipelining: the data stream reduces (and gathers) every block for
+  // every micro-batch.
+  if (reduces_gradients_per_microbatch(l.zero, l.pp)) {
+    streams[0][static_cast<int>(StreamKind::kData)].add(microbatch_data_stream(l), 1.0);
+  }
+  // Each stream's collectives, beside the stage's kernels.
+  for (int s = 0; s < l.pp; ++s) {
+    for (const StreamLoad& load : streams[s]) {
+      StreamLoad step;
+      step.add(load, microbatches);
+      bound = std::max(bound, kernels_beside(step, microbatches * kernels_s[s], microbatches * persistent_s[s]));
+    }
+  }
   return Seconds(bound * (1.0 - kRoundingMargin));
 }
 

@@ -21,9 +21,16 @@
 // output, on the critical path of each block's graph), and — except under zero-bubble, which
 // defers weight gradients — the gradient of its last pass, the backward of the last
 // micro-batch through its first model chunk, must then flow back through every earlier stage
-// (the inner stages carry the most layers when the layers split unevenly). With ZeRO-3 and no
-// pipelining, the data stream's gathers and reduce-scatters of every micro-batch run one after
-// another too.
+// (the inner stages carry the most layers when the layers split unevenly). With ZeRO-2 or -3
+// and no pipelining, the data stream's reduce-scatters (and ZeRO-3's gathers) of every
+// micro-batch run one after another too.
+//
+// Interference. A stream runs its collectives one after another, and every kernel runs slower
+// while one of them runs beside it (the engine's interference): a kernel slowed by s gets
+// through d / (1 + s) of its work in d, a persistent one half of it beside a collective holding
+// SMs. So while a stream's collectives run, kernels get through at most as much work as the
+// plain kernels fill first and the persistent ones after, and the step lasts at least the
+// kernels' time plus the collectives' less that work.
 //
 // An instance caches graphs, prices and schedule profiles and is not thread-safe; prepare()
 // builds graphs on threads, and fork() gives each thread its own instance over shared graphs.
@@ -34,6 +41,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -45,6 +53,7 @@
 #include "hardware/op_timer.h"
 #include "hardware/topology.h"
 #include "models/layer_graph.h"
+#include "sim/engine/engine.h"
 #include "sim/parallel/rank_layout.h"
 #include "sim/parallel/task_plan.h"
 #include "sim/scenario/scenario.h"
@@ -93,11 +102,17 @@ class LayoutBounds {
     std::vector<uint32_t> predecessor_begin;
     std::vector<OpId> predecessor_ids;
     std::vector<double> compute_s;
+    std::vector<bool> persistent;  // a persistent kernel (KernelTime::persistent)
     // Collectives that move data, priced for each layout's group placement.
     std::vector<std::pair<OpId, Op>> priced_collectives;
     // Weight-gradient GEMMs and their kernel time when they add into a gradient buffer (below
     // ZeRO-3); compute_s has them writing a fresh gradient.
-    std::vector<std::pair<OpId, double>> buffered_wgrad_s;
+    struct BufferedWgrad {
+      OpId id;
+      double seconds;
+      bool persistent;
+    };
+    std::vector<BufferedWgrad> buffered_wgrads;
     OpId forward_exit = 0;
     std::vector<OpId> backward_exits;
     int64_t parameters = 0;  // held by the rank
@@ -108,6 +123,17 @@ class LayoutBounds {
       return {predecessor_ids.data() + predecessor_begin[id], predecessor_ids.data() + predecessor_begin[id + 1]};
     }
   };
+  // Collectives that run one after another on one stream of a rank, as the engine's
+  // interference sees them: how long they run, the least they slow a kernel beside them (outside
+  // persistent kernels), and whether every one holds SMs a persistent kernel needs.
+  struct StreamLoad {
+    double busy_s = 0.0;
+    double least_slowdown = std::numeric_limits<double>::infinity();
+    bool all_hold_sms = true;
+    // A collective of `seconds` whose kernel holds `sms` (none: it slows nothing).
+    void add(double seconds, uint16_t sms, ActivityTag tag, const Interference& interference);
+    void add(const StreamLoad& other, double times);
+  };
   // The same with collectives priced for a layout's group placement.
   struct BlockTimes {
     double forward_s = 0.0;   // bound on the forward pass's span on the compute stream
@@ -117,6 +143,9 @@ class LayoutBounds {
     // kernel to its input gradient.
     double backward_latency_s = 0.0;
     double backward_latency_from_kernel_s = 0.0;
+    double kernels_s = 0.0;             // the kernels of both passes, back to back
+    double persistent_kernels_s = 0.0;  // the persistent ones among them
+    std::array<StreamLoad, kNumStreams> streams{};  // the collectives of both passes
   };
   // The blocks of one virtual stage: how many of each kind, and the kind of its last block.
   struct VirtualStage {
@@ -147,11 +176,16 @@ class LayoutBounds {
   const std::vector<std::vector<int>>& in_flight(const Layout& layout, int stage);
   // The blocks of each virtual stage under the default layer split.
   const std::vector<VirtualStage>& blocks_of(int virtual_stages_total);
-  // ZeRO-3 without pipelining: a lower bound on the data stream's busy time per micro-batch
-  // (each block's weights gathered for forward and backward, its gradients reduce-scattered).
-  double fsdp_stream_s(const Layout& layout);
+  // ZeRO-2 and -3 without pipelining, per micro-batch: the data stream's collectives (each
+  // block's gradients reduce-scattered; under ZeRO-3 its weights gathered for forward and
+  // backward too), each priced alone.
+  StreamLoad microbatch_data_stream(const Layout& layout);
+  // A lower bound on the time a rank takes for kernels of `kernels_s` (of which
+  // `persistent_s` persistent) and collectives `load` on another stream.
+  double kernels_beside(const StreamLoad& load, double kernels_s, double persistent_s) const;
 
   const Scenario& base_;
+  Interference interference_;
   OpTimer timer_;
   Topology topology_;
   CollectiveModel collectives_;
@@ -169,8 +203,8 @@ class LayoutBounds {
   std::map<std::tuple<ShardKey, int, int, int, int, int, bool, bool>,
            const std::array<BlockTimes, kNumBlockKinds>*>
       times_by_layout_;
-  // By (tp, cp, dp, ep) and the parameters of each block kind.
-  std::map<std::tuple<int, int, int, int, std::array<int64_t, kNumBlockKinds>>, double> fsdp_;
+  // By (tp, cp, dp, ep), whether weights are gathered, and the parameters of each block kind.
+  std::map<std::tuple<int, int, int, int, bool, std::array<int64_t, kNumBlockKinds>>, StreamLoad> microbatch_streams_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
   std::map<int, std::vector<VirtualStage>> blocks_;
   // The groups block collectives are priced over, by (tp, cp, dp, pp, ep).

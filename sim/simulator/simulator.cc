@@ -17,6 +17,31 @@
 
 namespace paceline {
 
+Interference interference_of(const Scenario& scenario) {
+  Interference interference;
+  // Communication kernels take SMs and memory bandwidth from compute they overlap: a kernel
+  // holding a collective's SMs slows it by the GPU catalog's communication_interference, one that
+  // holds fewer (a send/recv across the network) by as much less.
+  for (const ActivityTag tag : {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
+    interference.victim_tags |= uint64_t{1} << static_cast<int>(tag);
+  }
+  const KernelEfficiency& kernels = scenario.cluster.gpu.kernels;
+  interference.slowdown = kernels.communication_interference;
+  interference.full_slowdown_sms = static_cast<uint16_t>(std::max<int64_t>(1, kernels.communication_sms));
+  // NCCL kernels hold their SMs for the whole collective; a persistent GEMM beside one runs in
+  // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
+  // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies
+  // with the copy engines.
+  for (int tag = 0; tag < kNumActivityTags; ++tag) {
+    if (is_communication(static_cast<ActivityTag>(tag))) interference.sm_holder_tags |= uint64_t{1} << tag;
+  }
+  if (scenario.parallelism.tp_comm_overlap) {
+    interference.sm_holder_tags &= ~(uint64_t{1} << static_cast<int>(ActivityTag::kTensorComm));
+  }
+  interference.persistent_slowdown = 1.0;
+  return interference;
+}
+
 void check_limits(const CostEstimate& cost, const SimulateOptions& options) {
   if (options.max_memory > Bytes(0) && cost.memory > options.max_memory) {
     throw SimulationLimitError(fmt::format(
@@ -122,26 +147,7 @@ Prediction run_simulation(std::shared_ptr<const Scenario> scenario, const Simula
   }
   if (engine_options.deadline && std::chrono::steady_clock::now() > *engine_options.deadline) throw overrun(0);
   stop_if_asked(options.stop, "the simulation");
-  // Communication kernels take SMs and memory bandwidth from compute they overlap: a kernel
-  // holding a collective's SMs slows it by the GPU catalog's communication_interference, one that
-  // holds fewer (a send/recv across the network) by as much less.
-  for (const ActivityTag tag : {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
-    engine_options.interference.victim_tags |= uint64_t{1} << static_cast<int>(tag);
-  }
-  const KernelEfficiency& kernels = scenario->cluster.gpu.kernels;
-  engine_options.interference.slowdown = kernels.communication_interference;
-  engine_options.interference.full_slowdown_sms = static_cast<uint16_t>(std::max<int64_t>(1, kernels.communication_sms));
-  // NCCL kernels hold their SMs for the whole collective; a persistent GEMM beside one runs in
-  // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
-  // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies
-  // with the copy engines.
-  for (int tag = 0; tag < kNumActivityTags; ++tag) {
-    if (is_communication(static_cast<ActivityTag>(tag))) engine_options.interference.sm_holder_tags |= uint64_t{1} << tag;
-  }
-  if (scenario->parallelism.tp_comm_overlap) {
-    engine_options.interference.sm_holder_tags &= ~(uint64_t{1} << static_cast<int>(ActivityTag::kTensorComm));
-  }
-  engine_options.interference.persistent_slowdown = 1.0;
+  engine_options.interference = interference_of(*scenario);
   const Engine engine(lowering->ranks, engine_options);
   std::optional<NetworkModel> network;
   if (full) network.emplace(*lowering, layout, collectives, symmetry);

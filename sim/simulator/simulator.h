@@ -38,6 +38,10 @@ struct Prediction {
   RunResult run;
 };
 
+// How communication running beside compute slows it on the scenario's GPUs (the engine's
+// interference model, set from the GPU catalog).
+Interference interference_of(const Scenario& scenario);
+
 // Throws SimulationLimitError when a limit of `options` stops the run (before lowering when the
 // estimate already exceeds it).
 Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options = {});
