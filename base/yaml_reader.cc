@@ -1,6 +1,7 @@
 #include "base/yaml_reader.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 
 #include <algorithm>
 #include <array>
@@ -135,6 +136,11 @@ YamlDocument parse(const std::string& text, const std::string& name) {
   YamlDocument document{name, {}};
   try {
     document.root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
+                     fmt::format("YAML syntax error: lists and mappings nest deeper than the {} levels the "
+                                 "parser reads; a scenario nests a few",
+                                 e.depth()));
   } catch (const YAML::ParserException& e) {
     throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
                      fmt::format("YAML syntax error: {}", e.msg));
