@@ -137,10 +137,11 @@ YamlDocument parse(const std::string& text, const std::string& name) {
   try {
     document.root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
-    throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
-                     fmt::format("YAML syntax error: lists and mappings nest deeper than the {} levels the "
-                                 "parser reads; a scenario nests a few",
-                                 e.depth()));
+    throw InputError(
+        SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
+        fmt::format("YAML syntax error: lists and mappings nest deeper than the {} levels the "
+                    "parser reads; a scenario nests a few",
+                    e.depth()));
   } catch (const YAML::ParserException& e) {
     throw InputError(SourceLocation{name, e.mark.line + 1, e.mark.column + 1},
                      fmt::format("YAML syntax error: {}", e.msg));

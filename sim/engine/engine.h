@@ -15,8 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>

@@ -5,11 +5,11 @@
 #include <set>
 
 #include "base/check.h"
+#include "base/parallel_for.h"
 #include "sim/memory/static_memory.h"
 #include "sim/parallel/lowering.h"
 #include "sim/parallel/pipeline_schedule.h"
 #include "sim/simulator/simulator.h"
-#include "base/parallel_for.h"
 
 namespace paceline {
 namespace {
@@ -183,12 +183,14 @@ const std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds>& Layout
   return *(times_by_layout_[layout_key] = &times);
 }
 
-void LayoutBounds::StreamLoad::add(double seconds, uint16_t sms, ActivityTag tag, const Interference& interference) {
+void LayoutBounds::StreamLoad::add(double seconds, uint16_t sms, ActivityTag tag,
+                                   const Interference& interference) {
   if (seconds <= 0.0) return;
   busy_s += seconds;
   // A kernel holding no SMs is no aggressor.
   least_slowdown = std::min(least_slowdown, sms > 0 ? interference.slowdown_beside(sms) : 0.0);
-  all_hold_sms = all_hold_sms && sms > 0 && ((interference.sm_holder_tags >> static_cast<int>(tag)) & 1);
+  all_hold_sms =
+      all_hold_sms && sms > 0 && ((interference.sm_holder_tags >> static_cast<int>(tag)) & 1);
 }
 
 void LayoutBounds::StreamLoad::add(const StreamLoad& other, double times) {
@@ -198,7 +200,8 @@ void LayoutBounds::StreamLoad::add(const StreamLoad& other, double times) {
   all_hold_sms = all_hold_sms && other.all_hold_sms;
 }
 
-double LayoutBounds::kernels_beside(const StreamLoad& load, double kernels_s, double persistent_s) const {
+double LayoutBounds::kernels_beside(const StreamLoad& load, double kernels_s,
+                                    double persistent_s) const {
   if (load.busy_s <= 0.0) return kernels_s;
   // While the collectives run, a second of plain kernel work takes 1 + s, of persistent work
   // more (1 + persistent_slowdown beside SM holders): the most work gets done beside them
@@ -232,8 +235,8 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     if (pricer) {
       for (const auto& [id, op] : block.priced_collectives) {
         duration[id] = pricer->price(op).time / Seconds(1);
-        t.streams[static_cast<int>(stream_of(op))].add(duration[id], pricer->kernel_sms(op), tag_of(op),
-                                                        interference_);
+        t.streams[static_cast<int>(stream_of(op))].add(duration[id], pricer->kernel_sms(op),
+                                                       tag_of(op), interference_);
       }
     }
     // A pass alone, replayed op by op: its kernels in order on the one compute stream, each
@@ -358,10 +361,12 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   // instead (fsdp_gradient_reduce: all_reduce) count for nothing: buckets may join blocks.
   const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
   const bool experts_gathered = parallelism.expert_zero_shard() > 1;
-  const bool reduce_scattered = parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
+  const bool reduce_scattered =
+      parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
   StreamLoad per_microbatch;
-  auto run = [&](Collective collective, double size_bytes, const std::vector<int>& group, int times) {
+  auto run = [&](Collective collective, double size_bytes, const std::vector<int>& group,
+                 int times) {
     StreamLoad one;
     one.add(collectives_.time(collective, Bytes(size_bytes), group) / Seconds(1),
             collectives_.kernel_sms(collective, group), ActivityTag::kDataComm, interference_);
@@ -374,7 +379,9 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
       const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
       if (gathers) {
         run(Collective::kAllGather, (held - experts) * bytes.weight, shard, 2 * v.count[kind]);
-        if (experts_gathered) run(Collective::kAllGather, experts * bytes.weight, expert_data, 2 * v.count[kind]);
+        if (experts_gathered) {
+          run(Collective::kAllGather, experts * bytes.weight, expert_data, 2 * v.count[kind]);
+        }
       }
       if (reduce_scattered) {
         run(Collective::kReduceScatter, (held - experts) * bytes.gradient, shard, v.count[kind]);
@@ -470,7 +477,9 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   // Per micro-batch: each stage's blocks of each kind, their passes, kernels and collectives.
   std::vector<std::array<int, kNumBlockKinds>> stage_blocks(l.pp);
   for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs) {
-    for (int kind = 0; kind < kNumBlockKinds; ++kind) stage_blocks[vs % l.pp][kind] += blocks[vs].count[kind];
+    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+      stage_blocks[vs % l.pp][kind] += blocks[vs].count[kind];
+    }
   }
   std::vector<double> stage_s(l.pp, 0.0);
   std::vector<double> kernels_s(l.pp, 0.0);
@@ -484,7 +493,9 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
       stage_s[s] += count * (t.forward_s + t.backward_s);
       kernels_s[s] += count * t.kernels_s;
       persistent_s[s] += count * t.persistent_kernels_s;
-      for (int stream = 0; stream < kNumStreams; ++stream) streams[s][stream].add(t.streams[stream], count);
+      for (int stream = 0; stream < kNumStreams; ++stream) {
+        streams[s][stream].add(t.streams[stream], count);
+      }
     }
   }
   // Stage s runs its passes for all micro-batches, starting once micro-batch 0 crossed virtual
@@ -527,7 +538,8 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
     for (const StreamLoad& load : streams[s]) {
       StreamLoad step;
       step.add(load, microbatches);
-      bound = std::max(bound, kernels_beside(step, microbatches * kernels_s[s], microbatches * persistent_s[s]));
+      bound = std::max(
+          bound, kernels_beside(step, microbatches * kernels_s[s], microbatches * persistent_s[s]));
     }
   }
   return Seconds(bound * (1.0 - kRoundingMargin));

@@ -143,8 +143,8 @@ class LayoutBounds {
     // kernel to its input gradient.
     double backward_latency_s = 0.0;
     double backward_latency_from_kernel_s = 0.0;
-    double kernels_s = 0.0;             // the kernels of both passes, back to back
-    double persistent_kernels_s = 0.0;  // the persistent ones among them
+    double kernels_s = 0.0;                         // the kernels of both passes, back to back
+    double persistent_kernels_s = 0.0;              // the persistent ones among them
     std::array<StreamLoad, kNumStreams> streams{};  // the collectives of both passes
   };
   // The blocks of one virtual stage: how many of each kind, and the kind of its last block.
@@ -204,7 +204,8 @@ class LayoutBounds {
            const std::array<BlockTimes, kNumBlockKinds>*>
       times_by_layout_;
   // By (tp, cp, dp, ep), whether weights are gathered, and the parameters of each block kind.
-  std::map<std::tuple<int, int, int, int, bool, std::array<int64_t, kNumBlockKinds>>, StreamLoad> microbatch_streams_;
+  std::map<std::tuple<int, int, int, int, bool, std::array<int64_t, kNumBlockKinds>>, StreamLoad>
+      microbatch_streams_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
   std::map<int, std::vector<VirtualStage>> blocks_;
   // The groups block collectives are priced over, by (tp, cp, dp, pp, ep).

@@ -22,18 +22,22 @@ Interference interference_of(const Scenario& scenario) {
   // Communication kernels take SMs and memory bandwidth from compute they overlap: a kernel
   // holding a collective's SMs slows it by the GPU catalog's communication_interference, one that
   // holds fewer (a send/recv across the network) by as much less.
-  for (const ActivityTag tag : {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
+  for (const ActivityTag tag :
+       {ActivityTag::kCompute, ActivityTag::kRecompute, ActivityTag::kOptimizer}) {
     interference.victim_tags |= uint64_t{1} << static_cast<int>(tag);
   }
   const KernelEfficiency& kernels = scenario.cluster.gpu.kernels;
   interference.slowdown = kernels.communication_interference;
-  interference.full_slowdown_sms = static_cast<uint16_t>(std::max<int64_t>(1, kernels.communication_sms));
+  interference.full_slowdown_sms =
+      static_cast<uint16_t>(std::max<int64_t>(1, kernels.communication_sms));
   // NCCL kernels hold their SMs for the whole collective; a persistent GEMM beside one runs in
   // two waves, twice its time. Overlapped tensor-parallel chunks are not NCCL kernels: Transformer
   // Engine's userbuffers leave the GEMM the SMs they do not use, and torchtitan's async TP copies
   // with the copy engines.
   for (int tag = 0; tag < kNumActivityTags; ++tag) {
-    if (is_communication(static_cast<ActivityTag>(tag))) interference.sm_holder_tags |= uint64_t{1} << tag;
+    if (is_communication(static_cast<ActivityTag>(tag))) {
+      interference.sm_holder_tags |= uint64_t{1} << tag;
+    }
   }
   if (scenario.parallelism.tp_comm_overlap) {
     interference.sm_holder_tags &= ~(uint64_t{1} << static_cast<int>(ActivityTag::kTensorComm));

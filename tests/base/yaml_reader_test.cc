@@ -127,8 +127,8 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
   // Lists nested past the parser's depth guard say so (the parser's own message is "bad file").
   const std::string deep = "a: " + std::string(600, '[') + std::string(600, ']') + "\n";
   EXPECT_EQ(error_of([&] { load_yaml_text(deep, "deep.yaml"); }),
-            "deep.yaml:1:1204: YAML syntax error: lists and mappings nest deeper than the 500 levels the parser "
-            "reads; a scenario nests a few");
+            "deep.yaml:1:1204: YAML syntax error: lists and mappings nest deeper than the 500 "
+            "levels the parser reads; a scenario nests a few");
   EXPECT_EQ(error_of([] { load_yaml_file("/nonexistent/x.yaml"); }),
             "/nonexistent/x.yaml: cannot open the file (missing or unreadable)");
   EXPECT_EQ(error_of([] { load_yaml_file("/"); }), "/: is a directory; expected a YAML file");
