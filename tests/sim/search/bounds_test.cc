@@ -22,6 +22,10 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
+Result simulated(const Scenario& base, const Layout& layout) {
+  return simulate(std::make_shared<const Scenario>(with_layout(base, layout))).result;
+}
+
 // A dense model big enough for memory to matter on 80 GB GPUs (8 layers of hidden 8192: 6.4 B
 // parameters, 103 GB of weights, gradients and Adam states unsharded), with dropout so
 // selective recomputation does something; a dense model on H100s, whose GEMMs are persistent
@@ -75,8 +79,7 @@ TEST_P(BoundsTest, NeverExceedTheSimulation) {
   }
   std::vector<Result> results(picked.size());
   parallel_for(picked.size(), resolve_threads(0), [&](size_t k) {
-    Scenario s = with_layout(base, layouts[picked[k]]);
-    results[k] = simulate(std::make_shared<const Scenario>(std::move(s))).result;
+    results[k] = simulated(base, layouts[picked[k]]);
   });
   size_t tight_memory = 0;
   for (size_t k = 0; k < picked.size(); ++k) {
@@ -123,12 +126,9 @@ parallelism: {ep: 16, ep_comm_overlap: true, zero: 1}
 training: {global_batch: 128, micro_batch: 1, seq_len: 4096, precision: fp8}
 )",
                                                      "paired.yaml"});
-  Layout l;
-  l.dp = 16;
-  l.ep = 16;
-  l.zero = 1;
+  const Layout l{.dp = 16, .ep = 16, .zero = 1};
   LayoutBounds bounds(base);
-  const Result r = simulate(std::make_shared<const Scenario>(with_layout(base, l))).result;
+  const Result r = simulated(base, l);
   EXPECT_TRUE(r.scenario->parallelism.ep_comm_overlap);
   EXPECT_LE(bounds.iteration_time_lower_bound(l), r.iteration_time);
   EXPECT_GT(bounds.iteration_time_lower_bound(l), 0.5 * r.iteration_time);
@@ -144,14 +144,8 @@ cluster: {system: dgx-h100, nodes: 8}
 training: {global_batch: 256, seq_len: 4096}
 )",
                                                      "mixtral.yaml"});
-  Layout l;
-  l.tp = 2;
-  l.dp = 32;
-  l.ep = 8;
-  l.zero = 3;
-  l.micro_batch = 4;
-  l.sequence_parallel = true;
-  const Result r = simulate(std::make_shared<const Scenario>(with_layout(base, l))).result;
+  const Layout l{.tp = 2, .dp = 32, .ep = 8, .micro_batch = 4, .zero = 3, .sequence_parallel = true};
+  const Result r = simulated(base, l);
   const Seconds bound = LayoutBounds(base).iteration_time_lower_bound(l);
   EXPECT_GT(r.breakdown.overlap_slowdown, 0.2 * r.iteration_time);
   EXPECT_LE(bound, r.iteration_time);
@@ -177,7 +171,7 @@ training: {global_batch: 48}
   EXPECT_GT(picked.size(), 400u);  // of 3684 layouts
   std::vector<Result> results(picked.size());
   parallel_for(picked.size(), resolve_threads(0), [&](size_t k) {
-    results[k] = simulate(std::make_shared<const Scenario>(with_layout(base, layouts[picked[k]]))).result;
+    results[k] = simulated(base, layouts[picked[k]]);
   });
   for (size_t k = 0; k < picked.size(); ++k) {
     EXPECT_LE(time[picked[k]], results[k].iteration_time / Seconds(1)) << to_string(layouts[picked[k]]);
@@ -204,7 +198,7 @@ training: {global_batch: 16}
     EXPECT_GT(pipelined.size(), 150u);
     std::vector<Result> results(pipelined.size());
     parallel_for(pipelined.size(), resolve_threads(0), [&](size_t k) {
-      results[k] = simulate(std::make_shared<const Scenario>(with_layout(base, pipelined[k]))).result;
+      results[k] = simulated(base, pipelined[k]);
     });
     for (size_t k = 0; k < pipelined.size(); ++k) {
       EXPECT_LE(bounds.iteration_time_lower_bound(pipelined[k]), results[k].iteration_time)
@@ -214,10 +208,8 @@ training: {global_batch: 16}
   // 1F1B over 4 stages and 8 micro-batches: an inner stage's passes alone are about 70% of the
   // step; its warm-up and drain bring the bound to three quarters of it.
   const Scenario base = load_scenario(source);
-  Layout l;
-  l.pp = 4;
-  l.dp = 2;
-  const Result r = simulate(std::make_shared<const Scenario>(with_layout(base, l))).result;
+  const Layout l{.pp = 4, .dp = 2};
+  const Result r = simulated(base, l);
   EXPECT_GT(LayoutBounds(base).iteration_time_lower_bound(l) / r.iteration_time, 0.75);
 }
 
