@@ -75,14 +75,14 @@ std::unique_ptr<LayoutBounds> LayoutBounds::fork() const {
 }
 
 LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
-  // One graph serves layouts with and without a gradient buffer: its weight gradients write
-  // fresh tensors, and are priced a second time adding into the buffer (as without ZeRO).
-  LayerShard shard = layer_shard(with_layout(base_, layout));
-  shard.gradient_buffer.reset();
+  // One graph serves layouts with and without a gradient buffer: the weight gradients that add
+  // into the buffer (as without ZeRO) are priced both so and writing fresh tensors.
+  const Scenario scenario = with_layout(base_, layout);
+  LayerShard shard = layer_shard(scenario);
+  shard.gradient_buffer = gradient_buffer(base_.training, /*zero=*/0, /*pp=*/1);
   // Shared by layouts with and without pipelining: without the head's copy of a tied embedding,
   // which only adds.
   shard.head_apart_from_embedding = false;
-  const std::optional<DType> buffer = gradient_buffer(base_.training, /*zero=*/0, /*pp=*/1);
   auto facts_of = [&](const LayerGraph& g) {
     auto facts = std::make_shared<BlockFacts>();
     const size_t n = g.num_ops();
@@ -94,6 +94,8 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->forward_exit = g.forward_exit();
     facts->backward_exits = g.backward_exits();
     facts->parameters = g.parameters;
+    // Tensor by tensor, experts' too, whatever experts a block holds.
+    if (scenario.parallelism.fsdp_gather == FsdpGather::kTensor) facts->tensor_gathers = fsdp_gathers(scenario, g, 0);
     for (OpId id = 0; id < n; ++id) {
       // A layer graph only adds edges forward in insertion order: ids are a topological order.
       facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
@@ -106,15 +108,15 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
       facts->phase[id] = op.phase;
       facts->collective[id] = collective;
       if (!collective) {
-        const KernelTime kernel = kernel_pricer_.price(op);
+        Op fresh = op;
+        fresh.gemm.accumulates_into.reset();
+        const KernelTime kernel = kernel_pricer_.price(fresh);
         facts->compute_s[id] = kernel.time / Seconds(1);
         facts->persistent[id] = kernel.persistent;
       }
       if (collective && op.comm.collective != Collective::kNone) facts->priced_collectives.emplace_back(id, op);
-      if (op.kind == OpKind::kGemm && op.gemm.layout == GemmLayout::kWeightGradient) {
-        Op accumulating = op;
-        accumulating.gemm.accumulates_into = buffer;
-        const KernelTime kernel = kernel_pricer_.price(accumulating);
+      if (op.kind == OpKind::kGemm && op.gemm.accumulates_into) {
+        const KernelTime kernel = kernel_pricer_.price(op);
         facts->buffered_wgrads.push_back({id, kernel.time / Seconds(1), kernel.persistent});
       }
       // Kept for backward: saved by a forward kernel and not released within the forward pass.
@@ -204,16 +206,23 @@ double LayoutBounds::kernels_beside(const StreamLoad& load, double kernels_s,
                                     double persistent_s) const {
   if (load.busy_s <= 0.0) return kernels_s;
   // While the collectives run, a second of plain kernel work takes 1 + s, of persistent work
-  // more (1 + persistent_slowdown beside SM holders): the most work gets done beside them
-  // with the plain kernels first.
-  const double plain_cost = 1.0 + load.least_slowdown;
-  const double persistent_cost =
-      1.0 + (load.all_hold_sms ? std::max(load.least_slowdown, interference_.persistent_slowdown)
-                               : load.least_slowdown);
-  const double plain_beside = std::min(kernels_s - persistent_s, load.busy_s / plain_cost);
-  const double persistent_beside =
-      std::min(persistent_s, (load.busy_s - plain_beside * plain_cost) / persistent_cost);
-  return kernels_s - plain_beside - persistent_beside + load.busy_s;
+  // 1 + persistent_slowdown beside SM holders (else at least the least of the two): the most
+  // work gets done beside them with the cheaper kernels first.
+  std::array<std::pair<double, double>, 2> work = {{
+      {1.0 + load.least_slowdown, kernels_s - persistent_s},
+      {1.0 + (load.all_hold_sms ? interference_.persistent_slowdown
+                                : std::min(load.least_slowdown, interference_.persistent_slowdown)),
+       persistent_s},
+  }};
+  std::sort(work.begin(), work.end());
+  double time_left_s = load.busy_s;
+  double beside_s = 0.0;
+  for (const auto& [cost, available_s] : work) {
+    const double done_s = std::clamp(time_left_s / cost, 0.0, available_s);
+    beside_s += done_s;
+    time_left_s -= done_s * cost;
+  }
+  return kernels_s - beside_s + load.busy_s;
 }
 
 std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds::compute_times(
@@ -233,8 +242,14 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     }
     BlockTimes& t = times[kind];
     if (pricer) {
+      // Under full fidelity the network times a collective beside only the transfers that run
+      // with it: priced over its own group alone, not over every group sharing its NICs.
+      const bool alone = base_.simulation.fidelity == Fidelity::kFull;
       for (const auto& [id, op] : block.priced_collectives) {
-        duration[id] = pricer->price(op).time / Seconds(1);
+        const Seconds time =
+            alone ? collectives_.time(op.comm.collective, op.comm.size, pricer->placement(group_of(op.comm.group)))
+                  : pricer->price(op).time;
+        duration[id] = time / Seconds(1);
         t.streams[static_cast<int>(stream_of(op))].add(duration[id], pricer->kernel_sms(op),
                                                        tag_of(op), interference_);
       }
@@ -349,7 +364,8 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
     parameters[kind] = facts[kind] ? facts[kind]->parameters : 0;
   }
   const bool gathers = l.zero >= 3;
-  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers, parameters);
+  // Recomputation decides which tensors are gathered again (fsdp_gather: tensor).
+  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers, static_cast<int>(l.recompute), parameters);
   if (auto it = microbatch_streams_.find(key); it != microbatch_streams_.end()) return it->second;
   const Parallelism parallelism = layout_parallelism(l, base_);
   const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
@@ -377,7 +393,13 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
       if (v.count[kind] == 0) continue;
       const double held = static_cast<double>(parameters[kind]);
       const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
-      if (gathers) {
+      if (gathers && parallelism.fsdp_gather == FsdpGather::kTensor) {
+        const FsdpGathers& tensors = facts[kind]->tensor_gathers;
+        for (const Bytes size : tensors.sizes) run(Collective::kAllGather, size / Bytes(1), shard, 2 * v.count[kind]);
+        for (const Bytes size : tensors.regather_sizes) {
+          run(Collective::kAllGather, size / Bytes(1), shard, v.count[kind]);
+        }
+      } else if (gathers) {
         run(Collective::kAllGather, (held - experts) * bytes.weight, shard, 2 * v.count[kind]);
         if (experts_gathered) {
           run(Collective::kAllGather, experts * bytes.weight, expert_data, 2 * v.count[kind]);

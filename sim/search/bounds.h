@@ -54,6 +54,7 @@
 #include "hardware/topology.h"
 #include "models/layer_graph.h"
 #include "sim/engine/engine.h"
+#include "sim/parallel/lowering.h"
 #include "sim/parallel/rank_layout.h"
 #include "sim/parallel/task_plan.h"
 #include "sim/scenario/scenario.h"
@@ -117,6 +118,7 @@ class LayoutBounds {
     std::vector<OpId> backward_exits;
     int64_t parameters = 0;  // held by the rank
     int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
+    FsdpGathers tensor_gathers;  // ZeRO-3's gathers with fsdp_gather: tensor
 
     size_t num_ops() const { return phase.size(); }
     std::span<const OpId> predecessors(OpId id) const {
@@ -203,8 +205,9 @@ class LayoutBounds {
   std::map<std::tuple<ShardKey, int, int, int, int, int, bool, bool>,
            const std::array<BlockTimes, kNumBlockKinds>*>
       times_by_layout_;
-  // By (tp, cp, dp, ep), whether weights are gathered, and the parameters of each block kind.
-  std::map<std::tuple<int, int, int, int, bool, std::array<int64_t, kNumBlockKinds>>, StreamLoad>
+  // By (tp, cp, dp, ep), whether weights are gathered, recompute and the parameters of each
+  // block kind.
+  std::map<std::tuple<int, int, int, int, bool, int, std::array<int64_t, kNumBlockKinds>>, StreamLoad>
       microbatch_streams_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
   std::map<int, std::vector<VirtualStage>> blocks_;

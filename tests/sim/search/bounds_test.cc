@@ -26,6 +26,25 @@ Result simulated(const Scenario& base, const Layout& layout) {
   return simulate(std::make_shared<const Scenario>(with_layout(base, layout))).result;
 }
 
+// Bounds every layout of `base` in order, as the search does (earlier layouts fill the
+// caches), simulates every `stride`-th, at least `at_least` of them, and expects none of those
+// bounds above its simulated step.
+void expect_bounds_hold(const Scenario& base, size_t stride, size_t at_least) {
+  const std::vector<Layout> layouts = enumerate_layouts(base);
+  LayoutBounds bounds(base);
+  std::vector<double> time(layouts.size());
+  for (size_t i = 0; i < layouts.size(); ++i) time[i] = bounds.iteration_time_lower_bound(layouts[i]) / Seconds(1);
+  std::vector<size_t> picked;
+  for (size_t i = 0; i < layouts.size(); i += stride) picked.push_back(i);
+  EXPECT_GE(picked.size(), at_least) << base.name;
+  std::vector<Result> results(picked.size());
+  parallel_for(picked.size(), resolve_threads(0), [&](size_t k) { results[k] = simulated(base, layouts[picked[k]]); });
+  for (size_t k = 0; k < picked.size(); ++k) {
+    EXPECT_LE(time[picked[k]], results[k].iteration_time / Seconds(1))
+        << base.name << ": " << to_string(layouts[picked[k]]);
+  }
+}
+
 // A dense model big enough for memory to matter on 80 GB GPUs (8 layers of hidden 8192: 6.4 B
 // parameters, 103 GB of weights, gradients and Adam states unsharded), with dropout so
 // selective recomputation does something; a dense model on H100s, whose GEMMs are persistent
@@ -161,21 +180,36 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 3, gpus_per_node: 4, inter_node: {nics_per
 training: {global_batch: 48}
 )",
                                                      "shared.yaml"});
-  const std::vector<Layout> layouts = enumerate_layouts(base);
-  LayoutBounds bounds(base);
-  // Bounded in order, as the search does, so earlier layouts fill the caches; every 8th simulated.
-  std::vector<double> time(layouts.size());
-  for (size_t i = 0; i < layouts.size(); ++i) time[i] = bounds.iteration_time_lower_bound(layouts[i]) / Seconds(1);
-  std::vector<size_t> picked;
-  for (size_t i = 0; i < layouts.size(); i += 8) picked.push_back(i);
-  EXPECT_GT(picked.size(), 400u);  // of 3684 layouts
-  std::vector<Result> results(picked.size());
-  parallel_for(picked.size(), resolve_threads(0), [&](size_t k) {
-    results[k] = simulated(base, layouts[picked[k]]);
-  });
-  for (size_t k = 0; k < picked.size(); ++k) {
-    EXPECT_LE(time[picked[k]], results[k].iteration_time / Seconds(1)) << to_string(layouts[picked[k]]);
-  }
+  expect_bounds_hold(base, 8, 400);  // of 3684 layouts
+}
+
+TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
+  const char* cluster =
+      "cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 1, nic_bandwidth: 200 "
+      "Gb/s}}\n";
+  const char* model =
+      "model: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000, seq_len: 2048}\n";
+  // ZeRO-3 gathering tensor by tensor, none of them past the persistence threshold: nothing is
+  // gathered, however slow the network.
+  expect_bounds_hold(load_scenario({fmt::format("name: tensor\n{}{}training: {{global_batch: 16}}\n"
+                                                "parallelism: {{zero: 3, fsdp_gather: tensor, "
+                                                "fsdp_persistence_threshold: 1000000000000}}\n",
+                                                model, cluster),
+                                    "tensor.yaml"}),
+                     3, 300);
+  // Collectives timed by the shared network, beside only the transfers running with them.
+  expect_bounds_hold(load_scenario({fmt::format("name: full\n{}{}training: {{global_batch: 16}}\n"
+                                                "simulation: {{fidelity: full}}\n",
+                                                model, cluster),
+                                    "full.yaml"}),
+                     8, 100);
+  // Unfused attention on one GPU, whose step is its kernels: its GEMMs of two activations have
+  // weight-gradient layout but never add into a gradient buffer.
+  expect_bounds_hold(load_scenario({fmt::format("name: unfused\n{}cluster: {{gpu: h100-sxm5-80gb}}\n"
+                                                "training: {{global_batch: 64, attention: unfused}}\n",
+                                                model),
+                                    "unfused.yaml"}),
+                     1, 20);
 }
 
 TEST(Bounds, CountEveryStagesWarmUpAndDrainWhereLayersSplitUnevenly) {
