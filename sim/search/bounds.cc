@@ -95,7 +95,9 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->backward_exits = g.backward_exits();
     facts->parameters = g.parameters;
     // Tensor by tensor, experts' too, whatever experts a block holds.
-    if (scenario.parallelism.fsdp_gather == FsdpGather::kTensor) facts->tensor_gathers = fsdp_gathers(scenario, g, 0);
+    if (scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
+      facts->tensor_gathers = fsdp_gathers(scenario, g, 0);
+    }
     for (OpId id = 0; id < n; ++id) {
       // A layer graph only adds edges forward in insertion order: ids are a topological order.
       facts->predecessor_begin.push_back(static_cast<uint32_t>(facts->predecessor_ids.size()));
@@ -246,9 +248,9 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
       // with it: priced over its own group alone, not over every group sharing its NICs.
       const bool alone = base_.simulation.fidelity == Fidelity::kFull;
       for (const auto& [id, op] : block.priced_collectives) {
-        const Seconds time =
-            alone ? collectives_.time(op.comm.collective, op.comm.size, pricer->placement(group_of(op.comm.group)))
-                  : pricer->price(op).time;
+        const Seconds time = alone ? collectives_.time(op.comm.collective, op.comm.size,
+                                                       pricer->placement(group_of(op.comm.group)))
+                                   : pricer->price(op).time;
         duration[id] = time / Seconds(1);
         t.streams[static_cast<int>(stream_of(op))].add(duration[id], pricer->kernel_sms(op),
                                                        tag_of(op), interference_);
@@ -365,7 +367,8 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   }
   const bool gathers = l.zero >= 3;
   // Recomputation decides which tensors are gathered again (fsdp_gather: tensor).
-  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers, static_cast<int>(l.recompute), parameters);
+  const auto key =
+      std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers, static_cast<int>(l.recompute), parameters);
   if (auto it = microbatch_streams_.find(key); it != microbatch_streams_.end()) return it->second;
   const Parallelism parallelism = layout_parallelism(l, base_);
   const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
@@ -395,7 +398,9 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
       const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
       if (gathers && parallelism.fsdp_gather == FsdpGather::kTensor) {
         const FsdpGathers& tensors = facts[kind]->tensor_gathers;
-        for (const Bytes size : tensors.sizes) run(Collective::kAllGather, size / Bytes(1), shard, 2 * v.count[kind]);
+        for (const Bytes size : tensors.sizes) {
+          run(Collective::kAllGather, size / Bytes(1), shard, 2 * v.count[kind]);
+        }
         for (const Bytes size : tensors.regather_sizes) {
           run(Collective::kAllGather, size / Bytes(1), shard, v.count[kind]);
         }

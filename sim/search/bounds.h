@@ -207,7 +207,8 @@ class LayoutBounds {
       times_by_layout_;
   // By (tp, cp, dp, ep), whether weights are gathered, recompute and the parameters of each
   // block kind.
-  std::map<std::tuple<int, int, int, int, bool, int, std::array<int64_t, kNumBlockKinds>>, StreamLoad>
+  std::map<std::tuple<int, int, int, int, bool, int, std::array<int64_t, kNumBlockKinds>>,
+           StreamLoad>
       microbatch_streams_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
   std::map<int, std::vector<VirtualStage>> blocks_;
