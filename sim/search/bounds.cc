@@ -220,7 +220,7 @@ double LayoutBounds::kernels_beside(const StreamLoad& load, double kernels_s,
   double time_left_s = load.busy_s;
   double beside_s = 0.0;
   for (const auto& [cost, available_s] : work) {
-    const double done_s = std::clamp(time_left_s / cost, 0.0, available_s);
+    const double done_s = std::max(0.0, std::min(time_left_s / cost, available_s));
     beside_s += done_s;
     time_left_s -= done_s * cost;
   }
