@@ -500,41 +500,40 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   const std::vector<VirtualStage>& blocks = blocks_of(l.pp * l.virtual_stages);
   const double microbatches =
       static_cast<double>(base_.training.global_batch / (l.micro_batch * l.dp));
-  double bound = 0.0;
-  // Per micro-batch: each stage's blocks of each kind, their passes, kernels and collectives.
-  std::vector<std::array<int, kNumBlockKinds>> stage_blocks(l.pp);
-  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs) {
-    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
-      stage_blocks[vs % l.pp][kind] += blocks[vs].count[kind];
-    }
-  }
-  std::vector<double> stage_s(l.pp, 0.0);
-  std::vector<double> kernels_s(l.pp, 0.0);
-  std::vector<double> persistent_s(l.pp, 0.0);
-  std::vector<std::array<StreamLoad, kNumStreams>> streams(l.pp);
-  for (int s = 0; s < l.pp; ++s) {
-    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
-      const int count = stage_blocks[s][kind];
-      if (count == 0) continue;
-      const BlockTimes& t = times[kind];
-      stage_s[s] += count * (t.forward_s + t.backward_s);
-      kernels_s[s] += count * t.kernels_s;
-      persistent_s[s] += count * t.persistent_kernels_s;
-      for (int stream = 0; stream < kNumStreams; ++stream) {
-        streams[s][stream].add(t.streams[stream], count);
-      }
-    }
-  }
   // Stage s runs its passes for all micro-batches, starting once micro-batch 0 crossed virtual
   // stages 0 .. s−1 (each block input to block output). Its last pass (backward of the last
   // micro-batch, chunk 0: virtual stage s) starts after all its other passes; the input
   // gradient leaves it along a chain from the pass's first kernel (its last block's), then
   // crosses virtual stages s−1 .. 0 (each output gradient to input gradient) — except under
-  // zero-bubble, which may run deferred weight gradients after it.
+  // zero-bubble, which may run deferred weight gradients after it. Its streams' collectives
+  // slow the kernels beside them.
   const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
+  double bound = 0.0;
   double before_s = 0.0;         // micro-batch 0 forward through virtual stages 0 .. s−1
   double gradient_back_s = 0.0;  // a gradient back through virtual stages s−1 .. 0
   for (int s = 0; s < l.pp; ++s) {
+    std::array<int, kNumBlockKinds> stage_blocks{};  // over its chunks
+    for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
+      for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+        stage_blocks[kind] += blocks[chunk * l.pp + s].count[kind];
+      }
+    }
+    // Over the step: its passes, kernels and each stream's collectives.
+    double passes_s = 0.0;
+    double kernels_s = 0.0;
+    double persistent_s = 0.0;
+    std::array<StreamLoad, kNumStreams> streams{};
+    for (int kind = 0; kind < kNumBlockKinds; ++kind) {
+      if (stage_blocks[kind] == 0) continue;
+      const BlockTimes& t = times[kind];
+      const double count = microbatches * stage_blocks[kind];
+      passes_s += count * (t.forward_s + t.backward_s);
+      kernels_s += count * t.kernels_s;
+      persistent_s += count * t.persistent_kernels_s;
+      for (int stream = 0; stream < kNumStreams; ++stream) {
+        streams[stream].add(t.streams[stream], count);
+      }
+    }
     double forward_latency_s = 0.0;   // of virtual stage s
     double backward_latency_s = 0.0;  // the same backward
     double backward_s = 0.0;          // its backward pass
@@ -544,7 +543,6 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
       backward_latency_s += blocks[s].count[kind] * t.backward_latency_s;
       backward_s += blocks[s].count[kind] * t.backward_s;
     }
-    const double passes_s = microbatches * stage_s[s];
     bound = std::max(bound, before_s + passes_s);
     if (drains) {
       const BlockTimes& first = times[blocks[s].last];
@@ -554,19 +552,13 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
     }
     before_s += forward_latency_s;
     gradient_back_s += backward_latency_s;
-  }
-  // ZeRO-2 and -3 without pipelining: the data stream reduces (and gathers) every block for
-  // every micro-batch.
-  if (reduces_gradients_per_microbatch(l.zero, l.pp)) {
-    streams[0][static_cast<int>(StreamKind::kData)].add(microbatch_data_stream(l), 1.0);
-  }
-  // Each stream's collectives, beside the stage's kernels.
-  for (int s = 0; s < l.pp; ++s) {
-    for (const StreamLoad& load : streams[s]) {
-      StreamLoad step;
-      step.add(load, microbatches);
-      bound = std::max(
-          bound, kernels_beside(step, microbatches * kernels_s[s], microbatches * persistent_s[s]));
+    // ZeRO-2 and -3 without pipelining: the data stream reduces (and gathers) every block for
+    // every micro-batch.
+    if (reduces_gradients_per_microbatch(l.zero, l.pp)) {
+      streams[static_cast<int>(StreamKind::kData)].add(microbatch_data_stream(l), microbatches);
+    }
+    for (const StreamLoad& load : streams) {
+      bound = std::max(bound, kernels_beside(load, kernels_s, persistent_s));
     }
   }
   return Seconds(bound * (1.0 - kRoundingMargin));
