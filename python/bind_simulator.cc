@@ -16,7 +16,8 @@ void bind_simulator(py::module_& m) {
   py::class_<Prediction, std::shared_ptr<Prediction>>(
       m, "Result",
       "The prediction of one training step (paceline.simulate()). Times in seconds, memory in "
-      "bytes, throughput in tokens per second; to_dict() has every key of the result contract.")
+      "bytes, throughput in tokens per second; to_dict() has every key of the result contract. "
+      "Pickles as that contract's JSON.")
       .def_property_readonly(
           "iteration_time_s",
           [](const Prediction& p) { return p.result.iteration_time / Seconds(1); },
@@ -54,13 +55,34 @@ void bind_simulator(py::module_& m) {
           py::arg("indent") = 2, "The result contract as JSON text (seconds, bytes, tokens/s).")
       .def(
           "timeline",
-          [](const Prediction& p, bool kernels) {
+          [](Prediction& p, bool kernels) {
+            // A Result read back from a pickle carries the prediction, not the step's spans: the
+            // simulation is deterministic, so simulating its scenario again gives the same ones.
+            if (p.lowering == nullptr) {
+              Prediction again = run_interruptible(
+                  [&](const std::atomic<bool>& stop) { return simulate(p.result.scenario, {.stop = &stop}); });
+              p.lowering = std::move(again.lowering);
+              p.run = std::move(again.run);
+            }
             return std::make_shared<Timeline>(make_timeline(*p.lowering, p.run, kernels));
           },
           py::arg("kernels") = false,
           "The step's spans as a Timeline (simulated seconds): one per task, or one per kernel "
-          "with kernels=True.")
-      .def("__repr__", [](const Prediction& p) { return to_text(p.result); });
+          "with kernels=True. A Result read back from a pickle simulates its scenario again for "
+          "them, once.")
+      .def("__repr__", [](const Prediction& p) { return to_text(p.result); })
+      // Pickled as the result contract's JSON, so that results cross processes (multiprocessing,
+      // concurrent.futures, dask) and files without simulating again.
+      .def(py::pickle([](const Prediction& p) { return py::make_tuple(to_json(p.result).dump(-1)); },
+                      [](const py::tuple& state) {
+                        if (state.size() != 1 || !py::isinstance<py::str>(state[0])) {
+                          throw std::invalid_argument(
+                              "a pickled paceline.Result holds one string, the result's JSON");
+                        }
+                        auto prediction = std::make_shared<Prediction>();
+                        prediction->result = read_result(state[0].cast<std::string>(), "pickled Result");
+                        return prediction;
+                      }));
 
   m.def(
       "simulate",

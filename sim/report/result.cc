@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "base/check.h"
+#include "base/yaml_reader.h"
 #include "hardware/collective_model.h"
 
 namespace paceline {
@@ -397,6 +399,102 @@ Json to_json(const Result& r, bool include_wall_time) {
   json.set("sim", std::move(sim));
   json.set("scenario", to_json(*r.scenario));
   return json;
+}
+
+namespace {
+
+// A number of the contract: NaN where to_json wrote null for one that was not finite.
+double read_number(YamlMap& map, std::string_view key) {
+  if (map.has(key) && map.node(key).IsNull()) return std::numeric_limits<double>::quiet_NaN();
+  return map.required<double>(key);
+}
+
+// The entries of a list of mappings, each read by `read` from its YamlMap.
+template <typename Read>
+void read_each(YamlMap& map, std::string_view key, const Read& read) {
+  const YAML::Node list = map.node(key);
+  if (!list.IsSequence()) map.fail(key, "is not a list");
+  for (size_t i = 0; i < list.size(); ++i) {
+    YamlMap entry(list[i], map.file(), fmt::format("{}[{}]", map.field(key), i));
+    read(entry);
+    entry.finish();
+  }
+}
+
+Breakdown read_breakdown(YamlMap map) {
+  Breakdown b;
+  b.compute = Seconds(read_number(map, "compute"));
+  b.recompute = Seconds(read_number(map, "recompute"));
+  b.optimizer = Seconds(read_number(map, "optimizer"));
+  b.overlap_slowdown = Seconds(read_number(map, "overlap_slowdown"));
+  b.exposed_communication = Seconds(read_number(map, "exposed_communication"));
+  for (const ActivityTag tag : kExposedTags) {
+    b.exposed_by_tag[static_cast<int>(tag)] = Seconds(read_number(map, fmt::format("exposed_{}", to_string(tag))));
+  }
+  b.pipeline_bubble = Seconds(read_number(map, "pipeline_bubble"));
+  map.finish();
+  return b;
+}
+
+}  // namespace
+
+Result read_result(const std::string& json_text, const std::string& name) {
+  const YamlDocument document = load_yaml_text(json_text, name);
+  YamlMap root(document.root, name, "");
+  Result r;
+  r.scenario = std::make_shared<const Scenario>(load_scenario_text(to_json(root.node("scenario")).dump(), name));
+  if (const auto echoed = root.required<std::string>("name"); echoed != r.scenario->name) {
+    root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'", echoed, r.scenario->name));
+  }
+  r.iteration_time = Seconds(read_number(root, "iteration_time_s"));
+  r.tokens_per_s = read_number(root, "tokens_per_s");
+  r.tokens_per_s_per_gpu = read_number(root, "tokens_per_s_per_gpu");
+  r.model_tflops_per_gpu = read_number(root, "model_tflops_per_gpu");
+  r.mfu = read_number(root, "mfu");
+  r.hardware_tflops_per_gpu = read_number(root, "hardware_tflops_per_gpu");
+  r.hfu = read_number(root, "hfu");
+  r.model_flop_per_iteration = Flop(read_number(root, "model_flop_per_iteration"));
+  YamlMap memory = root.map("memory");
+  r.peak_memory_bytes = memory.required<int64_t>("peak_bytes");
+  r.capacity_bytes = memory.required<int64_t>("capacity_bytes");
+  r.fits = memory.required<bool>("fits");
+  read_each(memory, "stages", [&](YamlMap& stage) {
+    r.stages.push_back({.stage = stage.required<int>("stage"),
+                        .peak_bytes = stage.required<int64_t>("peak_bytes"),
+                        .static_bytes = stage.required<int64_t>("static_bytes"),
+                        .weight_bytes = stage.required<int64_t>("weight_bytes"),
+                        .gradient_bytes = stage.required<int64_t>("gradient_bytes"),
+                        .optimizer_bytes = stage.required<int64_t>("optimizer_bytes")});
+  });
+  memory.finish();
+  r.breakdown = read_breakdown(root.map("breakdown_s"));
+  r.critical_stage = root.required<int>("critical_stage");
+  YamlMap kernels = root.map("kernels");
+  if (!kernels.node("profile").IsNull()) r.kernels.profile = kernels.required<std::string>("profile");
+  r.kernels.measured_kernels = kernels.required<int64_t>("measured_kernels");
+  r.kernels.modeled_kernels = kernels.required<int64_t>("modeled_kernels");
+  r.kernels.measured_time_fraction = read_number(kernels, "measured_time_fraction");
+  r.kernels.modeled_ops = kernels.list<std::string>("modeled_ops", "is not a list of op names");
+  kernels.finish();
+  YamlMap model = root.map("model");
+  r.parameters = model.required<int64_t>("parameters");
+  r.active_parameters = model.required<int64_t>("active_parameters");
+  model.finish();
+  r.microbatches = root.required<int64_t>("microbatches");
+  YamlMap sim = root.map("sim");
+  r.events = static_cast<uint64_t>(sim.required<int64_t>("events"));
+  r.ranks_simulated = sim.required<int>("ranks_simulated");
+  YamlMap folded = sim.map("folded_peers");
+  for (const auto& entry : folded.raw()) {
+    const std::string dimension = entry.first.Scalar();
+    r.folded_peers.emplace_back(dimension, folded.required<int>(dimension));
+  }
+  folded.finish();
+  r.warnings = sim.list<std::string>("warnings", "is not a list of warnings");
+  if (sim.has("wall_s")) r.wall_s = read_number(sim, "wall_s");
+  sim.finish();
+  root.finish();
+  return r;
 }
 
 std::string to_text(const Result& r) {

@@ -98,6 +98,11 @@ std::vector<WarningGroup> group_warnings(const std::vector<std::vector<std::stri
 
 // The result contract as JSON. `include_wall_time`: false for golden comparisons.
 Json to_json(const Result& result, bool include_wall_time = true);
+// Reads back what to_json(Result) wrote (`name` stands for its file in errors), the scenario
+// resolved again from its echo: to_json of the Result returned is the same text. Numbers
+// written as null (not finite) read back as NaN. Throws InputError naming the field for a key
+// missing, unknown or of the wrong type.
+Result read_result(const std::string& json_text, const std::string& name);
 // Where the critical stage's time goes, in seconds (the result's `breakdown_s`).
 Json to_json(const Breakdown& breakdown);
 // The resolved scenario, every default filled in.

@@ -1,9 +1,12 @@
 """paceline.simulate / load_scenario / models / gpus: the forms a scenario takes, the result
 contract, and errors as ValueError with file:line:col."""
 
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import pathlib
+import pickle
 import re
 import signal
 import subprocess
@@ -39,6 +42,41 @@ def test_result_attributes_match_its_dict(gpt_8gpus):
     assert json.loads(r.to_json()) == d
     assert "iteration time" in repr(r)
     assert r.warnings == d["sim"]["warnings"] == []
+
+
+def test_a_result_pickles_as_its_json_and_draws_the_same_timeline(gpt_8gpus):
+    r = paceline.simulate({**gpt_8gpus, "parallelism": {"tp": 2, "pp": 2}})
+    again = pickle.loads(pickle.dumps(r))
+    assert again.to_json() == r.to_json()
+    assert repr(again) == repr(r)
+    assert (again.iteration_time_s, again.peak_memory_bytes, again.fits) == (r.iteration_time_s, r.peak_memory_bytes,
+                                                                            r.fits)
+    # The spans are not pickled: the read-back result simulates its scenario again for them.
+    assert paceline.timeline_frame(again, kernels=True).equals(paceline.timeline_frame(r, kernels=True))
+
+
+def test_results_come_back_from_other_processes(gpt_8gpus):
+    scenarios = [{**gpt_8gpus, "training": {**gpt_8gpus["training"], "global_batch": batch}} for batch in (8, 16)]
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(paceline.simulate, scenarios))
+
+    def prediction(result):  # all but the simulator's own wall time
+        d = result.to_dict()
+        del d["sim"]["wall_s"]
+        return d
+
+    assert [prediction(r) for r in results] == [prediction(paceline.simulate(s)) for s in scenarios]
+
+
+def test_a_pickle_that_is_not_a_result_is_refused(gpt_8gpus):
+    state = paceline.simulate(gpt_8gpus).__getstate__()
+    assert isinstance(state, tuple) and len(state) == 1
+    broken = json.loads(state[0])
+    broken["memory"]["peak_bytes"] = "a lot"
+    with pytest.raises(ValueError, match=r"^pickled Result:\d+:\d+: memory.peak_bytes"):
+        paceline.Result.__new__(paceline.Result).__setstate__((json.dumps(broken),))
+    with pytest.raises(ValueError, match="holds one string"):
+        paceline.Result.__new__(paceline.Result).__setstate__((1, 2))
 
 
 def test_warnings_say_where_symmetric_fidelity_falls_short():

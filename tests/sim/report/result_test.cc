@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "base/data_root.h"
 #include "sim/simulator/simulator.h"
@@ -188,6 +189,68 @@ training: {global_batch: 8, seq_len: 8192}
   EXPECT_TRUE(modeled.kernels.profile.empty());
   EXPECT_EQ(modeled.kernels.measured_kernels, 0);
   EXPECT_GT(modeled.kernels.modeled_kernels, 0);
+}
+
+TEST(Result, ReadsBackAsTheSameResult) {
+  const char* scenarios[] = {
+      // Pipeline stages, a fold of data-parallel peers and a warning (stages innermost on nodes
+      // of one NIC).
+      R"(model: llama3-8b
+cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
+parallelism: {pp: 8, dp: 2, rank_order: pp-cp-tp-dp}
+training: {global_batch: 16, seq_len: 4096}
+)",
+      // Kernels from a measured profile.
+      "model: llama3-8b\ncluster: {gpu: h200-sxm-141gb, gpus_per_node: 8}\ntraining: {global_batch: 8}\n",
+      // Experts, recomputation and sharded states.
+      R"(model: mixtral-8x7b
+cluster: {system: dgx-h100, nodes: 2}
+parallelism: {tp: 2, ep: 8, dp: 8, zero: 1}
+training: {global_batch: 16, seq_len: 2048, recompute: full}
+)",
+  };
+  std::vector<Result> read;
+  for (const char* text : scenarios) {
+    const Result r = simulate(std::make_shared<const Scenario>(load_scenario_text(text, "s.yaml"))).result;
+    const std::string json = to_json(r).dump();
+    read.push_back(read_result(json, "r.json"));
+    EXPECT_EQ(to_json(read.back()).dump(), json) << text;
+    EXPECT_EQ(to_text(read.back()), to_text(r)) << text;
+  }
+  // Each fixture holds what it is there for.
+  EXPECT_EQ(read[0].stages.size(), 8u);
+  EXPECT_FALSE(read[0].folded_peers.empty());
+  EXPECT_EQ(read[0].warnings.size(), 1u);
+  EXPECT_EQ(read[1].kernels.profile, "h200-sxm-141gb");
+  EXPECT_GT(read[2].active_parameters, 0);
+  EXPECT_LT(read[2].active_parameters, read[2].parameters);
+}
+
+TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const Json json = to_json(simulate(scenario).result);
+  const auto error = [](const Json& j) {
+    try {
+      read_result(j.dump(), "r.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Json memory = json.at("memory");
+  Json unknown = json;
+  unknown.set("memory", memory.set("peak_gib", 1.0));
+  EXPECT_NE(error(unknown).find("unknown key 'peak_gib' in memory"), std::string::npos) << error(unknown);
+  Json breakdown = json.at("breakdown_s");
+  Json wrong_type = json;
+  wrong_type.set("breakdown_s", breakdown.set("compute", "soon"));
+  EXPECT_NE(error(wrong_type).find("breakdown_s.compute = 'soon' is not a number"), std::string::npos)
+      << error(wrong_type);
+  Json renamed = json;
+  renamed.set("name", "another");
+  EXPECT_NE(error(renamed).find("'another' is not the name of the scenario it echoes"), std::string::npos)
+      << error(renamed);
+  EXPECT_NE(error(Json(3.0)).find("r.json:1:1"), std::string::npos) << error(Json(3.0));
 }
 
 }  // namespace
