@@ -2,19 +2,23 @@
 // training on a GPU cluster. Command-line front end; all logic lives in the libraries.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "base/check.h"
@@ -70,8 +74,8 @@ Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fiel
 A limit only ever stops a run (exit 2, with the estimate); it never changes a result.
 )";
 
-constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--json] [--report FILE.md|FILE.html] [--threads N]
-                         [--max-mape X] [--max-memory-mape X]
+constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--cases GLOB,...] [--json] [--report FILE.md|FILE.html]
+                         [--write-scenarios DIR] [--threads N] [--max-mape X] [--max-memory-mape X]
 
 Runs every case of the validation FILEs (lists of published measurements, e.g.
 scenarios/validation/public.yaml) and prints measured, predicted and signed error per case,
@@ -81,9 +85,15 @@ then the mean absolute percentage error (MAPE) overall and per source.
                    source that states them (e.g. scenarios/validation/stated-software.yaml:
                    the software each run used, which its scenario cannot say); a rule that
                    matches no case sets nothing and is named in a warning
+  --cases GLOB,... run only the cases whose ids match a glob (* any run of characters, ? one),
+                   after the overlay; each glob must match a case
   --json           print the report as JSON
   --report FILE    write a report of every case with a predicted-vs-measured plot: FILE.md, Markdown
                    with the plot's SVG beside it; FILE.html, one page with the plot inline
+  --write-scenarios DIR
+                   write each case's scenario, with the overlay, as DIR/ID.yaml, which
+                   `paceline run` reads (to study a case with --trace or --set); the folder is
+                   made if missing
   --threads N      run cases on N threads (default: all cores; the result is the same)
   --max-mape X     exit 1 if the overall MAPE exceeds X (a fraction, e.g. 0.12), or if a case was
                    not predicted (unsupported)
@@ -109,6 +119,38 @@ void write_file(const std::string& path, std::string_view what, const std::funct
     out.close();
   }
   if (!out) throw InputError({path}, fmt::format("cannot write {}{}", what, system_error_suffix()));
+}
+
+// The comma-separated items of an option's value, none of them empty.
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> items;
+  for (const auto item : std::views::split(text, ',')) items.emplace_back(item.begin(), item.end());
+  if (std::ranges::any_of(items, &std::string::empty)) {
+    throw InputError({"<command line>"},
+                     fmt::format("{} = '{}': expected globs separated by commas, none empty", option, text));
+  }
+  return items;
+}
+
+// Writes the scenario of each case paceline can run into `folder` (made if missing), as ID.yaml.
+void write_scenarios(const std::vector<ValidationCase>& cases, const std::string& folder) {
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) throw InputError({folder}, fmt::format("cannot make the folder for --write-scenarios: {}", error.message()));
+  for (const ValidationCase& c : cases) {
+    if (!c.scenario) {
+      std::cerr << fmt::format("paceline: warning: case {} is unsupported ({}); no scenario written\n", c.id,
+                               c.unsupported_reason);
+      continue;
+    }
+    if (c.id.find('/') != std::string::npos || c.id == "." || c.id == "..") {
+      throw InputError(c.id_location, fmt::format("case id '{}' is not a file name, which --write-scenarios "
+                                                  "names each scenario by",
+                                                  c.id));
+    }
+    write_file(folder + "/" + c.id + ".yaml", "the case's scenario",
+               [&](std::ostream& out) { out << scenario_file_text(c); });
+  }
 }
 
 // Parsed command line: positional arguments and --flags (with their value when they take one).
@@ -241,7 +283,9 @@ int run_command(int argc, char** argv) {
 
 int validate_command(int argc, char** argv) {
   const Arguments args =
-      parse(argc, argv, 2, {"--overlay", "--report", "--threads", "--max-mape", "--max-memory-mape"}, {"--json", "--help"});
+      parse(argc, argv, 2, {"--overlay", "--cases", "--report", "--write-scenarios", "--threads", "--max-mape",
+                            "--max-memory-mape"},
+            {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kValidateUsage;
     return 0;
@@ -282,6 +326,8 @@ int validate_command(int argc, char** argv) {
       std::cerr << "paceline: warning: " << warning << "\n";
     }
   }
+  if (args.has("--cases")) cases = select_cases(std::move(cases), split_list("--cases", args.options.at("--cases")));
+  if (args.has("--write-scenarios")) write_scenarios(cases, args.options.at("--write-scenarios"));
   const ValidationReport report = validate(cases, thread_count(args));
   if (report_path.ends_with(".html")) {
     write_file(report_path, "the report", [&](std::ostream& out) { out << to_html(report); });

@@ -73,8 +73,8 @@ OverlayRule read_rule(YamlMap& map) {
   return rule;
 }
 
-bool matches(const OverlayRule& rule, const std::string& id) {
-  return std::any_of(rule.case_patterns.begin(), rule.case_patterns.end(),
+bool matches(const std::vector<std::string>& patterns, const std::string& id) {
+  return std::any_of(patterns.begin(), patterns.end(),
                      [&](const std::string& pattern) { return fnmatch(pattern.c_str(), id.c_str(), 0) == 0; });
 }
 
@@ -264,7 +264,7 @@ std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const
   for (const OverlayRule& rule : rules) {
     bool matched = false;
     for (size_t i = 0; i < cases.size(); ++i) {
-      if (!matches(rule, cases[i].id)) continue;
+      if (!matches(rule.case_patterns, cases[i].id)) continue;
       matched = true;
       if (first_rule[i] == nullptr) first_rule[i] = &rule;
       cases[i].overlay.insert(cases[i].overlay.end(), rule.settings.begin(), rule.settings.end());
@@ -289,6 +289,32 @@ std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const
     }
   }
   return unmatched;
+}
+
+std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases, const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    if (std::none_of(cases.begin(), cases.end(), [&](const ValidationCase& c) { return matches({pattern}, c.id); })) {
+      throw InputError({"<command line>"},
+                       fmt::format("--cases: '{}' matches no case id of the validation files", pattern));
+    }
+  }
+  std::erase_if(cases, [&](const ValidationCase& c) { return !matches(patterns, c.id); });
+  return cases;
+}
+
+std::string scenario_file_text(const ValidationCase& c) {
+  if (!c.scenario) {
+    throw InputError(c.id_location, fmt::format("case {} has no scenario paceline can run: {}", c.id,
+                                                c.unsupported_reason));
+  }
+  std::string text = fmt::format("# Validation case {} ({}), measured {} s per iteration.\n", c.id, c.file,
+                                 c.measured_iteration_time_s);
+  std::string source = c.source;
+  std::ranges::replace(source, '\n', ' ');  // a comment line each
+  text += fmt::format("# Source: {}\n", source);
+  for (const Override& setting : c.overlay) text += fmt::format("# Overlay: {} = {}\n", setting.path, setting.value);
+  text += "# The scenario resolved, every default filled in (JSON, which YAML reads).\n";
+  return text + to_json(*c.scenario).dump() + "\n";
 }
 
 ValidationReport validate(const std::vector<ValidationCase>& cases, int threads) {

@@ -59,6 +59,16 @@ std::vector<OverlayRule> load_overlay_file(const std::string& path);
 // are not among them. Throws InputError at the rule when it makes a case's scenario invalid.
 std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const std::vector<OverlayRule>& rules);
 
+// The cases whose ids match one of `patterns` (globs, as an overlay's `cases`), in their order.
+// Throws InputError for a pattern that matches none.
+std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases, const std::vector<std::string>& patterns);
+
+// A case's scenario as a file `paceline run` reads (to study the case: --trace, --set): a comment
+// naming the case, its measurement, source and the fields its overlay set, then the resolved
+// scenario, which reads back as the same one from anywhere. Throws InputError at the case for
+// one whose scenario paceline cannot run (unsupported).
+std::string scenario_file_text(const ValidationCase& c);
+
 struct CaseOutcome {
   const ValidationCase* validation_case = nullptr;
   std::optional<double> predicted_s;   // null: unsupported

@@ -396,5 +396,37 @@ TEST(Validation, OverlayErrorsNameTheRuleAndTheCase) {
   EXPECT_NE(overlay_error(cases_path, no_source).find("why"), std::string::npos);
 }
 
+TEST(Validation, SelectsCasesByGlobInTheirOrder) {
+  const std::vector<ValidationCase> cases = load_validation_file(write_two_cases("selected-cases.yaml"));
+  const auto ids = [](const std::vector<ValidationCase>& selected) {
+    std::vector<std::string> out;
+    for (const ValidationCase& c : selected) out.push_back(c.id);
+    return out;
+  };
+  EXPECT_EQ(ids(select_cases(cases, {"beta-?", "alpha-*"})), (std::vector<std::string>{"alpha-1", "beta-1"}));
+  EXPECT_EQ(ids(select_cases(cases, {"beta-1"})), (std::vector<std::string>{"beta-1"}));
+  EXPECT_THROW(select_cases(cases, {"alpha-1", "gamma-*"}), InputError);
+}
+
+// A case's scenario file reads back as the case's scenario, overlay included; one paceline
+// cannot run has none.
+TEST(Validation, ACaseScenarioFileReadsBackAsItsScenario) {
+  std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
+  apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml"));
+  cases = select_cases(std::move(cases), {"torchtitan_2412_T5_*", "sc21_t2_zero3_174B_384gpu"});
+  ASSERT_EQ(cases.size(), 3u);
+  for (const ValidationCase& c : cases) {
+    const std::string text = scenario_file_text(c);
+    EXPECT_TRUE(text.starts_with("# Validation case " + c.id + " (scenarios/validation/public.yaml), measured "))
+        << text;
+    EXPECT_EQ(to_json(load_scenario_text(text, "case.yaml")).dump(), to_json(*c.scenario).dump()) << c.id;
+  }
+  EXPECT_NE(scenario_file_text(cases[0]).find("# Overlay: parallelism.fsdp_gather = tensor\n"), std::string::npos);
+  ValidationCase unsupported = cases[0];
+  unsupported.scenario = nullptr;
+  unsupported.unsupported_reason = "a reason";
+  EXPECT_THROW(scenario_file_text(unsupported), InputError);
+}
+
 }  // namespace
 }  // namespace paceline
