@@ -442,7 +442,7 @@ Result read_result(const std::string& json_text, const std::string& name) {
   const YamlDocument document = load_yaml_text(json_text, name);
   YamlMap root(document.root, name, "");
   Result r;
-  r.scenario = std::make_shared<const Scenario>(load_scenario_text(to_json(root.node("scenario")).dump(), name));
+  r.scenario = std::make_shared<const Scenario>(load_scenario_text(to_json(root.map("scenario").raw()).dump(), name));
   if (const auto echoed = root.required<std::string>("name"); echoed != r.scenario->name) {
     root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'", echoed, r.scenario->name));
   }
@@ -482,7 +482,9 @@ Result read_result(const std::string& json_text, const std::string& name) {
   model.finish();
   r.microbatches = root.required<int64_t>("microbatches");
   YamlMap sim = root.map("sim");
-  r.events = static_cast<uint64_t>(sim.required<int64_t>("events"));
+  const int64_t events = sim.required<int64_t>("events");
+  if (events < 0) sim.fail("events", fmt::format("= {} is below 0", events));
+  r.events = static_cast<uint64_t>(events);
   r.ranks_simulated = sim.required<int>("ranks_simulated");
   YamlMap folded = sim.map("folded_peers");
   for (const auto& entry : folded.raw()) {

@@ -8,7 +8,7 @@
 # --seconds N   fuzzing time per harness (default $PACELINE_FUZZ_SECONDS, else 20)
 # --jobs N      harnesses run at once (default: the number of cores)
 # HARNESS       scenario unit_parse hf_config gpu_catalog model_catalog link_catalog profile
-#               simulate overlay (default: all)
+#               simulate overlay result (default: all)
 #
 # Seeds are generated into build-fuzz/fuzz/seeds by tests/fuzz/make_seeds.py; what the fuzzers
 # learn accumulates in build-fuzz/fuzz/corpus/<harness> across runs; a failing input is saved as
@@ -27,7 +27,7 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(scenario unit_parse hf_config gpu_catalog model_catalog link_catalog profile simulate overlay)
+((${#harnesses[@]})) || harnesses=(scenario unit_parse hf_config gpu_catalog model_catalog link_catalog profile simulate overlay result)
 
 if ! command -v clang++-14 >/dev/null; then
   echo "paceline fuzz: clang++-14 is missing (apt-get install clang-14 libclang-rt-14-dev)" >&2

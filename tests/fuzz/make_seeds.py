@@ -6,8 +6,8 @@
 writes OUTDIR/<harness>/<name> for each harness: scenario (scenarios/*.yaml and every case of
 scenarios/validation/*.yaml, one scenario per file), model_catalog (models/catalog/*.yaml and
 the validation cases' inline models), gpu_catalog, link_catalog (hardware/catalog/*),
-hf_config (tests/models/data/*.json), overlay (scenarios/validation/*.yaml that are overlays,
-and each of their rules alone), profile (hardware/profiles/*.yaml, cut down to a few
+hf_config (tests/models/data/*.json), result (tests/golden/*.json: the result contract), overlay
+(scenarios/validation/*.yaml that are overlays, and each of their rules alone), profile (hardware/profiles/*.yaml, cut down to a few
 rows per table so that each seed stays small) and unit_parse (every quantity written in those files,
 behind a first byte that picks its dimension). Generated, never committed: rerun it when the
 inputs change (tests/fuzz/fuzz.sh does).
@@ -75,7 +75,8 @@ def main():
     for harness, pattern in (("model_catalog", "models/catalog/*.yaml"),
                              ("gpu_catalog", "hardware/catalog/gpus/*.yaml"),
                              ("link_catalog", "hardware/catalog/links/*.yaml"),
-                             ("hf_config", "tests/models/data/*.json")):
+                             ("hf_config", "tests/models/data/*.json"),
+                             ("result", "tests/golden/*.json")):
         for path in sorted(ROOT.glob(pattern)):
             text = path.read_text(encoding="utf-8")
             write(out / harness, path.name, text)

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,20 @@ training: {global_batch: 16, seq_len: 2048, recompute: full}
   EXPECT_EQ(read[1].kernels.profile, "h200-sxm-141gb");
   EXPECT_GT(read[2].active_parameters, 0);
   EXPECT_LT(read[2].active_parameters, read[2].parameters);
+}
+
+// The golden results of the ready scenarios (tests/golden, written without the wall time) read
+// back as the same text.
+TEST(Result, ReadsBackEveryGoldenResult) {
+  int read = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("tests/golden")) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(to_json(read_result(text, entry.path().string()), false).dump(2) + "\n", text) << entry.path();
+    ++read;
+  }
+  EXPECT_GE(read, 8);
 }
 
 TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
