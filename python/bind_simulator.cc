@@ -60,7 +60,7 @@ void bind_simulator(py::module_& m) {
             // simulation is deterministic, so simulating its scenario again gives the same ones.
             if (p.lowering == nullptr) {
               Prediction again = run_interruptible(
-                  [&](const std::atomic<bool>& stop) { return simulate(p.result.scenario, {.stop = &stop}); });
+                  [&](const std::atomic<bool>& stop) { return simulate_again(p.result, {.stop = &stop}); });
               p.lowering = std::move(again.lowering);
               p.run = std::move(again.run);
             }
@@ -69,7 +69,8 @@ void bind_simulator(py::module_& m) {
           py::arg("kernels") = false,
           "The step's spans as a Timeline (simulated seconds): one per task, or one per kernel "
           "with kernels=True. A Result read back from a pickle simulates its scenario again for "
-          "them, once.")
+          "them, and raises ValueError when that gives another result (its catalogs or files "
+          "changed).")
       .def("__repr__", [](const Prediction& p) { return to_text(p.result); })
       // Pickled as the result contract's JSON, so that results cross processes (multiprocessing,
       // concurrent.futures, dask) and files without simulating again.

@@ -121,19 +121,29 @@ void write_file(const std::string& path, std::string_view what, const std::funct
   if (!out) throw InputError({path}, fmt::format("cannot write {}{}", what, system_error_suffix()));
 }
 
-// The comma-separated items of an option's value, none of them empty.
-std::vector<std::string> split_list(const std::string& option, const std::string& text) {
-  std::vector<std::string> items;
-  for (const auto item : std::views::split(text, ',')) items.emplace_back(item.begin(), item.end());
-  if (std::ranges::any_of(items, &std::string::empty)) {
+// The comma-separated globs of --cases, none of them empty.
+std::vector<std::string> split_globs(const std::string& text) {
+  std::vector<std::string> globs;
+  for (const auto glob : std::views::split(text, ',')) globs.emplace_back(glob.begin(), glob.end());
+  if (std::ranges::any_of(globs, [](const std::string& glob) { return glob.empty(); })) {
     throw InputError({"<command line>"},
-                     fmt::format("{} = '{}': expected globs separated by commas, none empty", option, text));
+                     fmt::format("--cases = '{}': expected case id globs separated by commas, none empty", echoed(text)));
   }
-  return items;
+  return globs;
 }
 
-// Writes the scenario of each case paceline can run into `folder` (made if missing), as ID.yaml.
+// Writes the scenario of each case paceline can run into `folder` (made if missing), as ID.yaml;
+// checks every id first, so that a bad one leaves nothing half written.
 void write_scenarios(const std::vector<ValidationCase>& cases, const std::string& folder) {
+  for (const ValidationCase& c : cases) {
+    const bool control = std::ranges::any_of(c.id, [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; });
+    if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find('/') != std::string::npos || control) {
+      throw InputError(c.id_location, fmt::format("case id '{}' cannot name a file, as --write-scenarios names each "
+                                                  "case's: expected no '/', no control characters, not empty, "
+                                                  "'.' or '..'",
+                                                  echoed(c.id)));
+    }
+  }
   std::error_code error;
   std::filesystem::create_directories(folder, error);
   if (error) throw InputError({folder}, fmt::format("cannot make the folder for --write-scenarios: {}", error.message()));
@@ -142,11 +152,6 @@ void write_scenarios(const std::vector<ValidationCase>& cases, const std::string
       std::cerr << fmt::format("paceline: warning: case {} is unsupported ({}); no scenario written\n", c.id,
                                c.unsupported_reason);
       continue;
-    }
-    if (c.id.find('/') != std::string::npos || c.id == "." || c.id == "..") {
-      throw InputError(c.id_location, fmt::format("case id '{}' is not a file name, which --write-scenarios "
-                                                  "names each scenario by",
-                                                  c.id));
     }
     write_file(folder + "/" + c.id + ".yaml", "the case's scenario",
                [&](std::ostream& out) { out << scenario_file_text(c); });
@@ -326,7 +331,10 @@ int validate_command(int argc, char** argv) {
       std::cerr << "paceline: warning: " << warning << "\n";
     }
   }
-  if (args.has("--cases")) cases = select_cases(std::move(cases), split_list("--cases", args.options.at("--cases")));
+  if (args.has("--cases")) {
+    const std::string& globs = args.options.at("--cases");
+    cases = select_cases(std::move(cases), split_globs(globs), {"--cases " + echoed(globs)});
+  }
   if (args.has("--write-scenarios")) write_scenarios(cases, args.options.at("--write-scenarios"));
   const ValidationReport report = validate(cases, thread_count(args));
   if (report_path.ends_with(".html")) {

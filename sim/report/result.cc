@@ -413,6 +413,7 @@ double read_number(YamlMap& map, std::string_view key) {
 template <typename Read>
 void read_each(YamlMap& map, std::string_view key, const Read& read) {
   const YAML::Node list = map.node(key);
+  if (!list.IsDefined()) map.fail(key, "is required");
   if (!list.IsSequence()) map.fail(key, "is not a list");
   for (size_t i = 0; i < list.size(); ++i) {
     YamlMap entry(list[i], map.file(), fmt::format("{}[{}]", map.field(key), i));
@@ -442,7 +443,8 @@ Result read_result(const std::string& json_text, const std::string& name) {
   const YamlDocument document = load_yaml_text(json_text, name);
   YamlMap root(document.root, name, "");
   Result r;
-  r.scenario = std::make_shared<const Scenario>(load_scenario_text(to_json(root.map("scenario").raw()).dump(), name));
+  YamlMap scenario = root.map("scenario");
+  r.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
   if (const auto echoed = root.required<std::string>("name"); echoed != r.scenario->name) {
     root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'", echoed, r.scenario->name));
   }
@@ -470,6 +472,7 @@ Result read_result(const std::string& json_text, const std::string& name) {
   r.breakdown = read_breakdown(root.map("breakdown_s"));
   r.critical_stage = root.required<int>("critical_stage");
   YamlMap kernels = root.map("kernels");
+  if (!kernels.has("profile")) kernels.fail("profile", "is required");
   if (!kernels.node("profile").IsNull()) r.kernels.profile = kernels.required<std::string>("profile");
   r.kernels.measured_kernels = kernels.required<int64_t>("measured_kernels");
   r.kernels.modeled_kernels = kernels.required<int64_t>("modeled_kernels");

@@ -46,6 +46,11 @@ Interference interference_of(const Scenario& scenario);
 // estimate already exceeds it).
 Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options = {});
 
+// Simulates the scenario of a result read back (read_result) again, for what such a Result does
+// not carry: the lowering and the spans. Throws InputError when the simulation gives another
+// result, as it does once the catalogs or files the scenario names have changed.
+Prediction simulate_again(const Result& result, const SimulateOptions& options = {});
+
 // Throws SimulationLimitError, with the estimate, when `cost` exceeds the memory or time limit
 // of `options` (simulate() calls it before lowering whenever one is set).
 void check_limits(const CostEstimate& cost, const SimulateOptions& options);

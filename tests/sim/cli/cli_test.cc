@@ -131,11 +131,28 @@ TEST(Cli, ValidateRunsTheCasesAskedForAndWritesTheirScenarios) {
   // Globs that match nothing, or are empty, are refused.
   const CliOutcome none = run_cli("validate " + cases + " --cases 'small-*,big-*'");
   EXPECT_EQ(none.exit_code, 2);
-  EXPECT_EQ(none.output, "paceline: <command line>: --cases: 'big-*' matches no case id of the validation files\n");
+  EXPECT_EQ(none.output,
+            "paceline: --cases small-*,big-*: 'big-*' matches none of the 3 case ids of the validation files (globs: "
+            "* any run of characters, ? one)\n");
   const CliOutcome empty = run_cli("validate " + cases + " --cases small-1,");
   EXPECT_EQ(empty.exit_code, 2);
-  EXPECT_EQ(empty.output,
-            "paceline: <command line>: --cases = 'small-1,': expected globs separated by commas, none empty\n");
+  EXPECT_EQ(empty.output, "paceline: <command line>: --cases = 'small-1,': expected case id globs separated by "
+                          "commas, none empty\n");
+  EXPECT_EQ(run_cli("validate " + cases + " --cases ''").output, "paceline: --cases : no case id glob given\n");
+  // A case id that cannot name a file is refused before any file is written.
+  const std::string unsafe = paceline::testing::temp_path("unsafe-ids.yaml");
+  std::ofstream(unsafe) << R"(- {id: fine, source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+- {id: "a/b", source: test, measured: {iteration_time_s: 1.0},
+   scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, seq_len: 1024}}}
+)";
+  const std::string unsafe_folder = paceline::testing::temp_path("unsafe-scenarios");
+  std::filesystem::remove_all(unsafe_folder);
+  const CliOutcome refused = run_cli("validate " + unsafe + " --write-scenarios " + unsafe_folder);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.output.find("paceline: " + unsafe + ":3:7: case id 'a/b' cannot name a file"), 0u)
+      << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(unsafe_folder));
 }
 
 TEST(Cli, ValidateLimitsFailTheRunWithExitOne) {

@@ -244,28 +244,38 @@ TEST(Result, ReadsBackEveryGoldenResult) {
 TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
   const auto scenario = std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
   const Json json = to_json(simulate(scenario).result);
-  const auto error = [](const Json& j) {
+  const auto error = [](const std::string& text) {
     try {
-      read_result(j.dump(), "r.json");
+      read_result(text, "r.json");
     } catch (const InputError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
   Json memory = json.at("memory");
-  Json unknown = json;
-  unknown.set("memory", memory.set("peak_gib", 1.0));
+  const std::string unknown = Json(json).set("memory", memory.set("peak_gib", 1.0)).dump();
   EXPECT_NE(error(unknown).find("unknown key 'peak_gib' in memory"), std::string::npos) << error(unknown);
   Json breakdown = json.at("breakdown_s");
-  Json wrong_type = json;
-  wrong_type.set("breakdown_s", breakdown.set("compute", "soon"));
+  const std::string wrong_type = Json(json).set("breakdown_s", breakdown.set("compute", "soon")).dump();
   EXPECT_NE(error(wrong_type).find("breakdown_s.compute = 'soon' is not a number"), std::string::npos)
       << error(wrong_type);
-  Json renamed = json;
-  renamed.set("name", "another");
+  const std::string renamed = Json(json).set("name", "another").dump();
   EXPECT_NE(error(renamed).find("'another' is not the name of the scenario it echoes"), std::string::npos)
       << error(renamed);
-  EXPECT_NE(error(Json(3.0)).find("r.json:1:1"), std::string::npos) << error(Json(3.0));
+  EXPECT_NE(error("3").find("r.json:1:1"), std::string::npos) << error("3");
+  // Keys left out of the compact text.
+  const std::string compact = json.dump(-1);
+  std::string no_profile = compact;
+  no_profile.erase(no_profile.find("\"profile\":null,"), std::string("\"profile\":null,").size());
+  EXPECT_NE(error(no_profile).find("kernels.profile is required"), std::string::npos) << error(no_profile);
+  std::string no_stages = compact;
+  const size_t stages = no_stages.find(",\"stages\":[");
+  no_stages.erase(stages, no_stages.find("}]", stages) + 2 - stages);
+  EXPECT_NE(error(no_stages).find("memory.stages is required"), std::string::npos) << error(no_stages);
+  std::string no_scenario = compact;
+  const size_t scenario_at = no_scenario.find(",\"scenario\":");
+  no_scenario.erase(scenario_at, no_scenario.size() - 1 - scenario_at);
+  EXPECT_NE(error(no_scenario).find("scenario is required"), std::string::npos) << error(no_scenario);
 }
 
 }  // namespace

@@ -403,9 +403,17 @@ TEST(Validation, SelectsCasesByGlobInTheirOrder) {
     for (const ValidationCase& c : selected) out.push_back(c.id);
     return out;
   };
-  EXPECT_EQ(ids(select_cases(cases, {"beta-?", "alpha-*"})), (std::vector<std::string>{"alpha-1", "beta-1"}));
-  EXPECT_EQ(ids(select_cases(cases, {"beta-1"})), (std::vector<std::string>{"beta-1"}));
-  EXPECT_THROW(select_cases(cases, {"alpha-1", "gamma-*"}), InputError);
+  const SourceLocation given_at{"--cases"};
+  EXPECT_EQ(ids(select_cases(cases, {"beta-?", "alpha-*"}, given_at)), (std::vector<std::string>{"alpha-1", "beta-1"}));
+  EXPECT_EQ(ids(select_cases(cases, {"beta-1"}, given_at)), (std::vector<std::string>{"beta-1"}));
+  try {
+    select_cases(cases, {"alpha-1", "gamma-*"}, given_at);
+    ADD_FAILURE() << "a glob that matches no case was taken";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--cases: 'gamma-*' matches none of the 2 case ids of the validation files "
+                                     "(globs: * any run of characters, ? one)");
+  }
+  EXPECT_THROW(select_cases(cases, {}, given_at), InputError);
 }
 
 // A case's scenario file reads back as the case's scenario, overlay included; one paceline
@@ -413,7 +421,7 @@ TEST(Validation, SelectsCasesByGlobInTheirOrder) {
 TEST(Validation, ACaseScenarioFileReadsBackAsItsScenario) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
   apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml"));
-  cases = select_cases(std::move(cases), {"torchtitan_2412_T5_*", "sc21_t2_zero3_174B_384gpu"});
+  cases = select_cases(std::move(cases), {"torchtitan_2412_T5_*", "sc21_t2_zero3_174B_384gpu"}, {"test"});
   ASSERT_EQ(cases.size(), 3u);
   for (const ValidationCase& c : cases) {
     const std::string text = scenario_file_text(c);
@@ -422,6 +430,11 @@ TEST(Validation, ACaseScenarioFileReadsBackAsItsScenario) {
     EXPECT_EQ(to_json(load_scenario_text(text, "case.yaml")).dump(), to_json(*c.scenario).dump()) << c.id;
   }
   EXPECT_NE(scenario_file_text(cases[0]).find("# Overlay: parallelism.fsdp_gather = tensor\n"), std::string::npos);
+  ValidationCase multiline = cases[0];
+  multiline.source = "a source\nover two lines";
+  EXPECT_NE(scenario_file_text(multiline).find("# Source: a source over two lines\n"), std::string::npos);
+  EXPECT_EQ(to_json(load_scenario_text(scenario_file_text(multiline), "case.yaml")).dump(),
+            to_json(*multiline.scenario).dump());
   ValidationCase unsupported = cases[0];
   unsupported.scenario = nullptr;
   unsupported.unsupported_reason = "a reason";
