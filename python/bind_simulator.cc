@@ -80,8 +80,10 @@ void bind_simulator(py::module_& m) {
                           throw std::invalid_argument(
                               "a pickled paceline.Result holds one string, the result's JSON");
                         }
+                        const std::string json = state[0].cast<std::string>();
                         auto prediction = std::make_shared<Prediction>();
-                        prediction->result = read_result(state[0].cast<std::string>(), "pickled Result");
+                        py::gil_scoped_release release;  // it reads catalogs and profiles
+                        prediction->result = read_result(json, "pickled Result");
                         return prediction;
                       }));
 
