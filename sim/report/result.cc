@@ -445,8 +445,9 @@ Result read_result(const std::string& json_text, const std::string& name) {
   Result r;
   YamlMap scenario = root.map("scenario");
   r.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
-  if (const auto echoed = root.required<std::string>("name"); echoed != r.scenario->name) {
-    root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'", echoed, r.scenario->name));
+  if (const auto written = root.required<std::string>("name"); written != r.scenario->name) {
+    root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'", echoed(written),
+                                  echoed(r.scenario->name)));
   }
   r.iteration_time = Seconds(read_number(root, "iteration_time_s"));
   r.tokens_per_s = read_number(root, "tokens_per_s");
