@@ -59,8 +59,9 @@ void bind_simulator(py::module_& m) {
             // A Result read back from a pickle carries the prediction, not the step's spans: the
             // simulation is deterministic, so simulating its scenario again gives the same ones.
             if (p.lowering == nullptr) {
-              Prediction again = run_interruptible(
-                  [&](const std::atomic<bool>& stop) { return simulate_again(p.result, {.stop = &stop}); });
+              Prediction again = run_interruptible([&](const std::atomic<bool>& stop) {
+                return simulate_again(p.result, {.stop = &stop});
+              });
               p.lowering = std::move(again.lowering);
               p.run = std::move(again.run);
             }
@@ -74,18 +75,19 @@ void bind_simulator(py::module_& m) {
       .def("__repr__", [](const Prediction& p) { return to_text(p.result); })
       // Pickled as the result contract's JSON, so that results cross processes (multiprocessing,
       // concurrent.futures, dask) and files without simulating again.
-      .def(py::pickle([](const Prediction& p) { return py::make_tuple(to_json(p.result).dump(-1)); },
-                      [](const py::tuple& state) {
-                        if (state.size() != 1 || !py::isinstance<py::str>(state[0])) {
-                          throw std::invalid_argument(
-                              "a pickled paceline.Result holds one string, the result's JSON");
-                        }
-                        const std::string json = state[0].cast<std::string>();
-                        auto prediction = std::make_shared<Prediction>();
-                        py::gil_scoped_release release;  // it reads catalogs and profiles
-                        prediction->result = read_result(json, "pickled Result");
-                        return prediction;
-                      }));
+      .def(
+          py::pickle([](const Prediction& p) { return py::make_tuple(to_json(p.result).dump(-1)); },
+                     [](const py::tuple& state) {
+                       if (state.size() != 1 || !py::isinstance<py::str>(state[0])) {
+                         throw std::invalid_argument(
+                             "a pickled paceline.Result holds one string, the result's JSON");
+                       }
+                       const std::string json = state[0].cast<std::string>();
+                       auto prediction = std::make_shared<Prediction>();
+                       py::gil_scoped_release release;  // it reads catalogs and profiles
+                       prediction->result = read_result(json, "pickled Result");
+                       return prediction;
+                     }));
 
   m.def(
       "simulate",

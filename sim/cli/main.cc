@@ -74,8 +74,9 @@ Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fiel
 A limit only ever stops a run (exit 2, with the estimate); it never changes a result.
 )";
 
-constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--cases GLOB,...] [--json] [--report FILE.md|FILE.html]
-                         [--write-scenarios DIR] [--threads N] [--max-mape X] [--max-memory-mape X]
+constexpr const char* kValidateUsage = R"(usage: paceline validate FILE... [--overlay FILE] [--cases GLOB,...] [--json]
+                         [--report FILE.md|FILE.html] [--write-scenarios DIR] [--threads N]
+                         [--max-mape X] [--max-memory-mape X]
 
 Runs every case of the validation FILEs (lists of published measurements, e.g.
 scenarios/validation/public.yaml) and prints measured, predicted and signed error per case,
@@ -126,8 +127,10 @@ std::vector<std::string> split_globs(const std::string& text) {
   std::vector<std::string> globs;
   for (const auto glob : std::views::split(text, ',')) globs.emplace_back(glob.begin(), glob.end());
   if (std::ranges::any_of(globs, [](const std::string& glob) { return glob.empty(); })) {
-    throw InputError({"<command line>"},
-                     fmt::format("--cases = '{}': expected case id globs separated by commas, none empty", echoed(text)));
+    throw InputError(
+        {"<command line>"},
+        fmt::format("--cases = '{}': expected case id globs separated by commas, none empty",
+                    echoed(text)));
   }
   return globs;
 }
@@ -136,21 +139,29 @@ std::vector<std::string> split_globs(const std::string& text) {
 // checks every id first, so that a bad one leaves nothing half written.
 void write_scenarios(const std::vector<ValidationCase>& cases, const std::string& folder) {
   for (const ValidationCase& c : cases) {
-    const bool control = std::ranges::any_of(c.id, [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; });
-    if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find('/') != std::string::npos || control) {
-      throw InputError(c.id_location, fmt::format("case id '{}' cannot name a file, as --write-scenarios names each "
-                                                  "case's: expected no '/', no control characters, not empty, "
-                                                  "'.' or '..'",
-                                                  echoed(c.id)));
+    const bool control =
+        std::ranges::any_of(c.id, [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; });
+    if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find('/') != std::string::npos ||
+        control) {
+      throw InputError(
+          c.id_location,
+          fmt::format("case id '{}' cannot name a file, as --write-scenarios names each "
+                      "case's: expected no '/', no control characters, not empty, "
+                      "'.' or '..'",
+                      echoed(c.id)));
     }
   }
   std::error_code error;
   std::filesystem::create_directories(folder, error);
-  if (error) throw InputError({folder}, fmt::format("cannot make the folder for --write-scenarios: {}", error.message()));
+  if (error) {
+    throw InputError({folder}, fmt::format("cannot make the folder for --write-scenarios: {}",
+                                           error.message()));
+  }
   for (const ValidationCase& c : cases) {
     if (!c.scenario) {
-      std::cerr << fmt::format("paceline: warning: case {} is unsupported ({}); no scenario written\n", c.id,
-                               c.unsupported_reason);
+      std::cerr << fmt::format(
+          "paceline: warning: case {} is unsupported ({}); no scenario written\n", c.id,
+          c.unsupported_reason);
       continue;
     }
     write_file(folder + "/" + c.id + ".yaml", "the case's scenario",
@@ -287,10 +298,10 @@ int run_command(int argc, char** argv) {
 }
 
 int validate_command(int argc, char** argv) {
-  const Arguments args =
-      parse(argc, argv, 2, {"--overlay", "--cases", "--report", "--write-scenarios", "--threads", "--max-mape",
-                            "--max-memory-mape"},
-            {"--json", "--help"});
+  const Arguments args = parse(argc, argv, 2,
+                               {"--overlay", "--cases", "--report", "--write-scenarios",
+                                "--threads", "--max-mape", "--max-memory-mape"},
+                               {"--json", "--help"});
   if (args.has("--help")) {
     std::cout << kValidateUsage;
     return 0;

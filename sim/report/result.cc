@@ -430,7 +430,8 @@ Breakdown read_breakdown(YamlMap map) {
   b.overlap_slowdown = Seconds(read_number(map, "overlap_slowdown"));
   b.exposed_communication = Seconds(read_number(map, "exposed_communication"));
   for (const ActivityTag tag : kExposedTags) {
-    b.exposed_by_tag[static_cast<int>(tag)] = Seconds(read_number(map, fmt::format("exposed_{}", to_string(tag))));
+    b.exposed_by_tag[static_cast<int>(tag)] =
+        Seconds(read_number(map, fmt::format("exposed_{}", to_string(tag))));
   }
   b.pipeline_bubble = Seconds(read_number(map, "pipeline_bubble"));
   map.finish();
@@ -446,8 +447,8 @@ Result read_result(const std::string& json_text, const std::string& name) {
   YamlMap scenario = root.map("scenario");
   r.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
   if (const auto written = root.required<std::string>("name"); written != r.scenario->name) {
-    root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'", echoed(written),
-                                  echoed(r.scenario->name)));
+    root.fail("name", fmt::format("'{}' is not the name of the scenario it echoes, '{}'",
+                                  echoed(written), echoed(r.scenario->name)));
   }
   r.iteration_time = Seconds(read_number(root, "iteration_time_s"));
   r.tokens_per_s = read_number(root, "tokens_per_s");
@@ -474,7 +475,9 @@ Result read_result(const std::string& json_text, const std::string& name) {
   r.critical_stage = root.required<int>("critical_stage");
   YamlMap kernels = root.map("kernels");
   if (!kernels.has("profile")) kernels.fail("profile", "is required");
-  if (!kernels.node("profile").IsNull()) r.kernels.profile = kernels.required<std::string>("profile");
+  if (!kernels.node("profile").IsNull()) {
+    r.kernels.profile = kernels.required<std::string>("profile");
+  }
   r.kernels.measured_kernels = kernels.required<int64_t>("measured_kernels");
   r.kernels.modeled_kernels = kernels.required<int64_t>("modeled_kernels");
   r.kernels.measured_time_fraction = read_number(kernels, "measured_time_fraction");

@@ -184,10 +184,12 @@ Prediction simulate(std::shared_ptr<const Scenario> scenario, const SimulateOpti
 Prediction simulate_again(const Result& result, const SimulateOptions& options) {
   Prediction again = simulate(result.scenario, options);
   if (to_json(again.result, false).dump() != to_json(result, false).dump()) {
-    throw InputError({result.scenario->file.empty() ? result.scenario->name : result.scenario->file},
-                     fmt::format("simulated again, the scenario takes {} s an iteration, not the {} s of the result "
-                                 "read back: the catalogs or files it names have changed since",
-                                 again.result.iteration_time / Seconds(1), result.iteration_time / Seconds(1)));
+    throw InputError(
+        {result.scenario->file.empty() ? result.scenario->name : result.scenario->file},
+        fmt::format(
+            "simulated again, the scenario takes {} s an iteration, not the {} s of the result "
+            "read back: the catalogs or files it names have changed since",
+            again.result.iteration_time / Seconds(1), result.iteration_time / Seconds(1)));
   }
   return again;
 }

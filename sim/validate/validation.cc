@@ -74,8 +74,9 @@ OverlayRule read_rule(YamlMap& map) {
 }
 
 bool matches(const std::vector<std::string>& patterns, const std::string& id) {
-  return std::any_of(patterns.begin(), patterns.end(),
-                     [&](const std::string& pattern) { return fnmatch(pattern.c_str(), id.c_str(), 0) == 0; });
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& pattern) {
+    return fnmatch(pattern.c_str(), id.c_str(), 0) == 0;
+  });
 }
 
 // Sources of one publication share their start and differ at the end (the table, the section),
@@ -291,14 +292,18 @@ std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const
   return unmatched;
 }
 
-std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases, const std::vector<std::string>& patterns,
+std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases,
+                                         const std::vector<std::string>& patterns,
                                          const SourceLocation& given_at) {
   if (patterns.empty()) throw InputError(given_at, "no case id glob given");
   for (const std::string& pattern : patterns) {
-    if (std::none_of(cases.begin(), cases.end(), [&](const ValidationCase& c) { return matches({pattern}, c.id); })) {
-      throw InputError(given_at, fmt::format("'{}' matches none of the {} case ids of the validation files (globs: "
-                                             "* any run of characters, ? one)",
-                                             echoed(pattern), cases.size()));
+    if (std::none_of(cases.begin(), cases.end(),
+                     [&](const ValidationCase& c) { return matches({pattern}, c.id); })) {
+      throw InputError(
+          given_at,
+          fmt::format("'{}' matches none of the {} case ids of the validation files (globs: "
+                      "* any run of characters, ? one)",
+                      echoed(pattern), cases.size()));
     }
   }
   std::erase_if(cases, [&](const ValidationCase& c) { return !matches(patterns, c.id); });
@@ -309,7 +314,8 @@ namespace {
 
 // `text` with each control character (a line break among them) a space: one comment line.
 std::string one_line(std::string text) {
-  std::ranges::replace_if(text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }, ' ');
+  std::ranges::replace_if(
+      text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }, ' ');
   return text;
 }
 
@@ -317,11 +323,11 @@ std::string one_line(std::string text) {
 
 std::string scenario_file_text(const ValidationCase& c) {
   if (!c.scenario) {
-    throw InputError(c.id_location, fmt::format("case {} has no scenario paceline can run: {}", c.id,
-                                                c.unsupported_reason));
+    throw InputError(c.id_location, fmt::format("case {} has no scenario paceline can run: {}",
+                                                c.id, c.unsupported_reason));
   }
-  std::string text = fmt::format("# Validation case {} ({}), measured {} s per iteration.\n", one_line(c.id),
-                                 one_line(c.file), c.measured_iteration_time_s);
+  std::string text = fmt::format("# Validation case {} ({}), measured {} s per iteration.\n",
+                                 one_line(c.id), one_line(c.file), c.measured_iteration_time_s);
   text += fmt::format("# Source: {}\n", one_line(c.source));
   for (const Override& setting : c.overlay) {
     text += fmt::format("# Overlay: {} = {}\n", one_line(setting.path), one_line(setting.value));

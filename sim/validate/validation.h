@@ -62,7 +62,8 @@ std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const
 // The cases whose ids match one of `patterns` (globs, as an overlay's `cases`), in their order.
 // Throws InputError at `given_at` (where the patterns were given) when there are none, or for a
 // pattern that matches no case.
-std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases, const std::vector<std::string>& patterns,
+std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases,
+                                         const std::vector<std::string>& patterns,
                                          const SourceLocation& given_at);
 
 // A case's scenario as a file `paceline run` reads (to study the case: --trace, --set): a comment

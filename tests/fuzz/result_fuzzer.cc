@@ -12,8 +12,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace paceline;
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::string json;
-  if (fuzz::loads_or_input_error([&] { json = to_json(read_result(text, "result.json")).dump(); })) {
-    if (to_json(read_result(json, "again.json")).dump() != json) fuzz::fail("a result that reads back otherwise");
+  if (fuzz::loads_or_input_error(
+          [&] { json = to_json(read_result(text, "result.json")).dump(); })) {
+    if (to_json(read_result(json, "again.json")).dump() != json) {
+      fuzz::fail("a result that reads back otherwise");
+    }
   }
   return 0;
 }

@@ -97,48 +97,59 @@ TEST(Cli, ValidateRunsTheCasesAskedForAndWritesTheirScenarios) {
    scenario: {model: gpt-1.7b, cluster: {gpu: a100-sxm4-80gb}, training: {global_batch: 1, recompte: full}}}
 )";
   const std::string overlay = paceline::testing::temp_path("chosen-overlay.yaml");
-  std::ofstream(overlay) << "- cases: [small-2]\n  set: {training.recompute: full}\n  why: a test\n";
+  std::ofstream(overlay)
+      << "- cases: [small-2]\n  set: {training.recompute: full}\n  why: a test\n";
   const std::string folder = paceline::testing::temp_path("written-scenarios");
   std::filesystem::remove_all(folder);
-  const CliOutcome chosen =
-      run_cli("validate " + cases + " --overlay " + overlay + " --cases 'small-*' --write-scenarios " + folder);
+  const CliOutcome chosen = run_cli("validate " + cases + " --overlay " + overlay +
+                                    " --cases 'small-*' --write-scenarios " + folder);
   EXPECT_EQ(chosen.exit_code, 0) << chosen.output;
   EXPECT_NE(chosen.output.find("over 2 cases (0 unsupported)"), std::string::npos) << chosen.output;
   EXPECT_EQ(chosen.output.find("other"), std::string::npos) << chosen.output;
   EXPECT_FALSE(std::filesystem::exists(folder + "/other.yaml"));
   // The written scenario runs as the case did, with the overlay, and says what it is.
   std::ifstream written(folder + "/small-2.yaml");
-  const std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(text.starts_with("# Validation case small-2 (" + cases + "), measured 2 s per iteration.\n"
+  const std::string text((std::istreambuf_iterator<char>(written)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_TRUE(text.starts_with("# Validation case small-2 (" + cases +
+                               "), measured 2 s per iteration.\n"
                                "# Source: test\n# Overlay: training.recompute = full\n"))
       << text;
-  const std::string predicted = run_cli("validate " + cases + " --overlay " + overlay + " --cases small-2 --json").output;
+  const std::string predicted =
+      run_cli("validate " + cases + " --overlay " + overlay + " --cases small-2 --json").output;
   const std::string ran = run_cli("run " + folder + "/small-2.yaml --json").output;
   const auto value_after = [](const std::string& json, const std::string& key) {
     const size_t at = json.find(key);
-    return at == std::string::npos ? std::string("missing") : json.substr(at + key.size(), json.find_first_of(",\n", at) - at - key.size());
+    return at == std::string::npos
+               ? std::string("missing")
+               : json.substr(at + key.size(), json.find_first_of(",\n", at) - at - key.size());
   };
   EXPECT_NE(value_after(ran, "\"iteration_time_s\": "), "missing") << ran;
   EXPECT_EQ(value_after(ran, "\"iteration_time_s\": "), value_after(predicted, "\"predicted_s\": "))
       << ran << predicted;
   EXPECT_NE(ran.find("\"recompute\": \"full\""), std::string::npos) << ran;
   // An unsupported case is named, and nothing written for it.
-  const CliOutcome unsupported = run_cli("validate " + cases + " --cases other --write-scenarios " + folder);
+  const CliOutcome unsupported =
+      run_cli("validate " + cases + " --cases other --write-scenarios " + folder);
   EXPECT_EQ(unsupported.exit_code, 0) << unsupported.output;
-  EXPECT_NE(unsupported.output.find("paceline: warning: case other is unsupported ("), std::string::npos)
+  EXPECT_NE(unsupported.output.find("paceline: warning: case other is unsupported ("),
+            std::string::npos)
       << unsupported.output;
   EXPECT_FALSE(std::filesystem::exists(folder + "/other.yaml"));
   // Globs that match nothing, or are empty, are refused.
   const CliOutcome none = run_cli("validate " + cases + " --cases 'small-*,big-*'");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_EQ(none.output,
-            "paceline: --cases small-*,big-*: 'big-*' matches none of the 3 case ids of the validation files (globs: "
+            "paceline: --cases small-*,big-*: 'big-*' matches none of the 3 case ids of the "
+            "validation files (globs: "
             "* any run of characters, ? one)\n");
   const CliOutcome empty = run_cli("validate " + cases + " --cases small-1,");
   EXPECT_EQ(empty.exit_code, 2);
-  EXPECT_EQ(empty.output, "paceline: <command line>: --cases = 'small-1,': expected case id globs separated by "
-                          "commas, none empty\n");
-  EXPECT_EQ(run_cli("validate " + cases + " --cases ''").output, "paceline: --cases : no case id glob given\n");
+  EXPECT_EQ(empty.output,
+            "paceline: <command line>: --cases = 'small-1,': expected case id globs separated by "
+            "commas, none empty\n");
+  EXPECT_EQ(run_cli("validate " + cases + " --cases ''").output,
+            "paceline: --cases : no case id glob given\n");
   // A case id that cannot name a file is refused before any file is written.
   const std::string unsafe = paceline::testing::temp_path("unsafe-ids.yaml");
   std::ofstream(unsafe) << R"(- {id: fine, source: test, measured: {iteration_time_s: 1.0},
@@ -150,7 +161,8 @@ TEST(Cli, ValidateRunsTheCasesAskedForAndWritesTheirScenarios) {
   std::filesystem::remove_all(unsafe_folder);
   const CliOutcome refused = run_cli("validate " + unsafe + " --write-scenarios " + unsafe_folder);
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_EQ(refused.output.find("paceline: " + unsafe + ":3:8: case id 'a/b' cannot name a file"), 0u)
+  EXPECT_EQ(refused.output.find("paceline: " + unsafe + ":3:8: case id 'a/b' cannot name a file"),
+            0u)
       << refused.output;
   EXPECT_FALSE(std::filesystem::exists(unsafe_folder));
 }

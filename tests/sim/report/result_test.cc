@@ -1,9 +1,8 @@
 // Tests sim/report/result.h: the result contract's keys and the model FLOPs formula.
 #include "sim/report/result.h"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -202,7 +201,8 @@ parallelism: {pp: 8, dp: 2, rank_order: pp-cp-tp-dp}
 training: {global_batch: 16, seq_len: 4096}
 )",
       // Kernels from a measured profile.
-      "model: llama3-8b\ncluster: {gpu: h200-sxm-141gb, gpus_per_node: 8}\ntraining: {global_batch: 8}\n",
+      "model: llama3-8b\ncluster: {gpu: h200-sxm-141gb, gpus_per_node: 8}\ntraining: "
+      "{global_batch: 8}\n",
       // Experts, recomputation and sharded states.
       R"(model: mixtral-8x7b
 cluster: {system: dgx-h100, nodes: 2}
@@ -212,7 +212,8 @@ training: {global_batch: 16, seq_len: 2048, recompute: full}
   };
   std::vector<Result> read;
   for (const char* text : scenarios) {
-    const Result r = simulate(std::make_shared<const Scenario>(load_scenario_text(text, "s.yaml"))).result;
+    const Result r =
+        simulate(std::make_shared<const Scenario>(load_scenario_text(text, "s.yaml"))).result;
     const std::string json = to_json(r).dump();
     read.push_back(read_result(json, "r.json"));
     EXPECT_EQ(to_json(read.back()).dump(), json) << text;
@@ -235,14 +236,16 @@ TEST(Result, ReadsBackEveryGoldenResult) {
     if (entry.path().extension() != ".json") continue;
     std::ifstream in(entry.path());
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(to_json(read_result(text, entry.path().string()), false).dump(2) + "\n", text) << entry.path();
+    EXPECT_EQ(to_json(read_result(text, entry.path().string()), false).dump(2) + "\n", text)
+        << entry.path();
     ++read;
   }
   EXPECT_GE(read, 8);
 }
 
 TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
-  const auto scenario = std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const auto scenario =
+      std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
   const Json json = to_json(simulate(scenario).result);
   const auto error = [](const std::string& text) {
     try {
@@ -254,28 +257,35 @@ TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
   };
   Json memory = json.at("memory");
   const std::string unknown = Json(json).set("memory", memory.set("peak_gib", 1.0)).dump();
-  EXPECT_NE(error(unknown).find("unknown key 'peak_gib' in memory"), std::string::npos) << error(unknown);
+  EXPECT_NE(error(unknown).find("unknown key 'peak_gib' in memory"), std::string::npos)
+      << error(unknown);
   Json breakdown = json.at("breakdown_s");
-  const std::string wrong_type = Json(json).set("breakdown_s", breakdown.set("compute", "soon")).dump();
-  EXPECT_NE(error(wrong_type).find("breakdown_s.compute = 'soon' is not a number"), std::string::npos)
+  const std::string wrong_type =
+      Json(json).set("breakdown_s", breakdown.set("compute", "soon")).dump();
+  EXPECT_NE(error(wrong_type).find("breakdown_s.compute = 'soon' is not a number"),
+            std::string::npos)
       << error(wrong_type);
   const std::string renamed = Json(json).set("name", "another").dump();
-  EXPECT_NE(error(renamed).find("'another' is not the name of the scenario it echoes"), std::string::npos)
+  EXPECT_NE(error(renamed).find("'another' is not the name of the scenario it echoes"),
+            std::string::npos)
       << error(renamed);
   EXPECT_NE(error("3").find("r.json:1:1"), std::string::npos) << error("3");
   // Keys left out of the compact text.
   const std::string compact = json.dump(-1);
   std::string no_profile = compact;
   no_profile.erase(no_profile.find("\"profile\":null,"), std::string("\"profile\":null,").size());
-  EXPECT_NE(error(no_profile).find("kernels.profile is required"), std::string::npos) << error(no_profile);
+  EXPECT_NE(error(no_profile).find("kernels.profile is required"), std::string::npos)
+      << error(no_profile);
   std::string no_stages = compact;
   const size_t stages = no_stages.find(",\"stages\":[");
   no_stages.erase(stages, no_stages.find("}]", stages) + 2 - stages);
-  EXPECT_NE(error(no_stages).find("memory.stages is required"), std::string::npos) << error(no_stages);
+  EXPECT_NE(error(no_stages).find("memory.stages is required"), std::string::npos)
+      << error(no_stages);
   std::string no_scenario = compact;
   const size_t scenario_at = no_scenario.find(",\"scenario\":");
   no_scenario.erase(scenario_at, no_scenario.size() - 1 - scenario_at);
-  EXPECT_NE(error(no_scenario).find("scenario is required"), std::string::npos) << error(no_scenario);
+  EXPECT_NE(error(no_scenario).find("scenario is required"), std::string::npos)
+      << error(no_scenario);
 }
 
 }  // namespace

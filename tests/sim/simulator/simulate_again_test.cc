@@ -15,7 +15,8 @@ TEST(SimulateAgain, GivesTheSpansOfTheResultReadBack) {
 cluster: {gpu: a100-sxm4-80gb, gpus_per_node: 4}
 parallelism: {pp: 2, dp: 2}
 training: {global_batch: 8}
-)", "s.yaml"));
+)",
+                                                                            "s.yaml"));
   const Prediction first = simulate(scenario);
   const Prediction again = simulate_again(read_result(to_json(first.result).dump(), "r.json"));
   EXPECT_EQ(to_json(again.result, false).dump(), to_json(first.result, false).dump());
@@ -29,14 +30,16 @@ training: {global_batch: 8}
 }
 
 TEST(SimulateAgain, RefusesAResultItsScenarioNoLongerGives) {
-  const auto scenario = std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const auto scenario =
+      std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
   Result changed = simulate(scenario).result;
   changed.iteration_time = changed.iteration_time * 2.0;
   try {
     simulate_again(changed);
     ADD_FAILURE() << "a result its scenario does not give was simulated again";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("the catalogs or files it names have changed since"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("the catalogs or files it names have changed since"),
+              std::string::npos)
         << e.what();
   }
 }

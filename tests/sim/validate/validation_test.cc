@@ -397,21 +397,24 @@ TEST(Validation, OverlayErrorsNameTheRuleAndTheCase) {
 }
 
 TEST(Validation, SelectsCasesByGlobInTheirOrder) {
-  const std::vector<ValidationCase> cases = load_validation_file(write_two_cases("selected-cases.yaml"));
+  const std::vector<ValidationCase> cases =
+      load_validation_file(write_two_cases("selected-cases.yaml"));
   const auto ids = [](const std::vector<ValidationCase>& selected) {
     std::vector<std::string> out;
     for (const ValidationCase& c : selected) out.push_back(c.id);
     return out;
   };
   const SourceLocation given_at{"--cases"};
-  EXPECT_EQ(ids(select_cases(cases, {"beta-?", "alpha-*"}, given_at)), (std::vector<std::string>{"alpha-1", "beta-1"}));
+  EXPECT_EQ(ids(select_cases(cases, {"beta-?", "alpha-*"}, given_at)),
+            (std::vector<std::string>{"alpha-1", "beta-1"}));
   EXPECT_EQ(ids(select_cases(cases, {"beta-1"}, given_at)), (std::vector<std::string>{"beta-1"}));
   try {
     select_cases(cases, {"alpha-1", "gamma-*"}, given_at);
     ADD_FAILURE() << "a glob that matches no case was taken";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "--cases: 'gamma-*' matches none of the 2 case ids of the validation files "
-                                     "(globs: * any run of characters, ? one)");
+    EXPECT_EQ(std::string(e.what()),
+              "--cases: 'gamma-*' matches none of the 2 case ids of the validation files "
+              "(globs: * any run of characters, ? one)");
   }
   EXPECT_THROW(select_cases(cases, {}, given_at), InputError);
 }
@@ -421,18 +424,23 @@ TEST(Validation, SelectsCasesByGlobInTheirOrder) {
 TEST(Validation, ACaseScenarioFileReadsBackAsItsScenario) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
   apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml"));
-  cases = select_cases(std::move(cases), {"torchtitan_2412_T5_*", "sc21_t2_zero3_174B_384gpu"}, {"test"});
+  cases = select_cases(std::move(cases), {"torchtitan_2412_T5_*", "sc21_t2_zero3_174B_384gpu"},
+                       {"test"});
   ASSERT_EQ(cases.size(), 3u);
   for (const ValidationCase& c : cases) {
     const std::string text = scenario_file_text(c);
-    EXPECT_TRUE(text.starts_with("# Validation case " + c.id + " (scenarios/validation/public.yaml), measured "))
+    EXPECT_TRUE(text.starts_with("# Validation case " + c.id +
+                                 " (scenarios/validation/public.yaml), measured "))
         << text;
-    EXPECT_EQ(to_json(load_scenario_text(text, "case.yaml")).dump(), to_json(*c.scenario).dump()) << c.id;
+    EXPECT_EQ(to_json(load_scenario_text(text, "case.yaml")).dump(), to_json(*c.scenario).dump())
+        << c.id;
   }
-  EXPECT_NE(scenario_file_text(cases[0]).find("# Overlay: parallelism.fsdp_gather = tensor\n"), std::string::npos);
+  EXPECT_NE(scenario_file_text(cases[0]).find("# Overlay: parallelism.fsdp_gather = tensor\n"),
+            std::string::npos);
   ValidationCase multiline = cases[0];
   multiline.source = "a source\nover two lines";
-  EXPECT_NE(scenario_file_text(multiline).find("# Source: a source over two lines\n"), std::string::npos);
+  EXPECT_NE(scenario_file_text(multiline).find("# Source: a source over two lines\n"),
+            std::string::npos);
   EXPECT_EQ(to_json(load_scenario_text(scenario_file_text(multiline), "case.yaml")).dump(),
             to_json(*multiline.scenario).dump());
   ValidationCase unsupported = cases[0];
