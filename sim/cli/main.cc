@@ -135,37 +135,26 @@ std::vector<std::string> split_globs(const std::string& text) {
   return globs;
 }
 
-// Writes the scenario of each case paceline can run into `folder` (made if missing), as ID.yaml;
-// checks every id first, so that a bad one leaves nothing half written.
+// Writes the scenario of each case paceline can run into `folder` (made if missing); names
+// every file first, so that a bad case id leaves nothing half written.
 void write_scenarios(const std::vector<ValidationCase>& cases, const std::string& folder) {
-  for (const ValidationCase& c : cases) {
-    const bool control =
-        std::ranges::any_of(c.id, [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; });
-    if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find('/') != std::string::npos ||
-        control) {
-      throw InputError(
-          c.id_location,
-          fmt::format("case id '{}' cannot name a file, as --write-scenarios names each "
-                      "case's: expected no '/', no control characters, not empty, "
-                      "'.' or '..'",
-                      echoed(c.id)));
-    }
-  }
+  std::vector<std::string> names;
+  for (const ValidationCase& c : cases) names.push_back(scenario_file_name(c));
   std::error_code error;
   std::filesystem::create_directories(folder, error);
   if (error) {
     throw InputError({folder}, fmt::format("cannot make the folder for --write-scenarios: {}",
                                            error.message()));
   }
-  for (const ValidationCase& c : cases) {
-    if (!c.scenario) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!cases[i].scenario) {
       std::cerr << fmt::format(
-          "paceline: warning: case {} is unsupported ({}); no scenario written\n", c.id,
-          c.unsupported_reason);
+          "paceline: warning: case {} is unsupported ({}); no scenario written\n", cases[i].id,
+          cases[i].unsupported_reason);
       continue;
     }
-    write_file(folder + "/" + c.id + ".yaml", "the case's scenario",
-               [&](std::ostream& out) { out << scenario_file_text(c); });
+    write_file(folder + "/" + names[i], "the case's scenario",
+               [&](std::ostream& out) { out << scenario_file_text(cases[i]); });
   }
 }
 

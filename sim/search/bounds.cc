@@ -366,9 +366,11 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
     parameters[kind] = facts[kind] ? facts[kind]->parameters : 0;
   }
   const bool gathers = l.zero >= 3;
-  // Recomputation decides which tensors are gathered again (fsdp_gather: tensor).
-  const auto key =
-      std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers, static_cast<int>(l.recompute), parameters);
+  // Recomputation decides which tensors are gathered again (fsdp_gather: tensor); whole blocks
+  // are gathered alike under every recomputation.
+  const bool tensor_gathers = gathers && base_.parallelism.fsdp_gather == FsdpGather::kTensor;
+  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.ep, gathers,
+                                   tensor_gathers ? static_cast<int>(l.recompute) : -1, parameters);
   if (auto it = microbatch_streams_.find(key); it != microbatch_streams_.end()) return it->second;
   const Parallelism parallelism = layout_parallelism(l, base_);
   const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
@@ -396,7 +398,7 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
       if (v.count[kind] == 0) continue;
       const double held = static_cast<double>(parameters[kind]);
       const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
-      if (gathers && parallelism.fsdp_gather == FsdpGather::kTensor) {
+      if (tensor_gathers) {
         const FsdpGathers& tensors = facts[kind]->tensor_gathers;
         for (const Bytes size : tensors.sizes) {
           run(Collective::kAllGather, size / Bytes(1), shard, 2 * v.count[kind]);

@@ -73,11 +73,16 @@ OverlayRule read_rule(YamlMap& map) {
   return rule;
 }
 
-bool matches(const std::vector<std::string>& patterns, const std::string& id) {
-  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& pattern) {
-    return fnmatch(pattern.c_str(), id.c_str(), 0) == 0;
-  });
+bool matches(const std::string& pattern, const std::string& id) {
+  return fnmatch(pattern.c_str(), id.c_str(), 0) == 0;
 }
+
+bool matches(const std::vector<std::string>& patterns, const std::string& id) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& pattern) { return matches(pattern, id); });
+}
+
+bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
 // Sources of one publication share their start and differ at the end (the table, the section),
 // so a long one keeps both ends.
@@ -298,7 +303,7 @@ std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases,
   if (patterns.empty()) throw InputError(given_at, "no case id glob given");
   for (const std::string& pattern : patterns) {
     if (std::none_of(cases.begin(), cases.end(),
-                     [&](const ValidationCase& c) { return matches({pattern}, c.id); })) {
+                     [&](const ValidationCase& c) { return matches(pattern, c.id); })) {
       throw InputError(
           given_at,
           fmt::format("'{}' matches none of the {} case ids of the validation files (globs: "
@@ -314,12 +319,23 @@ namespace {
 
 // `text` with each control character (a line break among them) a space: one comment line.
 std::string one_line(std::string text) {
-  std::ranges::replace_if(
-      text, [](unsigned char c) { return c < 0x20 || c == 0x7f; }, ' ');
+  std::ranges::replace_if(text, is_control, ' ');
   return text;
 }
 
 }  // namespace
+
+std::string scenario_file_name(const ValidationCase& c) {
+  if (c.id.empty() || c.id == "." || c.id == ".." || c.id.find('/') != std::string::npos ||
+      std::ranges::any_of(c.id, is_control)) {
+    throw InputError(
+        c.id_location,
+        fmt::format("case id '{}' cannot name its scenario's file: expected no '/', no "
+                    "control characters, not empty, '.' or '..'",
+                    echoed(c.id)));
+  }
+  return c.id + ".yaml";
+}
 
 std::string scenario_file_text(const ValidationCase& c) {
   if (!c.scenario) {

@@ -71,6 +71,9 @@ std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases,
 // scenario, which reads back as the same one from anywhere. Throws InputError at the case for
 // one whose scenario paceline cannot run (unsupported).
 std::string scenario_file_text(const ValidationCase& c);
+// The name of that file: the case id and ".yaml". Throws InputError at the id for one that
+// cannot name a file in a folder (empty, "." or "..", with a '/' or a control character).
+std::string scenario_file_name(const ValidationCase& c);
 
 struct CaseOutcome {
   const ValidationCase* validation_case = nullptr;

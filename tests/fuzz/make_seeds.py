@@ -6,9 +6,10 @@
 writes OUTDIR/<harness>/<name> for each harness: scenario (scenarios/*.yaml and every case of
 scenarios/validation/*.yaml, one scenario per file), model_catalog (models/catalog/*.yaml and
 the validation cases' inline models), gpu_catalog, link_catalog (hardware/catalog/*),
-hf_config (tests/models/data/*.json), result (tests/golden/*.json: the result contract), overlay
-(scenarios/validation/*.yaml that are overlays, and each of their rules alone), profile (hardware/profiles/*.yaml, cut down to a few
-rows per table so that each seed stays small) and unit_parse (every quantity written in those files,
+hf_config (tests/models/data/*.json), result (tests/golden/*.json: the result contract),
+overlay (scenarios/validation/*.yaml that are overlays, and each of their rules alone), profile
+(hardware/profiles/*.yaml, cut down to a few rows per table so that each seed stays small) and
+unit_parse (every quantity written in those files,
 behind a first byte that picks its dimension). Generated, never committed: rerun it when the
 inputs change (tests/fuzz/fuzz.sh does).
 """

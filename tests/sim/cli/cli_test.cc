@@ -161,7 +161,8 @@ TEST(Cli, ValidateRunsTheCasesAskedForAndWritesTheirScenarios) {
   std::filesystem::remove_all(unsafe_folder);
   const CliOutcome refused = run_cli("validate " + unsafe + " --write-scenarios " + unsafe_folder);
   EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_EQ(refused.output.find("paceline: " + unsafe + ":3:8: case id 'a/b' cannot name a file"),
+  EXPECT_EQ(refused.output.find("paceline: " + unsafe +
+                                ":3:8: case id 'a/b' cannot name its scenario's file"),
             0u)
       << refused.output;
   EXPECT_FALSE(std::filesystem::exists(unsafe_folder));

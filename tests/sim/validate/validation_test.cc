@@ -443,6 +443,12 @@ TEST(Validation, ACaseScenarioFileReadsBackAsItsScenario) {
             std::string::npos);
   EXPECT_EQ(to_json(load_scenario_text(scenario_file_text(multiline), "case.yaml")).dump(),
             to_json(*multiline.scenario).dump());
+  EXPECT_EQ(scenario_file_name(cases[0]), cases[0].id + ".yaml");
+  for (const char* id : {"", ".", "..", "a/b", "a\nb"}) {
+    ValidationCase unnamed = cases[0];
+    unnamed.id = id;
+    EXPECT_THROW(scenario_file_name(unnamed), InputError) << id;
+  }
   ValidationCase unsupported = cases[0];
   unsupported.scenario = nullptr;
   unsupported.unsupported_reason = "a reason";
