@@ -20,6 +20,8 @@ struct Completion {
   uint32_t rank;     // the rank, or kRendezvous, or kWakeup
   uint32_t id;       // the task, or the rendezvous slot
   uint32_t version;  // a task completion is stale once its stream's version moved on
+  // The task's stream: a stale completion is recognised without reading the task.
+  StreamId stream = 0;
 };
 
 // Tokens the external model knows tasks by.
@@ -123,8 +125,7 @@ class RunState {
         ++result_.events;
         complete_rendezvous(c.id);
       } else {
-        const Task& t = program(c.rank).kind(c.id);
-        if (c.version != ranks_[c.rank].version[t.stream]) continue;  // rescheduled since
+        if (c.version != ranks_[c.rank].version[c.stream]) continue;  // rescheduled since
         ++result_.events;
         complete(c.rank, c.id);
       }
@@ -234,7 +235,7 @@ class RunState {
   void schedule_completion(uint32_t rank, TaskId task, const Task& t) {
     RankState& state = ranks_[rank];
     if (!may_slow(t)) {
-      queue_.push(now_ + t.duration, Completion{rank, task, state.version[t.stream]});
+      queue_.push(now_ + t.duration, Completion{rank, task, state.version[t.stream], t.stream});
       return;
     }
     state.victim_running[t.stream] = 1;
@@ -246,7 +247,7 @@ class RunState {
   void reschedule(uint32_t rank, StreamId stream, TaskId task) {
     RankState& state = ranks_[rank];
     const int64_t left = std::llround(state.remaining_ps[stream] / rate(state, program(rank).kind(task)));
-    queue_.push(now_ + SimTime::from_picoseconds(left), Completion{rank, task, ++state.version[stream]});
+    queue_.push(now_ + SimTime::from_picoseconds(left), Completion{rank, task, ++state.version[stream], stream});
   }
 
   // Aggressors starting and ending change the speed of the rank's running victims.
