@@ -47,9 +47,11 @@ struct RankState {
   std::vector<double> remaining_ps;           // full-speed work left at `since`
   std::vector<SimTime> since;
   std::vector<uint8_t> victim_running;
+  int victims_running = 0;  // streams whose victim_running is set
   // Aggressors running on the rank: how many hold each number of SMs (a few distinct counts).
   std::vector<std::pair<uint16_t, int>> aggressor_sms;
-  int sm_holders = 0;  // of those, the ones whose tag is in Interference::sm_holder_tags
+  uint16_t most_sms = 0;  // the most SMs a running aggressor holds
+  int sm_holders = 0;     // of those, the ones whose tag is in Interference::sm_holder_tags
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
   RankOutcome outcome;
@@ -210,7 +212,7 @@ class RunState {
     const bool persistent = i.persistent_slowdown > 0.0 && t.persistent_duration > SimTime::zero();
     return is_victim(t.tag) && (i.slowdown > 0.0 || persistent);
   }
-  static uint16_t most_sms(const RankState& state) {
+  static uint16_t most_sms_held(const RankState& state) {
     uint16_t most = 0;
     for (const auto& [sms, running] : state.aggressor_sms) {
       if (running > 0) most = std::max(most, sms);
@@ -229,7 +231,7 @@ class RunState {
     }
     return 1.0 / (1.0 + slowdown);
   }
-  double rate(const RankState& state, const Task& t) const { return rate(most_sms(state), state.sm_holders, t); }
+  double rate(const RankState& state, const Task& t) const { return rate(state.most_sms, state.sm_holders, t); }
 
   // A local task takes `duration` at full speed; a victim of interference may take longer.
   void schedule_completion(uint32_t rank, TaskId task, const Task& t) {
@@ -239,6 +241,7 @@ class RunState {
       return;
     }
     state.victim_running[t.stream] = 1;
+    ++state.victims_running;
     state.remaining_ps[t.stream] = static_cast<double>(t.duration.picoseconds());
     state.since[t.stream] = now_;
     reschedule(rank, t.stream, task);
@@ -256,21 +259,26 @@ class RunState {
   }
   void stop_running(uint32_t rank, const Task& t) {
     RankState& state = ranks_[rank];
-    state.victim_running[t.stream] = 0;
+    if (state.victim_running[t.stream]) {
+      state.victim_running[t.stream] = 0;
+      --state.victims_running;
+    }
     if (t.sms > 0) change_aggressors(rank, t, -1);
   }
   void change_aggressors(uint32_t rank, const Task& aggressor, int delta) {
     RankState& state = ranks_[rank];
-    const uint16_t sms_before = most_sms(state);
+    const uint16_t sms_before = state.most_sms;
     const int sm_holders_before = state.sm_holders;
     auto held = std::find_if(state.aggressor_sms.begin(), state.aggressor_sms.end(),
                              [&](const auto& entry) { return entry.first == aggressor.sms; });
     if (held == state.aggressor_sms.end()) held = state.aggressor_sms.insert(held, {aggressor.sms, 0});
     held->second += delta;
     if (holds_sms(aggressor.tag)) state.sm_holders += delta;
-    const uint16_t sms_after = most_sms(state);
+    state.most_sms = most_sms_held(state);
+    const uint16_t sms_after = state.most_sms;
     // Rates depend only on the most SMs held and on whether any SM holder runs.
     if (sms_before == sms_after && (sm_holders_before > 0) == (state.sm_holders > 0)) return;
+    if (state.victims_running == 0) return;
     const Program& p = program(rank);
     for (StreamId s = 0; s < p.num_streams(); ++s) {
       if (!state.victim_running[s]) continue;
