@@ -85,12 +85,21 @@ SyncId ProgramBuilder::add_sync(SyncPoint sync) {
 }
 
 TaskId ProgramBuilder::add_task(const Task& task) {
+  return add_task_of_kind(add_kind(task), task.sync, task.label);
+}
+
+uint32_t ProgramBuilder::add_kind(const Task& task) {
   PACELINE_CHECK(task.stream < stream_names_.size(), "task on an unknown stream");
-  PACELINE_CHECK(task.sync == kNoId || task.sync < syncs_.size(), "task with an unknown sync");
   PACELINE_CHECK(task.resource == kNoId || task.resource < resources_.size(),
                  "task with an unknown resource");
+  return intern(task);
+}
+
+TaskId ProgramBuilder::add_task_of_kind(uint32_t kind, SyncId sync, uint32_t label) {
+  PACELINE_CHECK(kind < kinds_.size(), "task of an unknown kind");
+  PACELINE_CHECK(sync == kNoId || sync < syncs_.size(), "task with an unknown sync");
   PACELINE_CHECK(entries_.size() < kNoId - 1, "too many tasks in one program");
-  entries_.push_back({intern(task), task.sync, task.label, 0});
+  entries_.push_back({kind, sync, label, 0});
   return static_cast<TaskId>(entries_.size() - 1);
 }
 

@@ -144,6 +144,10 @@ class ProgramBuilder {
   ResourceId add_resource(std::string name, uint32_t capacity);
   SyncId add_sync(SyncPoint sync);
   TaskId add_task(const Task& task);
+  // The same in two steps, for callers that add many tasks of one kind: the kind of `task`
+  // (every field but sync and label), then a task of that kind with its own sync and label.
+  uint32_t add_kind(const Task& task);
+  TaskId add_task_of_kind(uint32_t kind, SyncId sync, uint32_t label);
   // `before` must finish before `after` starts.
   void add_dependency(TaskId before, TaskId after);
   // Sets the memory a task allocates when it starts.

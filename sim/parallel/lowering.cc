@@ -485,6 +485,7 @@ class StageBuilder {
   int stage_;
   std::array<std::vector<std::vector<int>>, kNumGroupKinds> sharing_;  // sharing_nics of each
   ProgramBuilder builder_;
+  std::vector<std::vector<uint32_t>> template_kinds_;  // by plan, then template: its kind, or kNoId
   std::vector<TaskLabel> labels_;
   std::vector<TaskComm> lone_comms_;
   std::vector<std::string> names_;
@@ -514,23 +515,34 @@ StreamKind StageBuilder::emit_task(Emission& e) {
   const uint32_t i = static_cast<uint32_t>(e.instance.tasks.size());
   if (i == 0) e.instance.tasks.reserve(plan.tasks.size());
   const TaskTemplate& t = plan.tasks[i];
-  Task task;
-  task.stream = static_cast<StreamId>(t.stream);
-  task.duration = t.duration;
-  task.persistent_duration = t.persistent_duration;
-  task.alloc_at_start_bytes = t.alloc_bytes;
-  task.free_at_end_bytes = t.free_bytes + (i == plan.last_compute ? e.free_at_exit : 0);
-  task.transient_bytes = t.transient_bytes;
-  task.tag = static_cast<uint8_t>(t.tag);
-  task.sms = t.sms;
-  task.label = static_cast<uint32_t>(labels_.size());
+  // A template's kind is the same in every instance, save for the bytes the last compute task
+  // frees on exit: interned once per template.
+  const int64_t freed_on_exit = i == plan.last_compute ? e.free_at_exit : 0;
+  if (e.plan_index >= template_kinds_.size()) template_kinds_.resize(e.plan_index + 1);
+  std::vector<uint32_t>& kinds = template_kinds_[e.plan_index];
+  if (kinds.empty()) kinds.assign(plan.tasks.size(), kNoId);
+  uint32_t kind = freed_on_exit == 0 ? kinds[i] : kNoId;
+  if (kind == kNoId) {
+    Task task;
+    task.stream = static_cast<StreamId>(t.stream);
+    task.duration = t.duration;
+    task.persistent_duration = t.persistent_duration;
+    task.alloc_at_start_bytes = t.alloc_bytes;
+    task.free_at_end_bytes = t.free_bytes + freed_on_exit;
+    task.transient_bytes = t.transient_bytes;
+    task.tag = static_cast<uint8_t>(t.tag);
+    task.sms = t.sms;
+    if (t.stream != StreamKind::kCompute) task.external = c_.networked[static_cast<int>(t.group)];
+    kind = builder_.add_kind(task);
+    if (freed_on_exit == 0) kinds[i] = kind;
+  }
+  SyncId sync = kNoId;
   if (t.stream != StreamKind::kCompute) {
     const uint32_t members = c_.members[static_cast<int>(t.group)];
     const uint32_t sequence = next_sequence(t.group);
-    if (members > 1) task.sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
-    task.external = c_.networked[static_cast<int>(t.group)];
+    if (members > 1) sync = builder_.add_sync({static_cast<uint32_t>(t.group), sequence, members});
   }
-  const TaskId id = builder_.add_task(task);
+  const TaskId id = builder_.add_task_of_kind(kind, sync, static_cast<uint32_t>(labels_.size()));
   labels_.push_back(TaskLabel{e.plan_index, i, e.block.block, e.microbatch});
   for (const uint32_t d : t.deps) builder_.add_dependency(e.instance.tasks[d], id);
   if (t.entry) {

@@ -35,6 +35,35 @@ TEST(ProgramBuilder, RejectsBadReferences) {
   const TaskId t = b.add_task({.stream = 0});
   EXPECT_THROW(b.add_dependency(t, t), InternalError);
   EXPECT_THROW(b.add_dependency(t, 7), InternalError);
+  EXPECT_THROW(b.add_task_of_kind(5, kNoId, 0), InternalError);
+  EXPECT_THROW(b.add_task_of_kind(0, 2, 0), InternalError);
+}
+
+TEST(ProgramBuilder, ATaskOfAKindIsTheTaskAddedWhole) {
+  ProgramBuilder b;
+  const StreamId compute = b.add_stream("compute");
+  const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
+  const Task whole{.stream = compute, .duration = to_sim_time(Microseconds(3)), .sync = sync, .transient_bytes = 64,
+                   .label = 7, .sms = 4};
+  const TaskId added = b.add_task(whole);
+  const uint32_t kind = b.add_kind(whole);
+  const TaskId of_kind = b.add_task_of_kind(kind, sync, 7);
+  // A kind differs from another in any field but sync and label.
+  Task longer = whole;
+  longer.duration = to_sim_time(Microseconds(4));
+  EXPECT_NE(b.add_kind(longer), kind);
+  EXPECT_EQ(b.add_kind({.stream = compute, .duration = whole.duration, .transient_bytes = 64, .label = 99, .sms = 4}),
+            kind);
+  const Program p = std::move(b).build();
+  for (const TaskId id : {added, of_kind}) {
+    const Task t = p.task(id);
+    EXPECT_EQ(t.duration, whole.duration);
+    EXPECT_EQ(t.transient_bytes, 64);
+    EXPECT_EQ(t.sms, 4);
+    EXPECT_EQ(t.sync, sync);
+    EXPECT_EQ(t.label, 7u);
+  }
+  EXPECT_EQ(&p.kind(added), &p.kind(of_kind));
 }
 
 }  // namespace
