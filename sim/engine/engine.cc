@@ -231,7 +231,9 @@ class RunState {
     }
     return 1.0 / (1.0 + slowdown);
   }
-  double rate(const RankState& state, const Task& t) const { return rate(state.most_sms, state.sm_holders, t); }
+  double rate(const RankState& state, const Task& t) const {
+    return rate(state.most_sms, state.sm_holders, t);
+  }
 
   // A local task takes `duration` at full speed; a victim of interference may take longer.
   void schedule_completion(uint32_t rank, TaskId task, const Task& t) {
@@ -250,7 +252,8 @@ class RunState {
   void reschedule(uint32_t rank, StreamId stream, TaskId task) {
     RankState& state = ranks_[rank];
     const int64_t left = std::llround(state.remaining_ps[stream] / rate(state, program(rank).kind(task)));
-    queue_.push(now_ + SimTime::from_picoseconds(left), Completion{rank, task, ++state.version[stream], stream});
+    queue_.push(now_ + SimTime::from_picoseconds(left),
+                Completion{rank, task, ++state.version[stream], stream});
   }
 
   // Aggressors starting and ending change the speed of the rank's running victims.

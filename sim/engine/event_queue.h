@@ -83,8 +83,8 @@ class EventQueue {
   // Times are non-negative: the highest of 63 bits at most differs from the last time.
   std::array<std::vector<Event>, 64> buckets_;
   uint64_t filled_ = 0;  // bit b − 1 set: bucket b ≥ 1 holds events
-  size_t front_ = 0;  // bucket 0's events before this one have been popped
-  int64_t last_ = 0;  // the time of the last event popped
+  size_t front_ = 0;     // bucket 0's events before this one have been popped
+  int64_t last_ = 0;     // the time of the last event popped
   size_t size_ = 0;
   uint64_t next_sequence_ = 0;
 };

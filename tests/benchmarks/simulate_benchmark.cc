@@ -35,7 +35,8 @@ void simulate_layout(benchmark::State& state, const std::string& path, const Lay
     events += p.result.events;
     benchmark::DoNotOptimize(p.result.iteration_time);
   }
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["max_rss_MiB"] = peak_resident_mib();
 }
 
@@ -60,7 +61,8 @@ BENCHMARK_CAPTURE(simulate_file, llama31_405b_16384_full, "scenarios/llama3.1-40
     ->Iterations(1);
 // The search's best layout for the 405B scenario: 64 pipeline stages of 256 micro-batches, the
 // costliest kind of simulation a search of that cluster runs.
-BENCHMARK_CAPTURE(simulate_layout, llama31_405b_16384_pp64, "scenarios/llama3.1-405b-16384xh100.yaml",
+BENCHMARK_CAPTURE(simulate_layout, llama31_405b_16384_pp64,
+                  "scenarios/llama3.1-405b-16384xh100.yaml",
                   Layout{.tp = 8, .pp = 64, .dp = 8, .cp = 4, .zero = 1, .sequence_parallel = true})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(simulate_file, gpt_1_7b_1_gpu, "scenarios/gpt-1.7b-1xa100.yaml", Fidelity::kSymmetric)

@@ -89,8 +89,9 @@ TEST(EventQueue, MatchesASortOverTimesOfEveryMagnitude) {
   int64_t now = 0;
   for (int i = 0; i < 20000; ++i) {
     const int bits = static_cast<int>((next() >> 58) % 62);
-    const int64_t t = i % 5 == 4 && !pending.empty() ? pending[(next() >> 33) % pending.size()].first
-                                                     : now + static_cast<int64_t>((next() >> 3) >> (61 - bits));
+    const int64_t t = i % 5 == 4 && !pending.empty()
+                          ? pending[(next() >> 33) % pending.size()].first
+                          : now + static_cast<int64_t>((next() >> 3) >> (61 - bits));
     queue.push(ps(t), i);
     pending.emplace_back(t, i);
     if (next() % 2 == 0) {

@@ -43,8 +43,12 @@ TEST(ProgramBuilder, ATaskOfAKindIsTheTaskAddedWhole) {
   ProgramBuilder b;
   const StreamId compute = b.add_stream("compute");
   const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
-  const Task whole{.stream = compute, .duration = to_sim_time(Microseconds(3)), .sync = sync, .transient_bytes = 64,
-                   .label = 7, .sms = 4};
+  const Task whole{.stream = compute,
+                   .duration = to_sim_time(Microseconds(3)),
+                   .sync = sync,
+                   .transient_bytes = 64,
+                   .label = 7,
+                   .sms = 4};
   const TaskId added = b.add_task(whole);
   const uint32_t kind = b.add_kind(whole);
   const TaskId of_kind = b.add_task_of_kind(kind, sync, 7);
@@ -52,7 +56,11 @@ TEST(ProgramBuilder, ATaskOfAKindIsTheTaskAddedWhole) {
   Task longer = whole;
   longer.duration = to_sim_time(Microseconds(4));
   EXPECT_NE(b.add_kind(longer), kind);
-  EXPECT_EQ(b.add_kind({.stream = compute, .duration = whole.duration, .transient_bytes = 64, .label = 99, .sms = 4}),
+  EXPECT_EQ(b.add_kind({.stream = compute,
+                        .duration = whole.duration,
+                        .transient_bytes = 64,
+                        .label = 99,
+                        .sms = 4}),
             kind);
   const Program p = std::move(b).build();
   for (const TaskId id : {added, of_kind}) {
