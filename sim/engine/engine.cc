@@ -50,8 +50,8 @@ struct RankState {
   int victims_running = 0;  // streams whose victim_running is set
   // Aggressors running on the rank: how many hold each number of SMs (a few distinct counts).
   std::vector<std::pair<uint16_t, int>> aggressor_sms;
-  uint16_t most_sms = 0;  // the most SMs a running aggressor holds
   int sm_holders = 0;     // of those, the ones whose tag is in Interference::sm_holder_tags
+  uint16_t most_sms = 0;  // the most SMs a running aggressor holds
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
   RankOutcome outcome;

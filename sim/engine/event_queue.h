@@ -4,11 +4,12 @@
 // ns-3's schedulers), so a run never depends on heap layout, pointer values or thread count.
 //
 // A discrete-event run never schedules before the event it is processing, so the queue is a
-// monotone radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms for the shortest
-// path problem", J. ACM 1990): bucket b ≥ 1 holds the events whose time first differs from the
-// last time popped at bit b − 1, bucket 0 those at that time. A push is an append; a pop takes
-// bucket 0's front and, when it is empty, moves the first non-empty bucket's events down to
-// lower buckets against its least time, each event moving a few times at most. Appends and
+// monotone radix heap (a variant of Ahuja, Mehlhorn, Orlin and Tarjan's, "Faster algorithms for
+// the shortest path problem", J. ACM 1990): bucket b ≥ 1 holds the events whose time first
+// differs from the last time popped at bit b − 1, bucket 0 those at that time. A push is an
+// append; a pop takes bucket 0's front and, when it is empty, moves the first non-empty
+// bucket's events down to lower buckets against its least time. Each move lowers an event's
+// bucket, so an event moves 63 times at most, and in a simulation's schedule a few. Appends and
 // moves keep each bucket's events in insertion order, and events at one time always share a
 // bucket, so ties leave in the order they came.
 #ifndef PACELINE_SIM_ENGINE_EVENT_QUEUE_H_

@@ -181,7 +181,8 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
 // Builds the program of one pipeline stage.
 class StageBuilder {
  public:
-  StageBuilder(const Context& c, int stage) : c_(c), stage_(stage) {
+  StageBuilder(const Context& c, int stage)
+      : c_(c), stage_(stage), template_kinds_(c.plans.size()) {
     for (int k = 0; k < kNumStreams; ++k) builder_.add_stream(std::string(to_string(static_cast<StreamKind>(k))));
     for (int k = 0; k < static_cast<int>(GroupKind::kForwardSend); ++k) {
       const auto kind = static_cast<GroupKind>(k);
@@ -518,7 +519,6 @@ StreamKind StageBuilder::emit_task(Emission& e) {
   // A template's kind is the same in every instance, save for the bytes the last compute task
   // frees on exit: interned once per template.
   const int64_t freed_on_exit = i == plan.last_compute ? e.free_at_exit : 0;
-  if (e.plan_index >= template_kinds_.size()) template_kinds_.resize(e.plan_index + 1);
   std::vector<uint32_t>& kinds = template_kinds_[e.plan_index];
   if (kinds.empty()) kinds.assign(plan.tasks.size(), kNoId);
   uint32_t kind = freed_on_exit == 0 ? kinds[i] : kNoId;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 namespace paceline {
@@ -79,9 +80,25 @@ TEST(EventQueue, MatchesASortByTimeThenSequence) {
   EXPECT_EQ(queue.size(), pending.size());
 }
 
+// Pops every event against a reference, a stable sort by time: `pending` in insertion order.
+void expect_pops_in_order(EventQueue<int>& queue, std::vector<std::pair<int64_t, int>>& pending) {
+  while (!pending.empty()) {
+    auto best = pending.begin();
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (it->first < best->first) best = it;
+    }
+    const auto e = queue.pop();
+    ASSERT_EQ(e.payload, best->second);
+    ASSERT_EQ(e.time.picoseconds(), best->first);
+    pending.erase(best);
+  }
+  EXPECT_TRUE(queue.empty());
+}
+
 TEST(EventQueue, MatchesASortOverTimesOfEveryMagnitude) {
-  // Times a picosecond to 2^61 ps ahead, so events spread over every bucket and move down
-  // through many of them, with ties among them; checked against a stable sort by time.
+  // Times 0 to 2^61 ps ahead, so events spread over the buckets and move down through many of
+  // them, a fifth at the time of an event still pending (ties); popped as they go and drained
+  // at the end, each against a stable sort by time.
   EventQueue<int> queue;
   std::vector<std::pair<int64_t, int>> pending;
   uint64_t state = 7;
@@ -106,7 +123,32 @@ TEST(EventQueue, MatchesASortOverTimesOfEveryMagnitude) {
       pending.erase(best);
     }
   }
-  EXPECT_EQ(queue.size(), pending.size());
+  expect_pops_in_order(queue, pending);
+}
+
+TEST(EventQueue, KeepsTheOrderUpToTheLastPicosecond) {
+  // Times in the top buckets (bits 61 and 62 differing from the last popped) and at the
+  // largest time there is, with ties, popped from a start at zero and from one near the top.
+  constexpr int64_t kTop = std::numeric_limits<int64_t>::max();
+  for (const int64_t start : {int64_t{0}, (int64_t{1} << 62) - 5}) {
+    EventQueue<int> queue;
+    std::vector<std::pair<int64_t, int>> pending;
+    queue.push(ps(start), -1);
+    EXPECT_EQ(queue.pop().payload, -1);
+    const std::vector<int64_t> times = {kTop,
+                                        int64_t{1} << 62,
+                                        (int64_t{1} << 62) + 3,
+                                        kTop - 1,
+                                        start + (int64_t{1} << 61),
+                                        kTop,
+                                        (int64_t{1} << 62) + 3,
+                                        start};
+    for (int i = 0; i < static_cast<int>(times.size()); ++i) {
+      queue.push(ps(times[i]), i);
+      pending.emplace_back(times[i], i);
+    }
+    expect_pops_in_order(queue, pending);
+  }
 }
 
 TEST(EventQueue, RefusesAnEventBeforeTheOneBeingProcessed) {
