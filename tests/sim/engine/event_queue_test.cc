@@ -49,12 +49,36 @@ TEST(EventQueue, InterleavedPushAndPopKeepTheOrder) {
   }
 }
 
+// Events pushed and not yet popped, (time, payload) in insertion order: the reference order is
+// a stable sort by time.
+using Pending = std::vector<std::pair<int64_t, int>>;
+
+// Pops one event and checks it is the reference's next: the earliest time, and among equals
+// the first inserted. Returns its time.
+int64_t pop_and_check(EventQueue<int>& queue, Pending& pending) {
+  auto best = pending.begin();
+  for (auto it = pending.begin(); it != pending.end(); ++it) {
+    if (it->first < best->first) best = it;
+  }
+  const auto e = queue.pop();
+  EXPECT_EQ(e.payload, best->second);
+  EXPECT_EQ(e.time.picoseconds(), best->first);
+  const int64_t time = best->first;
+  pending.erase(best);
+  return time;
+}
+
+// Drains the queue, each event against the reference.
+void expect_pops_in_order(EventQueue<int>& queue, Pending& pending) {
+  while (!pending.empty()) pop_and_check(queue, pending);
+  EXPECT_TRUE(queue.empty());
+}
+
 TEST(EventQueue, MatchesASortByTimeThenSequence) {
   // Many events on few distinct times (as identical ranks produce), pushed and popped in a
-  // pseudo-random interleaving, against a reference: a stable sort by time.
+  // pseudo-random interleaving.
   EventQueue<int> queue;
-  std::vector<std::pair<int64_t, int>> pending;  // (time, payload) in insertion order
-  std::vector<int> popped, expected;
+  Pending pending;
   uint64_t state = 99;
   auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
   int64_t now = 0;
@@ -62,45 +86,18 @@ TEST(EventQueue, MatchesASortByTimeThenSequence) {
     const int64_t t = now + static_cast<int64_t>((next() >> 33) % 5);
     queue.push(ps(t), i);
     pending.emplace_back(t, i);
-    if (next() % 2 == 0) {
-      // Reference: the earliest time, and among equals the first inserted.
-      auto best = pending.begin();
-      for (auto it = pending.begin(); it != pending.end(); ++it) {
-        if (it->first < best->first) best = it;
-      }
-      expected.push_back(best->second);
-      now = best->first;
-      pending.erase(best);
-      const auto e = queue.pop();
-      popped.push_back(e.payload);
-      EXPECT_EQ(e.time.picoseconds(), now);
-    }
+    if (next() % 2 == 0) now = pop_and_check(queue, pending);
   }
-  EXPECT_EQ(popped, expected);
   EXPECT_EQ(queue.size(), pending.size());
-}
-
-// Pops every event against a reference, a stable sort by time: `pending` in insertion order.
-void expect_pops_in_order(EventQueue<int>& queue, std::vector<std::pair<int64_t, int>>& pending) {
-  while (!pending.empty()) {
-    auto best = pending.begin();
-    for (auto it = pending.begin(); it != pending.end(); ++it) {
-      if (it->first < best->first) best = it;
-    }
-    const auto e = queue.pop();
-    ASSERT_EQ(e.payload, best->second);
-    ASSERT_EQ(e.time.picoseconds(), best->first);
-    pending.erase(best);
-  }
-  EXPECT_TRUE(queue.empty());
+  expect_pops_in_order(queue, pending);
 }
 
 TEST(EventQueue, MatchesASortOverTimesOfEveryMagnitude) {
   // Times 0 to 2^61 ps ahead, so events spread over the buckets and move down through many of
   // them, a fifth at the time of an event still pending (ties); popped as they go and drained
-  // at the end, each against a stable sort by time.
+  // at the end.
   EventQueue<int> queue;
-  std::vector<std::pair<int64_t, int>> pending;
+  Pending pending;
   uint64_t state = 7;
   auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
   int64_t now = 0;
@@ -111,17 +108,7 @@ TEST(EventQueue, MatchesASortOverTimesOfEveryMagnitude) {
                           : now + static_cast<int64_t>((next() >> 3) >> (61 - bits));
     queue.push(ps(t), i);
     pending.emplace_back(t, i);
-    if (next() % 2 == 0) {
-      auto best = pending.begin();
-      for (auto it = pending.begin(); it != pending.end(); ++it) {
-        if (it->first < best->first) best = it;
-      }
-      const auto e = queue.pop();
-      ASSERT_EQ(e.payload, best->second) << "pop " << i;
-      ASSERT_EQ(e.time.picoseconds(), best->first);
-      now = best->first;
-      pending.erase(best);
-    }
+    if (next() % 2 == 0) now = pop_and_check(queue, pending);
   }
   expect_pops_in_order(queue, pending);
 }
@@ -132,7 +119,7 @@ TEST(EventQueue, KeepsTheOrderUpToTheLastPicosecond) {
   constexpr int64_t kTop = std::numeric_limits<int64_t>::max();
   for (const int64_t start : {int64_t{0}, (int64_t{1} << 62) - 5}) {
     EventQueue<int> queue;
-    std::vector<std::pair<int64_t, int>> pending;
+    Pending pending;
     queue.push(ps(start), -1);
     EXPECT_EQ(queue.pop().payload, -1);
     const std::vector<int64_t> times = {kTop,
