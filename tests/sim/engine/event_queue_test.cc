@@ -74,43 +74,47 @@ void expect_pops_in_order(EventQueue<int>& queue, Pending& pending) {
   EXPECT_TRUE(queue.empty());
 }
 
-TEST(EventQueue, MatchesASortByTimeThenSequence) {
-  // Many events on few distinct times (as identical ranks produce), pushed and popped in a
-  // pseudo-random interleaving.
+// Pushes 20,000 events, each at the time `time_of(now, pending, random)` gives (`now` the last
+// time popped, `random` a 64-bit generator seeded with `seed`), pops one after about every
+// other push and drains the queue at the end, each pop against the reference.
+template <typename TimeOf>
+void expect_order_under_random_schedule(uint64_t seed, TimeOf time_of) {
   EventQueue<int> queue;
   Pending pending;
-  uint64_t state = 99;
-  auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+  uint64_t state = seed;
+  auto random = [&state] {
+    return state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+  };
   int64_t now = 0;
   for (int i = 0; i < 20000; ++i) {
-    const int64_t t = now + static_cast<int64_t>((next() >> 33) % 5);
+    const int64_t t = time_of(now, pending, random);
     queue.push(ps(t), i);
     pending.emplace_back(t, i);
-    if (next() % 2 == 0) now = pop_and_check(queue, pending);
+    if (random() % 2 == 0) now = pop_and_check(queue, pending);
   }
   EXPECT_EQ(queue.size(), pending.size());
   expect_pops_in_order(queue, pending);
 }
 
+TEST(EventQueue, MatchesASortByTimeThenSequence) {
+  // Many events on few distinct times, as identical ranks produce.
+  expect_order_under_random_schedule(99, [](int64_t now, const Pending&, auto& random) {
+    return now + static_cast<int64_t>((random() >> 33) % 5);
+  });
+}
+
 TEST(EventQueue, MatchesASortOverTimesOfEveryMagnitude) {
   // Times 0 to 2^61 ps ahead, so events spread over the buckets and move down through many of
-  // them, a fifth at the time of an event still pending (ties); popped as they go and drained
-  // at the end.
-  EventQueue<int> queue;
-  Pending pending;
-  uint64_t state = 7;
-  auto next = [&state] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
-  int64_t now = 0;
-  for (int i = 0; i < 20000; ++i) {
-    const int bits = static_cast<int>((next() >> 58) % 62);
-    const int64_t t = i % 5 == 4 && !pending.empty()
-                          ? pending[(next() >> 33) % pending.size()].first
-                          : now + static_cast<int64_t>((next() >> 3) >> (61 - bits));
-    queue.push(ps(t), i);
-    pending.emplace_back(t, i);
-    if (next() % 2 == 0) now = pop_and_check(queue, pending);
-  }
-  expect_pops_in_order(queue, pending);
+  // them; every fifth at the time of an event still pending (ties).
+  int pushed = 0;
+  expect_order_under_random_schedule(
+      7, [&pushed](int64_t now, const Pending& pending, auto& random) {
+        if (++pushed % 5 == 0 && !pending.empty()) {
+          return pending[(random() >> 33) % pending.size()].first;
+        }
+        const int bits = static_cast<int>((random() >> 58) % 62);
+        return now + static_cast<int64_t>((random() >> 3) >> (61 - bits));
+      });
 }
 
 TEST(EventQueue, KeepsTheOrderUpToTheLastPicosecond) {
