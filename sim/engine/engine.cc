@@ -246,12 +246,13 @@ class RunState {
     ++state.victims_running;
     state.remaining_ps[t.stream] = static_cast<double>(t.duration.picoseconds());
     state.since[t.stream] = now_;
-    reschedule(rank, t.stream, task);
+    reschedule(rank, t.stream, task, t);
   }
 
-  void reschedule(uint32_t rank, StreamId stream, TaskId task) {
+  // Schedules the completion of victim `task` (`t` its kind) at the rate it now runs.
+  void reschedule(uint32_t rank, StreamId stream, TaskId task, const Task& t) {
     RankState& state = ranks_[rank];
-    const int64_t left = std::llround(state.remaining_ps[stream] / rate(state, program(rank).kind(task)));
+    const int64_t left = std::llround(state.remaining_ps[stream] / rate(state, t));
     queue_.push(now_ + SimTime::from_picoseconds(left),
                 Completion{rank, task, ++state.version[stream], stream});
   }
@@ -292,7 +293,7 @@ class RunState {
       state.remaining_ps[s] -= static_cast<double>((now_ - state.since[s]).picoseconds()) * old_rate;
       state.remaining_ps[s] = std::max(0.0, state.remaining_ps[s]);
       state.since[s] = now_;
-      reschedule(rank, s, victim);
+      reschedule(rank, s, victim, v);
     }
   }
 
