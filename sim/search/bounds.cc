@@ -14,8 +14,6 @@
 namespace paceline {
 namespace {
 
-constexpr double kUnreached = -std::numeric_limits<double>::infinity();
-
 // Engine durations are op times rounded to whole picoseconds and summed per task; the bound
 // gives up this much so rounding can never lift it above a simulated time.
 constexpr double kRoundingMargin = 1e-6;
@@ -256,37 +254,53 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
                                                        tag_of(op), interference_);
       }
     }
-    // A pass alone, replayed op by op: its kernels in order on the one compute stream, each
-    // collective as soon as its inputs are ready (no stream order assumed for collectives, and
-    // none that waits on no kernel of the pass costs anything: it may have run earlier). The
-    // span of its kernels bounds the pass's span in any schedule, where only more can wait.
-    // Paired with another micro-batch's pass, whose kernels may fill any wait, only its
-    // kernels count.
-    auto pass_bound = [&](PassKind pass) {
-      std::vector<double> finish(block.num_ops(), 0.0);
+    // A pass alone, replayed op by op: its kernels in order on the one compute stream (the
+    // order the pass issues them), each collective as soon as its inputs are ready (no stream
+    // order assumed for collectives). Every op of a pass waits, through its predecessors, for an
+    // op with none in the pass, and those wait for the block's input (forward) or output
+    // gradient (backward: task_plan.h's entry rule), here at 0. In any schedule only more can
+    // wait, so each finish bounds the real one from that moment.
+    // With kAfterKernels, a collective that waits on no kernel of the pass costs nothing (it may
+    // have run before the pass's first kernel), so the first kernel starts at 0 and finishes
+    // count from the first kernel's start.
+    enum class CollectiveCost { kAll, kAfterKernels, kNone };
+    struct Replay {
+      std::vector<double> finish;
+      double first = -1.0;  // the first kernel's start, −1 without one
+      double stream = 0.0;  // the last kernel's finish
+    };
+    auto replay = [&](PassKind pass, CollectiveCost cost) {
+      Replay r;
+      r.finish.assign(block.num_ops(), 0.0);
       std::vector<bool> after_kernel(block.num_ops(), false);
-      double stream = 0.0;
-      double first = -1.0;
       for (OpId id = 0; id < block.num_ops(); ++id) {
         if (!in_pass(block.phase[id], pass)) continue;
         double ready = 0.0;
         bool waits_on_kernel = false;
         for (const OpId pred : block.predecessors(id)) {
           if (!in_pass(block.phase[pred], pass)) continue;
-          ready = std::max(ready, finish[pred]);
+          ready = std::max(ready, r.finish[pred]);
           waits_on_kernel = waits_on_kernel || after_kernel[pred];
         }
         if (block.collective[id]) {
-          finish[id] = ready + (waits_on_kernel && !paired ? duration[id] : 0.0);
+          const bool costs = cost == CollectiveCost::kAll ||
+                             (cost == CollectiveCost::kAfterKernels && waits_on_kernel);
+          r.finish[id] = ready + (costs ? duration[id] : 0.0);
           after_kernel[id] = waits_on_kernel;
         } else {
-          const double start = std::max(stream, ready);
-          if (first < 0.0) first = start;
-          stream = finish[id] = start + duration[id];
+          const double start = std::max(r.stream, ready);
+          if (r.first < 0.0) r.first = start;
+          r.stream = r.finish[id] = start + duration[id];
           after_kernel[id] = true;
         }
       }
-      return first < 0.0 ? 0.0 : stream - first;
+      return r;
+    };
+    // The span of a pass's kernels bounds the pass's span in any schedule. Paired with another
+    // micro-batch's pass, whose kernels may fill any wait, only its kernels count.
+    auto pass_bound = [&](PassKind pass) {
+      const Replay r = replay(pass, paired ? CollectiveCost::kNone : CollectiveCost::kAfterKernels);
+      return r.first < 0.0 ? 0.0 : r.stream - r.first;
     };
     for (OpId id = 0; id < block.num_ops(); ++id) {
       if (block.collective[id]) continue;
@@ -297,42 +311,16 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     t.backward_s =
         zero_bubble ? pass_bound(PassKind::kBackwardInput) + pass_bound(PassKind::kBackwardWeight)
                     : pass_bound(PassKind::kBackward);
-    // Input to output: every forward op waits (through its predecessors) for an op with none,
-    // and those wait for the block's input.
-    std::vector<double> reach(block.num_ops(), kUnreached);
-    for (OpId id = 0; id < block.num_ops(); ++id) {
-      if (block.phase[id] != Phase::kForward) continue;
-      const std::span<const OpId> preds = block.predecessors(id);
-      double from = preds.empty() ? 0.0 : kUnreached;
-      for (const OpId pred : preds) from = std::max(from, reach[pred]);
-      if (from != kUnreached) reach[id] = from + duration[id];
-    }
-    t.latency_s = std::max(0.0, reach[block.forward_exit]);
-    // Output gradient to input gradient: an op of the backward pass with no backward
-    // predecessor waits for the output gradient (task_plan.h's entry rule); from a kernel: a
-    // chain that starts where the pass's kernels start.
+    // Input to output, and output gradient to input gradient, through the kernels the stream
+    // runs before them; from a kernel: from where the pass's first kernel starts.
+    t.latency_s = replay(PassKind::kForward, CollectiveCost::kAll).finish[block.forward_exit];
     if (!zero_bubble) {
-      std::vector<double> from_gradient(block.num_ops(), kUnreached);
-      std::vector<double> from_kernel(block.num_ops(), kUnreached);
-      for (OpId id = 0; id < block.num_ops(); ++id) {
-        if (block.phase[id] == Phase::kForward) continue;
-        bool backward_predecessor = false;
-        double gradient = kUnreached;
-        double kernel = block.collective[id] ? kUnreached : 0.0;
-        for (const OpId pred : block.predecessors(id)) {
-          if (block.phase[pred] == Phase::kForward) continue;
-          backward_predecessor = true;
-          gradient = std::max(gradient, from_gradient[pred]);
-          kernel = std::max(kernel, from_kernel[pred]);
-        }
-        if (!backward_predecessor) gradient = 0.0;
-        if (gradient != kUnreached) from_gradient[id] = gradient + duration[id];
-        if (kernel != kUnreached) from_kernel[id] = kernel + duration[id];
-      }
+      const Replay from_gradient = replay(PassKind::kBackward, CollectiveCost::kAll);
+      const Replay from_kernel = replay(PassKind::kBackward, CollectiveCost::kAfterKernels);
       for (const OpId exit : block.backward_exits) {
-        t.backward_latency_s = std::max(t.backward_latency_s, from_gradient[exit]);
+        t.backward_latency_s = std::max(t.backward_latency_s, from_gradient.finish[exit]);
         t.backward_latency_from_kernel_s =
-            std::max(t.backward_latency_from_kernel_s, from_kernel[exit]);
+            std::max(t.backward_latency_from_kernel_s, from_kernel.finish[exit]);
       }
     }
   }

@@ -17,13 +17,15 @@
 // the sum over its passes of each pass's span replayed alone: its kernels in order on the one
 // compute stream, each collective as soon as its inputs are ready (in the schedule, other
 // passes and other ranks can only make either wait longer). Each stage also cannot start
-// before micro-batch 0 has flowed forward through every earlier stage (block input to block
-// output, on the critical path of each block's graph), and — except under zero-bubble, which
-// defers weight gradients — the gradient of its last pass, the backward of the last
-// micro-batch through its first model chunk, must then flow back through every earlier stage
-// (the inner stages carry the most layers when the layers split unevenly). With ZeRO-2 or -3
-// and no pipelining, the data stream's reduce-scatters (and ZeRO-3's gathers) of every
-// micro-batch run one after another too.
+// before micro-batch 0 has flowed forward through every earlier stage, and — except under
+// zero-bubble, which defers weight gradients — the gradient of its last pass, the backward of
+// the last micro-batch through its first model chunk, must then flow back through every
+// earlier stage (the inner stages carry the most layers when the layers split unevenly). A
+// block's output (or input gradient) waits both for its predecessors in the block's graph and
+// for every kernel the compute stream runs before it, which in a backward pass are nearly all
+// of its kernels: a 1F1B drain costs each earlier stage about a whole backward pass. With
+// ZeRO-2 or -3 and no pipelining, the data stream's reduce-scatters (and ZeRO-3's gathers) of
+// every micro-batch run one after another too.
 //
 // Interference. A stream runs its collectives one after another, and every kernel runs slower
 // while one of them runs beside it (the engine's interference): a kernel slowed by s gets
@@ -142,7 +144,7 @@ class LayoutBounds {
     double backward_s = 0.0;  // the same for the backward pass (both halves for zero-bubble)
     double latency_s = 0.0;   // forward: block input to block output
     // Backward (non-zero-bubble): output gradient to input gradient, and from the pass's first
-    // kernel to its input gradient.
+    // kernel's start to its input gradient.
     double backward_latency_s = 0.0;
     double backward_latency_from_kernel_s = 0.0;
     double kernels_s = 0.0;                         // the kernels of both passes, back to back

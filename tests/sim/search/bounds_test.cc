@@ -245,11 +245,13 @@ training: {global_batch: 16}
     }
   }
   // 1F1B over 4 stages and 8 micro-batches: an inner stage's passes alone are about 70% of the
-  // step; its warm-up and drain bring the bound to three quarters of it.
+  // step; its warm-up and drain bring the bound above four fifths of it (0.83), as they count
+  // every kernel a stage's compute stream runs before the gradient leaves it (through the
+  // gradient's path in each block's graph alone: 0.76).
   const Scenario base = load_scenario(source);
   const Layout l{.pp = 4, .dp = 2};
   const Result r = simulated(base, l);
-  EXPECT_GT(LayoutBounds(base).iteration_time_lower_bound(l) / r.iteration_time, 0.75);
+  EXPECT_GT(LayoutBounds(base).iteration_time_lower_bound(l) / r.iteration_time, 0.8);
 }
 
 TEST(Bounds, StaticStatesAloneCanRuleALayoutOut) {
