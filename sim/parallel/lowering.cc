@@ -60,6 +60,13 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
+Bytes pipeline_transfer_bytes(const Scenario& s) {
+  return Bytes(
+      static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
+                          (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
+      static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
+}
+
 Bytes FsdpGathers::total() const { return std::accumulate(sizes.begin(), sizes.end(), experts); }
 
 FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph, int64_t expert_parameters) {
@@ -374,10 +381,7 @@ class StageBuilder {
   // the transfer belongs to, matching the two ends' rendezvous.
   TaskId pipeline_transfer(StreamKind stream, GroupKind group, const char* name, int link_stage, int microbatch, int vs,
                            std::vector<TaskId> deps) {
-    const Scenario& s = c_.scenario;
-    const Bytes activation(static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
-                                               (s.parallelism.sequence_parallel ? s.parallelism.tp : 1)) *
-                           static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
+    const Bytes activation = pipeline_transfer_bytes(c_.scenario);
     LoneTask transfer;
     transfer.stream = stream;
     transfer.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(link_stage, true));

@@ -110,6 +110,11 @@ std::optional<DType> gradient_buffer(const Training& training, int zero, int pp)
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);
 
+// What one pipeline transfer carries: a micro-batch's hidden states (or their gradient) as one
+// stage's last block outputs them, split over the context-parallel ranks and, with sequence
+// parallelism, over the tensor-parallel ones.
+Bytes pipeline_transfer_bytes(const Scenario& scenario);
+
 // The all-gathers of a block's weights under ZeRO-3: one of all of them (its `expert_parameters`
 // apart, over the ranks holding the same experts, where their states are sharded), or with
 // fsdp_gather: tensor one per weight tensor above the persistence threshold; and, with that and

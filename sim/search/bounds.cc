@@ -409,6 +409,24 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   return microbatch_streams_[key] = per_microbatch;
 }
 
+const std::vector<double>& LayoutBounds::pipeline_hops(const Layout& l) {
+  const auto key =
+      std::make_tuple(l.tp, l.cp, l.dp, l.pp, l.ep, l.micro_batch, l.sequence_parallel);
+  if (auto it = pipeline_hops_.find(key); it != pipeline_hops_.end()) return it->second;
+  std::vector<double> hops;
+  if (l.pp > 1) {
+    const Scenario scenario = with_layout(base_, l);
+    const RankLayout ranks(scenario.parallelism, base_.cluster.nvlink_domain);
+    const Bytes transfer = pipeline_transfer_bytes(scenario);
+    for (int stage = 0; stage < l.pp; ++stage) {
+      hops.push_back(
+          collectives_.time(Collective::kSendRecv, transfer, ranks.link_members(stage, true)) /
+          Seconds(1));
+    }
+  }
+  return pipeline_hops_.emplace(key, std::move(hops)).first->second;
+}
+
 const std::vector<std::vector<int>>& LayoutBounds::in_flight(const Layout& l, int stage) {
   const int64_t microbatches = base_.training.global_batch / (l.micro_batch * l.dp);
   const auto key =
@@ -491,13 +509,15 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   const double microbatches =
       static_cast<double>(base_.training.global_batch / (l.micro_batch * l.dp));
   // Stage s runs its passes for all micro-batches, starting once micro-batch 0 crossed virtual
-  // stages 0 .. s−1 (each block input to block output). Its last pass (backward of the last
-  // micro-batch, chunk 0: virtual stage s) starts after all its other passes; the input
-  // gradient leaves it along a chain from the pass's first kernel (its last block's), then
-  // crosses virtual stages s−1 .. 0 (each output gradient to input gradient) — except under
-  // zero-bubble, which may run deferred weight gradients after it. Its streams' collectives
-  // slow the kernels beside them.
+  // stages 0 .. s−1 (each block input to block output, then the link to the next stage). Its
+  // last pass (backward of the last micro-batch, chunk 0: virtual stage s) starts after all its
+  // other passes; the input gradient leaves it along a chain from the pass's first kernel (its
+  // last block's), then crosses virtual stages s−1 .. 0 (each link back, then output gradient
+  // to input gradient) — except under zero-bubble, which may run deferred weight gradients
+  // after it. Its streams' collectives slow the kernels beside them.
   const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
+  static const std::vector<double> kNoHops;
+  const std::vector<double>& hops = detail == Detail::kFull ? pipeline_hops(l) : kNoHops;
   double bound = 0.0;
   double before_s = 0.0;         // micro-batch 0 forward through virtual stages 0 .. s−1
   double gradient_back_s = 0.0;  // a gradient back through virtual stages s−1 .. 0
@@ -540,8 +560,10 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
                            gradient_back_s;
       bound = std::max(bound, before_s + passes_s - backward_s + chain);
     }
-    before_s += forward_latency_s;
-    gradient_back_s += backward_latency_s;
+    // Micro-batch 0 crosses the link to the next stage, and a gradient the one back.
+    const double hop_s = hops.empty() ? 0.0 : hops[s];
+    before_s += forward_latency_s + hop_s;
+    gradient_back_s += backward_latency_s + hop_s;
     // ZeRO-2 and -3 without pipelining: the data stream reduces (and gathers) every block for
     // every micro-batch.
     if (reduces_gradients_per_microbatch(l.zero, l.pp)) {

@@ -20,12 +20,13 @@
 // before micro-batch 0 has flowed forward through every earlier stage, and — except under
 // zero-bubble, which defers weight gradients — the gradient of its last pass, the backward of
 // the last micro-batch through its first model chunk, must then flow back through every
-// earlier stage (the inner stages carry the most layers when the layers split unevenly). A
-// block's output (or input gradient) waits both for its predecessors in the block's graph and
-// for every kernel the compute stream runs before it, which in a backward pass are nearly all
-// of its kernels: a 1F1B drain costs each earlier stage about a whole backward pass. With
-// ZeRO-2 or -3 and no pipelining, the data stream's reduce-scatters (and ZeRO-3's gathers) of
-// every micro-batch run one after another too.
+// earlier stage (the inner stages carry the most layers when the layers split unevenly), each
+// crossing of a link between stages taking its transfer's time. A block's output (or input
+// gradient) waits both for its predecessors in the block's graph and for every kernel the
+// compute stream runs before it, which in a backward pass are nearly all of its kernels: a
+// 1F1B drain costs each earlier stage about a whole backward pass. With ZeRO-2 or -3 and no
+// pipelining, the data stream's reduce-scatters (and ZeRO-3's gathers) of every micro-batch run
+// one after another too.
 //
 // Interference. A stream runs its collectives one after another, and every kernel runs slower
 // while one of them runs beside it (the engine's interference): a kernel slowed by s gets
@@ -184,6 +185,9 @@ class LayoutBounds {
   // block's gradients reduce-scattered; under ZeRO-3 its weights gathered for forward and
   // backward too), each priced alone.
   StreamLoad microbatch_data_stream(const Layout& layout);
+  // Per pipeline link (stage k to the next, the last to the first), the time a transfer of
+  // one micro-batch's activation or gradient takes over it; none without pipelining.
+  const std::vector<double>& pipeline_hops(const Layout& layout);
   // A lower bound on the time a rank takes for kernels of `kernels_s` (of which
   // `persistent_s` persistent) and collectives `load` on another stream.
   double kernels_beside(const StreamLoad& load, double kernels_s, double persistent_s) const;
@@ -213,6 +217,8 @@ class LayoutBounds {
            StreamLoad>
       microbatch_streams_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
+  // By (tp, cp, dp, pp, ep, micro-batch, sequence parallelism).
+  std::map<std::tuple<int, int, int, int, int, int64_t, bool>, std::vector<double>> pipeline_hops_;
   std::map<int, std::vector<VirtualStage>> blocks_;
   // The groups block collectives are priced over, by (tp, cp, dp, pp, ep).
   std::map<std::tuple<int, int, int, int, int>, PricedGroups> placements_;
