@@ -1361,15 +1361,19 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
                      Bytes(T * 3.0 * 4.0), {loss_id}));
   }
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
-  const ParameterCount count = count_parameters(m);
   const int64_t norm_params = m.norm_parameters();
-  const int64_t output = count.output > 0 || !shard.head_apart_from_embedding ? count.output : m.vocab * m.hidden;
+  const int64_t output = output_projection_parameters(m, shard.head_apart_from_embedding);
   std::vector<int64_t> tensors;
   add_norm_tensors(tensors, m);
   if (output > 0) tensors.push_back(output / shard.tp);
   LayerGraph graph = b.build(output / shard.tp + norm_params, output + norm_params, std::move(tensors));
   if (d.sp) graph.tp_summed_parameters = norm_params;
   return graph;
+}
+
+int64_t output_projection_parameters(const ModelSpec& m, bool apart_from_embedding) {
+  const int64_t own = count_parameters(m).output;
+  return own > 0 || !apart_from_embedding ? own : m.vocab * m.hidden;
 }
 
 std::string_view to_string(CommGroup group) {

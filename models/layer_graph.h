@@ -184,6 +184,10 @@ LayerGraph build_transformer_layer(const ModelSpec& model, const LayerShard& sha
 LayerGraph build_embedding(const ModelSpec& model, const LayerShard& shard);
 // Final norm, output projection (vocab-parallel over TP) and softmax cross-entropy loss.
 LayerGraph build_output_head(const ModelSpec& model, const LayerShard& shard);
+// The output projection's weights, whole (before tensor parallelism): the model's own, or with
+// tied embeddings, where the head sits apart from the embedding (LayerShard::
+// head_apart_from_embedding), its copy of the embedding's; else none.
+int64_t output_projection_parameters(const ModelSpec& model, bool apart_from_embedding);
 
 }  // namespace paceline
 

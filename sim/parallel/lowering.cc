@@ -60,6 +60,24 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
+std::vector<size_t> gradient_bucket_blocks(std::span<const int64_t> block_parameters,
+                                           int64_t bucket_parameters) {
+  std::vector<size_t> buckets;
+  size_t blocks = 0;
+  int64_t held = 0;
+  for (const int64_t parameters : block_parameters) {
+    ++blocks;
+    held += parameters;
+    if (held >= bucket_parameters) {
+      buckets.push_back(blocks);
+      blocks = 0;
+      held = 0;
+    }
+  }
+  if (blocks > 0) buckets.push_back(blocks);
+  return buckets;
+}
+
 Bytes pipeline_transfer_bytes(const Scenario& s) {
   return Bytes(
       static_cast<double>(s.training.micro_batch * (s.training.seq_len / s.parallelism.cp) /
@@ -893,27 +911,38 @@ void StageBuilder::step() {
       per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   std::vector<TaskId> reductions;
 
-  // Buckets of consecutive blocks (in backward order) holding at least the bucket size, each
-  // reduced as soon as its blocks' last gradients are ready (or after all backward work).
+  // Each bucket is reduced as soon as its blocks' last gradients are ready (or after all backward
+  // work).
   struct Bucket {
     int64_t dense = 0;
     int64_t expert = 0;
     std::vector<TaskId> ready;
   };
-  std::vector<Bucket> buckets(1);
+  std::vector<int64_t> block_parameters;  // in backward order
+  std::vector<const BlockPlans*> block_plans;
+  std::vector<TaskId> block_ready;
   for (int chunk = p.virtual_stages - 1; chunk >= 0; --chunk) {
     std::vector<BlockRef> blocks = chunk_blocks(chunk);
     std::reverse(blocks.begin(), blocks.end());
     for (const BlockRef& block : blocks) {
-      const BlockPlans& plans = plans_of(block);
-      Bucket& bucket = buckets.back();
-      bucket.dense += plans.parameters - plans.expert_parameters;
-      bucket.expert += plans.expert_parameters;
-      bucket.ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block}) : last_compute_);
-      if (bucket.dense + bucket.expert >= s.training.grad_bucket_parameters) buckets.emplace_back();
+      block_plans.push_back(&plans_of(block));
+      block_parameters.push_back(block_plans.back()->parameters);
+      block_ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block})
+                                                           : last_compute_);
     }
   }
-  if (buckets.back().ready.empty()) buckets.pop_back();
+  std::vector<Bucket> buckets;
+  size_t next_block = 0;
+  for (const size_t blocks :
+       gradient_bucket_blocks(block_parameters, s.training.grad_bucket_parameters)) {
+    Bucket& bucket = buckets.emplace_back();
+    for (size_t i = next_block; i < next_block + blocks; ++i) {
+      bucket.dense += block_plans[i]->parameters - block_plans[i]->expert_parameters;
+      bucket.expert += block_plans[i]->expert_parameters;
+      bucket.ready.push_back(block_ready[i]);
+    }
+    next_block += blocks;
+  }
   int index = 0;
   for (const Bucket& bucket : buckets) {
     const std::string suffix = fmt::format(" bucket {}", index++);

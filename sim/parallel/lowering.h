@@ -11,6 +11,7 @@
 #define PACELINE_SIM_PARALLEL_LOWERING_H_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,12 @@ std::optional<DType> gradient_buffer(const Training& training, int zero, int pp)
 // Whether ZeRO stage `zero` over `pp` pipeline stages gathers weights and reduces gradients per
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);
+
+// A stage's data-parallel gradient buckets (Megatron-LM's): consecutive blocks in backward order
+// (its last model chunk first, each chunk's blocks last to first), each bucket closed once it
+// holds at least `bucket_parameters`. Per bucket, how many blocks it takes.
+std::vector<size_t> gradient_bucket_blocks(std::span<const int64_t> block_parameters,
+                                           int64_t bucket_parameters);
 
 // What one pipeline transfer carries: a micro-batch's hidden states (or their gradient) as one
 // stage's last block outputs them, split over the context-parallel ranks and, with sequence

@@ -409,6 +409,96 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   return microbatch_streams_[key] = per_microbatch;
 }
 
+const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
+  const auto key = std::make_tuple(l.tp, l.cp, l.dp, l.pp, l.ep, l.virtual_stages, l.zero);
+  if (auto it = step_reductions_.find(key); it != step_reductions_.end()) return it->second;
+  std::vector<double> per_stage;
+  if (!reduces_gradients_per_microbatch(l.zero, l.pp)) {
+    const ShardFacts& facts = shard_facts(l);
+    const ModelSpec& m = base_.model;
+    const Parallelism parallelism = layout_parallelism(l, base_);
+    const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
+    const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
+    const int64_t experts = expert_parameters_ / l.ep;
+    const bool alone = base_.simulation.fidelity == Fidelity::kFull;
+    // As sim/parallel/lowering.cc builds them: the head holds its copy of tied embeddings apart
+    // from the embedding's stage, which the shard's graphs leave out.
+    const int64_t head = facts[kHead]->parameters - output_projection_parameters(m, false) / l.tp +
+                         output_projection_parameters(m, l.pp > 1) / l.tp;
+    const std::vector<int> split = default_layers_per_stage(m.layers, l.pp * l.virtual_stages);
+    std::vector<int> first_layer(split.size() + 1, 0);
+    for (size_t vs = 0; vs < split.size(); ++vs) first_layer[vs + 1] = first_layer[vs] + split[vs];
+    // Only for the first stage (it holds the embedding), the last (the head) and the one before
+    // it (the longest warm-up of the stages holding the most layers): a bound may leave stages
+    // out, and finding the groups that share NICs is costly on large clusters.
+    per_stage.assign(l.pp, 0.0);
+    for (const int stage : std::set<int>{0, std::max(0, l.pp - 2), l.pp - 1}) {
+      // The stage's blocks in backward order: parameters, and whether experts are among them.
+      std::vector<int64_t> parameters;
+      std::vector<bool> moe;
+      for (int chunk = l.virtual_stages - 1; chunk >= 0; --chunk) {
+        const int vs = chunk * l.pp + stage;
+        if (vs + 1 == l.pp * l.virtual_stages) {
+          parameters.push_back(head);
+          moe.push_back(false);
+        }
+        for (int layer = first_layer[vs + 1] - 1; layer >= first_layer[vs]; --layer) {
+          moe.push_back(m.is_moe_layer(layer));
+          parameters.push_back(facts[moe.back() ? kMoe : kDense]->parameters);
+        }
+        if (vs == 0) {
+          parameters.push_back(facts[kEmbedding]->parameters);
+          moe.push_back(false);
+        }
+      }
+      // Its first chunk's blocks come last; the buckets holding any wait for its last pass.
+      const size_t first_chunk_from =
+          parameters.size() - (first_layer[stage + 1] - first_layer[stage]) - (stage == 0 ? 1 : 0) -
+          (stage + 1 == l.pp * l.virtual_stages ? 1 : 0);
+      // Priced as the step prices them: over the groups sharing the NICs, or alone under full
+      // fidelity, whose network times them beside only the transfers that run with them.
+      auto time = [&](Collective collective, double size_bytes, GroupKind group) {
+        const std::vector<int> placement = ranks.placement(group, stage);
+        const std::vector<std::vector<int>> groups =
+            alone ? std::vector<std::vector<int>>{placement}
+                  : sharing_nics(ranks, topology_, group, placement);
+        return collectives_.time(collective, Bytes(size_bytes), groups) / Seconds(1);
+      };
+      double after_last_pass_s = 0.0;
+      size_t next = 0;
+      for (const size_t blocks :
+           gradient_bucket_blocks(parameters, base_.training.grad_bucket_parameters)) {
+        int64_t dense = 0;
+        int64_t expert = 0;
+        for (size_t i = next; i < next + blocks; ++i) {
+          dense += parameters[i] - (moe[i] ? experts : 0);
+          expert += moe[i] ? experts : 0;
+        }
+        next += blocks;
+        if (next <= first_chunk_from) continue;
+        // As the step runs them, one after another on the data stream.
+        const double dense_bytes = static_cast<double>(dense) * bytes.gradient;
+        if (l.zero == 0) {
+          after_last_pass_s += time(Collective::kAllReduce, dense_bytes, GroupKind::kData);
+        } else {
+          after_last_pass_s += time(Collective::kReduceScatter, dense_bytes, GroupKind::kDataShard);
+          if (parallelism.hybrid_sharded()) {
+            after_last_pass_s += time(Collective::kAllReduce, dense_bytes / parallelism.zero_shard,
+                                      GroupKind::kDataReplica);
+          }
+        }
+        if (expert > 0 && parallelism.expert_data_ranks() > 1) {
+          after_last_pass_s +=
+              time(l.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter,
+                   static_cast<double>(expert) * bytes.gradient, GroupKind::kExpertData);
+        }
+      }
+      per_stage[stage] = after_last_pass_s;
+    }
+  }
+  return step_reductions_.emplace(key, std::move(per_stage)).first->second;
+}
+
 const std::vector<double>& LayoutBounds::pipeline_hops(const Layout& l) {
   const auto key =
       std::make_tuple(l.tp, l.cp, l.dp, l.pp, l.ep, l.micro_batch, l.sequence_parallel);
@@ -516,8 +606,10 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   // to input gradient) — except under zero-bubble, which may run deferred weight gradients
   // after it. Its streams' collectives slow the kernels beside them.
   const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
-  static const std::vector<double> kNoHops;
-  const std::vector<double>& hops = detail == Detail::kFull ? pipeline_hops(l) : kNoHops;
+  static const std::vector<double> kNone;
+  const std::vector<double>& hops = detail == Detail::kFull ? pipeline_hops(l) : kNone;
+  const std::vector<double>& reductions =
+      detail == Detail::kFull && l.schedule != Schedule::kZeroBubble ? step_reductions(l) : kNone;
   double bound = 0.0;
   double before_s = 0.0;         // micro-batch 0 forward through virtual stages 0 .. s−1
   double gradient_back_s = 0.0;  // a gradient back through virtual stages s−1 .. 0
@@ -554,6 +646,11 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
       backward_s += blocks[s].count[kind] * t.backward_s;
     }
     bound = std::max(bound, before_s + passes_s);
+    // The data stream reduces the gradients its last pass finishes after the pass starts (under
+    // zero-bubble, weight gradients may come later).
+    if (!reductions.empty()) {
+      bound = std::max(bound, before_s + passes_s - backward_s + reductions[s]);
+    }
     if (drains) {
       const BlockTimes& first = times[blocks[s].last];
       const double chain = backward_latency_s - first.backward_latency_s + first.backward_latency_from_kernel_s +

@@ -24,9 +24,11 @@
 // crossing of a link between stages taking its transfer's time. A block's output (or input
 // gradient) waits both for its predecessors in the block's graph and for every kernel the
 // compute stream runs before it, which in a backward pass are nearly all of its kernels: a
-// 1F1B drain costs each earlier stage about a whole backward pass. With ZeRO-2 or -3 and no
-// pipelining, the data stream's reduce-scatters (and ZeRO-3's gathers) of every micro-batch run
-// one after another too.
+// 1F1B drain costs each earlier stage about a whole backward pass. Where gradients are reduced
+// once a step, the buckets holding a stage's first-chunk blocks wait for its last pass to start
+// and then run one after another on its data stream. With ZeRO-2 or -3 and no pipelining, the
+// data stream's reduce-scatters (and ZeRO-3's gathers) of every micro-batch run one after
+// another too.
 //
 // Interference. A stream runs its collectives one after another, and every kernel runs slower
 // while one of them runs beside it (the engine's interference): a kernel slowed by s gets
@@ -185,6 +187,10 @@ class LayoutBounds {
   // block's gradients reduce-scattered; under ZeRO-3 its weights gathered for forward and
   // backward too), each priced alone.
   StreamLoad microbatch_data_stream(const Layout& layout);
+  // Per stage, the least time its data stream takes, after its last pass starts, for the
+  // gradient reductions of the step (the buckets holding a block of its first model chunk, which
+  // that pass finishes); none where gradients are reduced per micro-batch.
+  const std::vector<double>& step_reductions(const Layout& layout);
   // Per pipeline link (stage k to the next, the last to the first), the time a transfer of
   // one micro-batch's activation or gradient takes over it; none without pipelining.
   const std::vector<double>& pipeline_hops(const Layout& layout);
@@ -217,6 +223,8 @@ class LayoutBounds {
            StreamLoad>
       microbatch_streams_;
   std::map<std::tuple<int, int, int, int64_t, int>, std::vector<std::vector<int>>> in_flight_;
+  // By (tp, cp, dp, pp, ep, virtual stages, ZeRO stage).
+  std::map<std::tuple<int, int, int, int, int, int, int>, std::vector<double>> step_reductions_;
   // By (tp, cp, dp, pp, ep, micro-batch, sequence parallelism).
   std::map<std::tuple<int, int, int, int, int, int64_t, bool>, std::vector<double>> pipeline_hops_;
   std::map<int, std::vector<VirtualStage>> blocks_;
