@@ -604,7 +604,9 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
   // other passes; the input gradient leaves it along a chain from the pass's first kernel (its
   // last block's), then crosses virtual stages s−1 .. 0 (each link back, then output gradient
   // to input gradient) — except under zero-bubble, which may run deferred weight gradients
-  // after it. Its streams' collectives slow the kernels beside them.
+  // after it. Once that pass starts, its data stream still has the gradient buckets it finishes
+  // to reduce (likewise not under zero-bubble). Its streams' collectives slow the kernels
+  // beside them.
   const bool drains = l.pp > 1 && l.schedule != Schedule::kZeroBubble;
   static const std::vector<double> kNone;
   const std::vector<double>& hops = detail == Detail::kFull ? pipeline_hops(l) : kNone;
@@ -646,8 +648,6 @@ Seconds LayoutBounds::iteration_time_lower_bound(const Layout& l, Detail detail)
       backward_s += blocks[s].count[kind] * t.backward_s;
     }
     bound = std::max(bound, before_s + passes_s);
-    // The data stream reduces the gradients its last pass finishes after the pass starts (under
-    // zero-bubble, weight gradients may come later).
     if (!reductions.empty()) {
       bound = std::max(bound, before_s + passes_s - backward_s + reductions[s]);
     }
