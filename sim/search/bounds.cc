@@ -457,12 +457,17 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
           (stage + 1 == l.pp * l.virtual_stages ? 1 : 0);
       // Priced as the step prices them: over the groups sharing the NICs, or alone under full
       // fidelity, whose network times them beside only the transfers that run with them.
+      std::map<GroupKind, std::vector<std::vector<int>>> priced_over;
       auto time = [&](Collective collective, double size_bytes, GroupKind group) {
-        const std::vector<int> placement = ranks.placement(group, stage);
-        const std::vector<std::vector<int>> groups =
-            alone ? std::vector<std::vector<int>>{placement}
-                  : sharing_nics(ranks, topology_, group, placement);
-        return collectives_.time(collective, Bytes(size_bytes), groups) / Seconds(1);
+        auto groups = priced_over.find(group);
+        if (groups == priced_over.end()) {
+          std::vector<int> placement = ranks.placement(group, stage);
+          groups = priced_over
+                       .emplace(group, alone ? std::vector<std::vector<int>>{std::move(placement)}
+                                             : sharing_nics(ranks, topology_, group, placement))
+                       .first;
+        }
+        return collectives_.time(collective, Bytes(size_bytes), groups->second) / Seconds(1);
       };
       double after_last_pass_s = 0.0;
       size_t next = 0;

@@ -275,8 +275,8 @@ training: {global_batch: 4}
 
 TEST(Bounds, CountTheGradientReductionsAfterTheLastPass) {
   // One node's tensor-parallel group a replica, two replicas over one 10 Gb/s NIC a node: each
-  // rank's fp32 gradients (2 layers of 201 M parameters and a 16.8 M embedding, over 8: 54.4 M,
-  // 218 MB) are half sent to be reduce-scattered, 87 ms at 1.25 GB/s, and the eight ranks of a
+  // rank's fp32 gradients (2 layers of 201 M parameters, a 16.8 M embedding and as large an
+  // output head, over 8: 54.5 M, 218 MB) are half sent to be reduce-scattered, 87 ms at 1.25 GB/s, and the eight ranks of a
   // node share its NIC: 0.7 s, of which only the last micro-batch's backward pass can hide a few
   // ms.
   const Scenario base = load_scenario({R"(name: slow_reduction
