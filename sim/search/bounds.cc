@@ -498,6 +498,15 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
                    static_cast<double>(expert) * bytes.gradient, GroupKind::kExpertData);
         }
       }
+      // Tied embeddings split over the first and last stage: their gradients are summed once the
+      // pass holding the embedding (or the head, the last stage's first chunk without
+      // interleaving) has run, after the buckets.
+      if (m.tied_embeddings && l.pp > 1 &&
+          (stage == 0 || (stage == l.pp - 1 && l.virtual_stages == 1))) {
+        after_last_pass_s += time(Collective::kAllReduce,
+                                  static_cast<double>(m.vocab) / l.tp * static_cast<double>(m.hidden) * bytes.gradient,
+                                  GroupKind::kEmbedding);
+      }
       per_stage[stage] = after_last_pass_s;
     }
   }

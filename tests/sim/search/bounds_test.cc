@@ -207,6 +207,17 @@ TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
                                                 model, cluster),
                                     "full.yaml"}),
                      8, 100);
+  // Tied embeddings of a large vocabulary over one 25 Gb/s NIC a node: where the embedding and
+  // the head sit on stages in different nodes, summing their gradients takes long after the
+  // last passes.
+  expect_bounds_hold(
+      load_scenario({fmt::format("name: tied\nmodel: {{name: m, layers: 4, hidden: 1024, heads: 8, "
+                                 "ffn_hidden: 4096, vocab: 128000, seq_len: 2048, tied_embeddings: true}}\n"
+                                 "cluster: {{gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: "
+                                 "{{nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, "
+                                 "bandwidth_efficiency: 1}}}}\ntraining: {{global_batch: 16}}\n"),
+                     "tied.yaml"}),
+      2, 300);
   // Unfused attention on one GPU, whose step is its kernels: its GEMMs of two activations have
   // weight-gradient layout but never add into a gradient buffer.
   expect_bounds_hold(
@@ -291,6 +302,17 @@ training: {global_batch: 4}
   const Seconds bound = LayoutBounds(base).iteration_time_lower_bound(l);
   EXPECT_GT(bound, Seconds(0.69));
   EXPECT_LE(bound, simulated(base, l).iteration_time);
+  // Tied embeddings of 128,000 × 1024 on the first and last of two stages, a node each, over a
+  // 25 Gb/s NIC: summing their fp32 gradients is most of the step, and the bound counts it.
+  const Scenario tied = load_scenario(
+      {"name: tied\nmodel: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 128000, "
+       "seq_len: 2048, tied_embeddings: true}\ncluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, "
+       "inter_node: {nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, bandwidth_efficiency: 1}}\n"
+       "training: {global_batch: 16}\n",
+       "tied.yaml"});
+  const Layout pipelined{.pp = 2, .dp = 4};
+  EXPECT_GT(LayoutBounds(tied).iteration_time_lower_bound(pipelined) / simulated(tied, pipelined).iteration_time,
+            0.9);
 }
 
 TEST(Bounds, StaticStatesAloneCanRuleALayoutOut) {
