@@ -186,6 +186,15 @@ training: {global_batch: 48}
   expect_bounds_hold(base, 8, 400);  // of 3684 layouts
 }
 
+// Tied embeddings of 128,000 × 1024 over one 25 Gb/s NIC a node.
+constexpr const char* kSlowTiedEmbeddings = R"(name: tied
+model: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 128000, seq_len: 2048,
+        tied_embeddings: true}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4,
+          inter_node: {nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, bandwidth_efficiency: 1}}
+training: {global_batch: 16}
+)";
+
 TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
   const char* cluster =
       "cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 1, "
@@ -210,14 +219,7 @@ TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
   // Tied embeddings of a large vocabulary over one 25 Gb/s NIC a node: where the embedding and
   // the head sit on stages in different nodes, summing their gradients takes long after the
   // last passes.
-  expect_bounds_hold(
-      load_scenario({fmt::format("name: tied\nmodel: {{name: m, layers: 4, hidden: 1024, heads: 8, "
-                                 "ffn_hidden: 4096, vocab: 128000, seq_len: 2048, tied_embeddings: true}}\n"
-                                 "cluster: {{gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: "
-                                 "{{nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, "
-                                 "bandwidth_efficiency: 1}}}}\ntraining: {{global_batch: 16}}\n"),
-                     "tied.yaml"}),
-      2, 300);
+  expect_bounds_hold(load_scenario({kSlowTiedEmbeddings, "tied.yaml"}), 2, 300);
   // Unfused attention on one GPU, whose step is its kernels: its GEMMs of two activations have
   // weight-gradient layout but never add into a gradient buffer.
   expect_bounds_hold(
@@ -287,9 +289,9 @@ training: {global_batch: 4}
 TEST(Bounds, CountTheGradientReductionsAfterTheLastPass) {
   // One node's tensor-parallel group a replica, two replicas over one 10 Gb/s NIC a node: each
   // rank's fp32 gradients (2 layers of 201 M parameters, a 16.8 M embedding and as large an
-  // output head, over 8: 54.5 M, 218 MB) are half sent to be reduce-scattered, 87 ms at 1.25 GB/s, and the eight ranks of a
-  // node share its NIC: 0.7 s, of which only the last micro-batch's backward pass can hide a few
-  // ms.
+  // output head, over 8: 54.5 M, 218 MB) are half sent to be reduce-scattered, 87 ms at 1.25 GB/s,
+  // and the eight ranks of a node share its NIC: 0.7 s, of which only the last micro-batch's
+  // backward pass can hide a few ms.
   const Scenario base = load_scenario({R"(name: slow_reduction
 model: {name: m, layers: 2, hidden: 4096, heads: 32, ffn_hidden: 16384, vocab: 4096, seq_len: 2048}
 cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 8,
@@ -304,14 +306,10 @@ training: {global_batch: 4}
   EXPECT_LE(bound, simulated(base, l).iteration_time);
   // Tied embeddings of 128,000 × 1024 on the first and last of two stages, a node each, over a
   // 25 Gb/s NIC: summing their fp32 gradients is most of the step, and the bound counts it.
-  const Scenario tied = load_scenario(
-      {"name: tied\nmodel: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 128000, "
-       "seq_len: 2048, tied_embeddings: true}\ncluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, "
-       "inter_node: {nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, bandwidth_efficiency: 1}}\n"
-       "training: {global_batch: 16}\n",
-       "tied.yaml"});
+  const Scenario tied = load_scenario({kSlowTiedEmbeddings, "tied.yaml"});
   const Layout pipelined{.pp = 2, .dp = 4};
-  EXPECT_GT(LayoutBounds(tied).iteration_time_lower_bound(pipelined) / simulated(tied, pipelined).iteration_time,
+  EXPECT_GT(LayoutBounds(tied).iteration_time_lower_bound(pipelined) /
+                simulated(tied, pipelined).iteration_time,
             0.9);
 }
 
