@@ -1,5 +1,5 @@
-// Tests sim/parallel/lowering.h through whole simulations: single-GPU physics, symmetric and
-// full fidelity agreeing, pipeline memory, determinism.
+// Tests sim/parallel/lowering.h: gradient buckets, and through whole simulations single-GPU
+// physics, symmetric and full fidelity agreeing, pipeline memory, determinism.
 #include "sim/parallel/lowering.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <set>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "sim/simulator/simulator.h"
 #include "sim/timeline/timeline.h"
@@ -28,6 +29,16 @@ constexpr const char* kSingleGpu = R"(model: gpt-1.7b
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
 training: {global_batch: 8, micro_batch: 2, seq_len: 2048}
 )";
+
+TEST(Lowering, AGradientBucketClosesOnceItHoldsTheBucketSize) {
+  // Blocks of 3, 4, 10, 2 and 1 parameters in backward order, buckets of at least 7: the first
+  // two blocks reach 7, the third alone 10, and the last two are left to a smaller bucket.
+  const std::vector<int64_t> blocks = {3, 4, 10, 2, 1};
+  EXPECT_EQ(gradient_bucket_blocks(blocks, 7), (std::vector<size_t>{2, 1, 2}));
+  EXPECT_EQ(gradient_bucket_blocks(blocks, 1), (std::vector<size_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(gradient_bucket_blocks(blocks, 100), (std::vector<size_t>{5}));
+  EXPECT_TRUE(gradient_bucket_blocks({}, 7).empty());
+}
 
 TEST(Lowering, OneGpuRunsEveryKernelBackToBack) {
   // One GPU, no collectives: the step is exactly the sum of all its kernel times.
