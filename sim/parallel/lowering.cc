@@ -60,21 +60,20 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
-std::vector<size_t> gradient_bucket_blocks(std::span<const int64_t> block_parameters,
-                                           int64_t bucket_parameters) {
-  std::vector<size_t> buckets;
-  size_t blocks = 0;
-  int64_t held = 0;
-  for (const int64_t parameters : block_parameters) {
-    ++blocks;
-    held += parameters;
-    if (held >= bucket_parameters) {
-      buckets.push_back(blocks);
-      blocks = 0;
-      held = 0;
+std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> blocks_backward,
+                                             int64_t bucket_parameters) {
+  std::vector<GradientBucket> buckets;
+  GradientBucket open;
+  for (const BlockParameters& block : blocks_backward) {
+    ++open.blocks;
+    open.dense += block.parameters - block.expert;
+    open.expert += block.expert;
+    if (open.dense + open.expert >= bucket_parameters) {
+      buckets.push_back(open);
+      open = {.first_block = open.first_block + open.blocks};
     }
   }
-  if (blocks > 0) buckets.push_back(blocks);
+  if (open.blocks > 0) buckets.push_back(open);
   return buckets;
 }
 
@@ -913,47 +912,32 @@ void StageBuilder::step() {
 
   // Each bucket is reduced as soon as its blocks' last gradients are ready (or after all backward
   // work).
-  struct Bucket {
-    int64_t dense = 0;
-    int64_t expert = 0;
-    std::vector<TaskId> ready;
-  };
-  std::vector<int64_t> block_parameters;  // in backward order
-  std::vector<const BlockPlans*> block_plans;
-  std::vector<TaskId> block_ready;
+  std::vector<BlockParameters> blocks_backward;
+  std::vector<TaskId> ready;  // by block, in backward order
   for (int chunk = p.virtual_stages - 1; chunk >= 0; --chunk) {
     std::vector<BlockRef> blocks = chunk_blocks(chunk);
     std::reverse(blocks.begin(), blocks.end());
     for (const BlockRef& block : blocks) {
-      block_plans.push_back(&plans_of(block));
-      block_parameters.push_back(block_plans.back()->parameters);
-      block_ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block})
-                                                           : last_compute_);
+      const BlockPlans& plans = plans_of(block);
+      blocks_backward.push_back({plans.parameters, plans.expert_parameters});
+      ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block})
+                                                     : last_compute_);
     }
-  }
-  std::vector<Bucket> buckets;
-  size_t next_block = 0;
-  for (const size_t blocks :
-       gradient_bucket_blocks(block_parameters, s.training.grad_bucket_parameters)) {
-    Bucket& bucket = buckets.emplace_back();
-    for (size_t i = next_block; i < next_block + blocks; ++i) {
-      bucket.dense += block_plans[i]->parameters - block_plans[i]->expert_parameters;
-      bucket.expert += block_plans[i]->expert_parameters;
-      bucket.ready.push_back(block_ready[i]);
-    }
-    next_block += blocks;
   }
   int index = 0;
-  for (const Bucket& bucket : buckets) {
+  for (const GradientBucket& bucket :
+       gradient_buckets(blocks_backward, s.training.grad_bucket_parameters)) {
     const std::string suffix = fmt::format(" bucket {}", index++);
     const Bytes dense(static_cast<double>(bucket.dense) * bytes.gradient);
     const Bytes expert(static_cast<double>(bucket.expert) * bytes.gradient);
+    const std::vector<TaskId> bucket_ready(ready.begin() + bucket.first_block,
+                                           ready.begin() + bucket.first_block + bucket.blocks);
     if (p.zero == 0) {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
-                                           "dp.gradient_all_reduce" + suffix, bucket.ready));
+                                           "dp.gradient_all_reduce" + suffix, bucket_ready));
     } else if (!per_microbatch_reduce()) {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
-                                           "dp.gradient_reduce_scatter" + suffix, bucket.ready));
+                                           "dp.gradient_reduce_scatter" + suffix, bucket_ready));
     }
     if (hybrid && p.zero >= 1 && !reduced_per_block) {
       // HSDP: shards are all-reduced across the replicas.
@@ -962,8 +946,9 @@ void StageBuilder::step() {
                                            {per_microbatch_reduce() ? last_compute_ : reductions.back()}));
     }
     if (bucket.expert > 0 && p.expert_data_ranks() > 1 && !reduced_per_block) {
-      reductions.push_back(step_collective(p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
-                                           GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket.ready));
+      reductions.push_back(step_collective(
+          p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
+          GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket_ready));
     }
   }
   // Tied embeddings split over the first and last stage: their gradients are summed.

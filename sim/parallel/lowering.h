@@ -111,11 +111,25 @@ std::optional<DType> gradient_buffer(const Training& training, int zero, int pp)
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);
 
+// The parameters of a block a rank holds, of which expert weights (reduced over the expert-data
+// group).
+struct BlockParameters {
+  int64_t parameters = 0;
+  int64_t expert = 0;
+};
+// A data-parallel gradient bucket: blocks [first_block, first_block + blocks) and the dense and
+// expert parameters they hold.
+struct GradientBucket {
+  size_t first_block = 0;
+  size_t blocks = 0;
+  int64_t dense = 0;
+  int64_t expert = 0;
+};
 // A stage's data-parallel gradient buckets (Megatron-LM's): consecutive blocks in backward order
 // (its last model chunk first, each chunk's blocks last to first), each bucket closed once it
-// holds at least `bucket_parameters`. Per bucket, how many blocks it takes.
-std::vector<size_t> gradient_bucket_blocks(std::span<const int64_t> block_parameters,
-                                           int64_t bucket_parameters);
+// holds at least `bucket_parameters`.
+std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> blocks_backward,
+                                             int64_t bucket_parameters);
 
 // What one pipeline transfer carries: a micro-batch's hidden states (or their gradient) as one
 // stage's last block outputs them, split over the context-parallel ranks and, with sequence

@@ -298,25 +298,25 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
     };
     // The span of a pass's kernels bounds the pass's span in any schedule. Paired with another
     // micro-batch's pass, whose kernels may fill any wait, only its kernels count.
-    auto pass_bound = [&](PassKind pass) {
-      const Replay r = replay(pass, paired ? CollectiveCost::kNone : CollectiveCost::kAfterKernels);
-      return r.first < 0.0 ? 0.0 : r.stream - r.first;
-    };
+    auto span = [](const Replay& r) { return r.first < 0.0 ? 0.0 : r.stream - r.first; };
+    const CollectiveCost spanned = paired ? CollectiveCost::kNone : CollectiveCost::kAfterKernels;
+    auto pass_bound = [&](PassKind pass) { return span(replay(pass, spanned)); };
     for (OpId id = 0; id < block.num_ops(); ++id) {
       if (block.collective[id]) continue;
       t.kernels_s += duration[id];
       if (persistent[id]) t.persistent_kernels_s += duration[id];
     }
     t.forward_s = pass_bound(PassKind::kForward);
-    t.backward_s =
-        zero_bubble ? pass_bound(PassKind::kBackwardInput) + pass_bound(PassKind::kBackwardWeight)
-                    : pass_bound(PassKind::kBackward);
     // Input to output, and output gradient to input gradient, through the kernels the stream
     // runs before them; from a kernel: from where the pass's first kernel starts.
     t.latency_s = replay(PassKind::kForward, CollectiveCost::kAll).finish[block.forward_exit];
-    if (!zero_bubble) {
+    if (zero_bubble) {
+      t.backward_s = pass_bound(PassKind::kBackwardInput) + pass_bound(PassKind::kBackwardWeight);
+    } else {
       const Replay from_gradient = replay(PassKind::kBackward, CollectiveCost::kAll);
       const Replay from_kernel = replay(PassKind::kBackward, CollectiveCost::kAfterKernels);
+      t.backward_s = spanned == CollectiveCost::kAfterKernels ? span(from_kernel)
+                                                              : pass_bound(PassKind::kBackward);
       for (const OpId exit : block.backward_exits) {
         t.backward_latency_s = std::max(t.backward_latency_s, from_gradient.finish[exit]);
         t.backward_latency_from_kernel_s =
@@ -433,28 +433,21 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
     // out, and finding the groups that share NICs is costly on large clusters.
     per_stage.assign(l.pp, 0.0);
     for (const int stage : std::set<int>{0, std::max(0, l.pp - 2), l.pp - 1}) {
-      // The stage's blocks in backward order: parameters, and whether experts are among them.
-      std::vector<int64_t> parameters;
-      std::vector<bool> moe;
+      // The stage's blocks in backward order; those of its first chunk come last, and the
+      // buckets holding any of them wait for its last pass.
+      std::vector<BlockParameters> blocks_backward;
+      size_t first_chunk_from = 0;
       for (int chunk = l.virtual_stages - 1; chunk >= 0; --chunk) {
         const int vs = chunk * l.pp + stage;
-        if (vs + 1 == l.pp * l.virtual_stages) {
-          parameters.push_back(head);
-          moe.push_back(false);
-        }
+        first_chunk_from = blocks_backward.size();
+        if (vs + 1 == l.pp * l.virtual_stages) blocks_backward.push_back({head, 0});
         for (int layer = first_layer[vs + 1] - 1; layer >= first_layer[vs]; --layer) {
-          moe.push_back(m.is_moe_layer(layer));
-          parameters.push_back(facts[moe.back() ? kMoe : kDense]->parameters);
+          blocks_backward.push_back(m.is_moe_layer(layer)
+                                        ? BlockParameters{facts[kMoe]->parameters, experts}
+                                        : BlockParameters{facts[kDense]->parameters, 0});
         }
-        if (vs == 0) {
-          parameters.push_back(facts[kEmbedding]->parameters);
-          moe.push_back(false);
-        }
+        if (vs == 0) blocks_backward.push_back({facts[kEmbedding]->parameters, 0});
       }
-      // Its first chunk's blocks come last; the buckets holding any wait for its last pass.
-      const size_t first_chunk_from =
-          parameters.size() - (first_layer[stage + 1] - first_layer[stage]) - (stage == 0 ? 1 : 0) -
-          (stage + 1 == l.pp * l.virtual_stages ? 1 : 0);
       // Priced as the step prices them: over the groups sharing the NICs, or alone under full
       // fidelity, whose network times them beside only the transfers that run with them.
       std::map<GroupKind, std::vector<std::vector<int>>> priced_over;
@@ -470,19 +463,11 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
         return collectives_.time(collective, Bytes(size_bytes), groups->second) / Seconds(1);
       };
       double after_last_pass_s = 0.0;
-      size_t next = 0;
-      for (const size_t blocks :
-           gradient_bucket_blocks(parameters, base_.training.grad_bucket_parameters)) {
-        int64_t dense = 0;
-        int64_t expert = 0;
-        for (size_t i = next; i < next + blocks; ++i) {
-          dense += parameters[i] - (moe[i] ? experts : 0);
-          expert += moe[i] ? experts : 0;
-        }
-        next += blocks;
-        if (next <= first_chunk_from) continue;
+      for (const GradientBucket& bucket :
+           gradient_buckets(blocks_backward, base_.training.grad_bucket_parameters)) {
+        if (bucket.first_block + bucket.blocks <= first_chunk_from) continue;
         // As the step runs them, one after another on the data stream.
-        const double dense_bytes = static_cast<double>(dense) * bytes.gradient;
+        const double dense_bytes = static_cast<double>(bucket.dense) * bytes.gradient;
         if (l.zero == 0) {
           after_last_pass_s += time(Collective::kAllReduce, dense_bytes, GroupKind::kData);
         } else {
@@ -492,10 +477,10 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
                                       GroupKind::kDataReplica);
           }
         }
-        if (expert > 0 && parallelism.expert_data_ranks() > 1) {
+        if (bucket.expert > 0 && parallelism.expert_data_ranks() > 1) {
           after_last_pass_s +=
               time(l.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter,
-                   static_cast<double>(expert) * bytes.gradient, GroupKind::kExpertData);
+                   static_cast<double>(bucket.expert) * bytes.gradient, GroupKind::kExpertData);
         }
       }
       // Tied embeddings split over the first and last stage: their gradients are summed once the

@@ -2,15 +2,15 @@
 // physics, symmetric and full fidelity agreeing, pipeline memory, determinism.
 #include "sim/parallel/lowering.h"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <string_view>
 #include <tuple>
 #include <vector>
@@ -30,14 +30,33 @@ cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
 training: {global_batch: 8, micro_batch: 2, seq_len: 2048}
 )";
 
+// How many blocks each bucket takes.
+std::vector<size_t> bucket_blocks(std::span<const BlockParameters> blocks,
+                                  int64_t bucket_parameters) {
+  std::vector<size_t> sizes;
+  size_t next = 0;
+  for (const GradientBucket& bucket : gradient_buckets(blocks, bucket_parameters)) {
+    EXPECT_EQ(bucket.first_block, next);
+    next += bucket.blocks;
+    sizes.push_back(bucket.blocks);
+  }
+  EXPECT_EQ(next, blocks.size());
+  return sizes;
+}
+
 TEST(Lowering, AGradientBucketClosesOnceItHoldsTheBucketSize) {
   // Blocks of 3, 4, 10, 2 and 1 parameters in backward order, buckets of at least 7: the first
-  // two blocks reach 7, the third alone 10, and the last two are left to a smaller bucket.
-  const std::vector<int64_t> blocks = {3, 4, 10, 2, 1};
-  EXPECT_EQ(gradient_bucket_blocks(blocks, 7), (std::vector<size_t>{2, 1, 2}));
-  EXPECT_EQ(gradient_bucket_blocks(blocks, 1), (std::vector<size_t>{1, 1, 1, 1, 1}));
-  EXPECT_EQ(gradient_bucket_blocks(blocks, 100), (std::vector<size_t>{5}));
-  EXPECT_TRUE(gradient_bucket_blocks({}, 7).empty());
+  // two blocks reach 7, the third alone 10, and the last two are left to a smaller bucket. The
+  // 10 include 6 expert parameters, which the third bucket holds apart.
+  const std::vector<BlockParameters> blocks = {{3, 0}, {4, 0}, {10, 6}, {2, 0}, {1, 0}};
+  EXPECT_EQ(bucket_blocks(blocks, 7), (std::vector<size_t>{2, 1, 2}));
+  EXPECT_EQ(bucket_blocks(blocks, 1), (std::vector<size_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(bucket_blocks(blocks, 100), (std::vector<size_t>{5}));
+  EXPECT_TRUE(gradient_buckets({}, 7).empty());
+  const std::vector<GradientBucket> buckets = gradient_buckets(blocks, 7);
+  EXPECT_EQ(buckets[1].dense, 4);
+  EXPECT_EQ(buckets[1].expert, 6);
+  EXPECT_EQ(buckets[2].dense, 3);
 }
 
 TEST(Lowering, OneGpuRunsEveryKernelBackToBack) {
