@@ -8,6 +8,7 @@
 #include <map>
 
 #include "base/data_root.h"
+#include "base/parsed_file_cache.h"
 #include "base/yaml_reader.h"
 #include "hardware/internal/sourced_value.h"
 
@@ -52,8 +53,7 @@ void check_link(YamlMap& map, const LinkSpec& link) {
   }
 }
 
-LinkSpec read_link_file(const std::string& path) {
-  const YamlDocument document = load_yaml_file(path);
+LinkSpec read_link_document(const YamlDocument& document) {
   YamlMap map(document.root, document.file, "link");
   std::map<std::string, std::string> field_sources;
   LinkSpec link;
@@ -71,6 +71,11 @@ LinkSpec read_link_file(const std::string& path) {
   check_link(map, link);
   map.finish();
   return link;
+}
+
+LinkSpec read_link_file(const std::string& path) {
+  static ParsedFileCache<LinkSpec> links(read_link_document);
+  return *links.get(path);
 }
 
 std::string_view kind_name(LinkKind kind) { return kind == LinkKind::kNetwork ? "network" : "intra-node"; }
@@ -227,6 +232,61 @@ std::string portable_reference(const std::string& reference, const SourceLocatio
   return std::filesystem::absolute(path_from(reference, where.file)).lexically_normal().string();
 }
 
+SystemSpec read_system_document(const YamlDocument& document) {
+  YamlMap map(document.root, document.file, "system");
+  std::map<std::string, std::string> field_sources;
+  SystemSpec system;
+  system.name = map.required<std::string>("name");
+  map.get<std::string>("description", "");
+  internal::read_sources(map);
+  // A GPU file is found beside the system file that names it.
+  system.gpu = portable_reference(map.required<std::string>("gpu"), map.location("gpu"));
+  system.gpu_memory_capacity =
+      internal::read_sourced<Bytes>(map, "gpu_memory_capacity", field_sources, "");
+  if (system.gpu_memory_capacity)
+    check_gpu_memory(map, "gpu_memory_capacity", *system.gpu_memory_capacity);
+  system.gpus_per_node = static_cast<int>(
+      internal::read_sourced_required<int64_t>(map, "gpus_per_node", field_sources, ""));
+  system.intra_node = map.required<std::string>("intra_node");
+  system.nvlink_domain = static_cast<int>(
+      internal::read_sourced_required<int64_t>(map, "nvlink_domain", field_sources, ""));
+  system.nvls = internal::read_sourced<bool>(map, "nvls", field_sources, "").value_or(false);
+  system.nics_per_node = static_cast<int>(
+      internal::read_sourced<int64_t>(map, "nics_per_node", field_sources, "").value_or(0));
+  system.nic = map.get<std::string>("nic", "");
+  system.post_overhead = checked_post_overhead(
+      map, internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "")
+               .value_or(Seconds(0)));
+  internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
+  if (auto host =
+          internal::read_sourced<BytesPerSecond>(map, "gpu_host_bandwidth", field_sources, "")) {
+    system.gpu_host_bandwidth = checked_host_bandwidth(map, "gpu_host_bandwidth", *host);
+  }
+  if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
+    system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
+    internal::read_sourced<int64_t>(*fabric, "switch_radix", field_sources, "fabric.");
+    internal::read_sourced<int64_t>(*fabric, "tiers", field_sources, "fabric.");
+    system.nodes_per_leaf = static_cast<int>(
+        internal::read_sourced<int64_t>(*fabric, "nodes_per_leaf", field_sources, "fabric.")
+            .value_or(32));
+    system.oversubscription =
+        internal::read_sourced<double>(*fabric, "oversubscription", field_sources, "fabric.")
+            .value_or(1.0);
+    internal::read_sourced<Seconds>(*fabric, "hop_latency", field_sources, "fabric.");
+    fabric->finish();
+  }
+  map.finish();
+  if (system.gpus_per_node < 1)
+    map.fail("gpus_per_node", fmt::format("= {} must be at least 1", system.gpus_per_node));
+  if (system.nvlink_domain < system.gpus_per_node) {
+    map.fail("nvlink_domain", fmt::format("= {} must be at least gpus_per_node = {}",
+                                          system.nvlink_domain, system.gpus_per_node));
+  }
+  if (system.nics_per_node > 0 && system.nic.empty())
+    map.fail("nic", "is required with nics_per_node");
+  return system;
+}
+
 }  // namespace
 
 ClusterSpec read_cluster(YamlMap& map) {
@@ -352,47 +412,8 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
     throw InputError(where, fmt::format("system '{}' is not in the system catalog ({}); known systems: {}", name,
                                         catalog_dir, fmt::join(catalog_systems(catalog_dir), ", ")));
   }
-  const YamlDocument document = load_yaml_file(path);
-  YamlMap map(document.root, document.file, "system");
-  std::map<std::string, std::string> field_sources;
-  SystemSpec system;
-  system.name = map.required<std::string>("name");
-  map.get<std::string>("description", "");
-  internal::read_sources(map);
-  // A GPU file is found beside the system file that names it.
-  system.gpu = portable_reference(map.required<std::string>("gpu"), map.location("gpu"));
-  system.gpu_memory_capacity = internal::read_sourced<Bytes>(map, "gpu_memory_capacity", field_sources, "");
-  if (system.gpu_memory_capacity) check_gpu_memory(map, "gpu_memory_capacity", *system.gpu_memory_capacity);
-  system.gpus_per_node = static_cast<int>(internal::read_sourced_required<int64_t>(map, "gpus_per_node", field_sources, ""));
-  system.intra_node = map.required<std::string>("intra_node");
-  system.nvlink_domain = static_cast<int>(internal::read_sourced_required<int64_t>(map, "nvlink_domain", field_sources, ""));
-  system.nvls = internal::read_sourced<bool>(map, "nvls", field_sources, "").value_or(false);
-  system.nics_per_node = static_cast<int>(internal::read_sourced<int64_t>(map, "nics_per_node", field_sources, "").value_or(0));
-  system.nic = map.get<std::string>("nic", "");
-  system.post_overhead = checked_post_overhead(
-      map, internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "").value_or(Seconds(0)));
-  internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
-  if (auto host = internal::read_sourced<BytesPerSecond>(map, "gpu_host_bandwidth", field_sources, "")) {
-    system.gpu_host_bandwidth = checked_host_bandwidth(map, "gpu_host_bandwidth", *host);
-  }
-  if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
-    system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
-    internal::read_sourced<int64_t>(*fabric, "switch_radix", field_sources, "fabric.");
-    internal::read_sourced<int64_t>(*fabric, "tiers", field_sources, "fabric.");
-    system.nodes_per_leaf =
-        static_cast<int>(internal::read_sourced<int64_t>(*fabric, "nodes_per_leaf", field_sources, "fabric.").value_or(32));
-    system.oversubscription = internal::read_sourced<double>(*fabric, "oversubscription", field_sources, "fabric.").value_or(1.0);
-    internal::read_sourced<Seconds>(*fabric, "hop_latency", field_sources, "fabric.");
-    fabric->finish();
-  }
-  map.finish();
-  if (system.gpus_per_node < 1) map.fail("gpus_per_node", fmt::format("= {} must be at least 1", system.gpus_per_node));
-  if (system.nvlink_domain < system.gpus_per_node) {
-    map.fail("nvlink_domain", fmt::format("= {} must be at least gpus_per_node = {}", system.nvlink_domain,
-                                          system.gpus_per_node));
-  }
-  if (system.nics_per_node > 0 && system.nic.empty()) map.fail("nic", "is required with nics_per_node");
-  return system;
+  static ParsedFileCache<SystemSpec> systems(read_system_document);
+  return *systems.get(path);
 }
 
 std::vector<std::string> catalog_links(const std::string& catalog_dir) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/data_root.h"
+#include "base/parsed_file_cache.h"
 #include "base/yaml_reader.h"
 #include "hardware/internal/sourced_value.h"
 
@@ -207,9 +208,11 @@ std::vector<std::string> catalog_gpus(const std::string& catalog_dir) {
 }
 
 GpuSpec load_gpu_file(const std::string& path) {
-  const YamlDocument document = load_yaml_file(path);
-  YamlMap root(document.root, document.file, "gpu");
-  return read_gpu(root);
+  static ParsedFileCache<GpuSpec> gpus([](const YamlDocument& document) {
+    YamlMap root(document.root, document.file, "gpu");
+    return read_gpu(root);
+  });
+  return *gpus.get(path);
 }
 
 GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where) {

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "base/check.h"
+#include "base/parsed_file_cache.h"
 #include "base/yaml_reader.h"
 #include "hardware/gemm_tiling.h"
 
@@ -262,11 +263,19 @@ std::optional<std::pair<std::vector<double>, double>> LogGrid::nearest(const std
 // Loading
 
 KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
-  const YamlDocument document = load_yaml_file(path);
+  static ParsedFileCache<KernelProfile> measured(read_measurements);
+  KernelProfile profile = *measured.get(path);
+  profile.gpu_ = gpu;
+  profile.fit_gemm();
+  profile.fit_attention();
+  profile.fit_memory();
+  return profile;
+}
+
+KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
   YamlMap root(document.root, document.file, "profile");
   KernelProfile profile;
-  profile.path_ = path;
-  profile.gpu_ = gpu;
+  profile.path_ = document.file;
   const std::string format = root.required<std::string>("format");
   if (format != "paceline-profile/1") {
     root.fail("format", fmt::format("= '{}' is not a profile format paceline reads; expected paceline-profile/1", format));
@@ -322,9 +331,6 @@ KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
   // Every other key is a table this version does not read (docs/profile-format.md).
   for (const auto& entry : document.root) root.node(entry.first.Scalar());
   root.finish();
-  profile.fit_gemm();
-  profile.fit_attention();
-  profile.fit_memory();
   return profile;
 }
 

@@ -18,6 +18,7 @@
 
 #include "base/kernel_shapes.h"
 #include "base/units.h"
+#include "base/yaml_reader.h"
 #include "hardware/gpu_spec.h"
 
 namespace paceline {
@@ -94,6 +95,9 @@ class KernelProfile {
     auto operator<=>(const AttentionKey&) const = default;
   };
 
+  // The measured tables of a profile document, without the GPU or the fits: what a file's
+  // bytes alone decide, parsed once however many scenarios load the file.
+  static KernelProfile read_measurements(const YamlDocument& document);
   // The fitted model's time for a shape (the shape of the out-of-grid answer).
   Seconds gemm_model(const GemmFit& fit, DType dtype, int64_t m, int64_t n, int64_t k) const;
   Seconds attention_model(const AttentionFit& fit, const AttentionShape& shape, double heads, double seq) const;

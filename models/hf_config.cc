@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/parsed_file_cache.h"
 #include "base/yaml_reader.h"
 
 namespace paceline {
@@ -423,7 +424,8 @@ ModelSpec spec_from_document(const YamlDocument& document) {
 }  // namespace
 
 ModelSpec load_hf_config(const std::string& path) {
-  return spec_from_document(load_yaml_file(path));
+  static ParsedFileCache<ModelSpec> configs(spec_from_document);
+  return *configs.get(path);
 }
 
 ModelSpec parse_hf_config(const std::string& json_text, const std::string& name) {

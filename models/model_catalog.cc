@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/data_root.h"
+#include "base/parsed_file_cache.h"
 #include "base/yaml_reader.h"
 #include "models/hf_config.h"
 
@@ -19,9 +20,11 @@ std::vector<std::string> catalog_models(const std::string& catalog_dir) {
 }
 
 ModelSpec load_model_file(const std::string& path) {
-  const YamlDocument document = load_yaml_file(path);
-  YamlMap root(document.root, document.file, "model");
-  return read_model(root);
+  static ParsedFileCache<ModelSpec> models([](const YamlDocument& document) {
+    YamlMap root(document.root, document.file, "model");
+    return read_model(root);
+  });
+  return *models.get(path);
 }
 
 ModelSpec resolve_model(const std::string& reference, const std::string& catalog_dir,
