@@ -18,10 +18,11 @@
 
 #include "base/kernel_shapes.h"
 #include "base/units.h"
-#include "base/yaml_reader.h"
 #include "hardware/gpu_spec.h"
 
 namespace paceline {
+
+struct YamlDocument;
 
 // A grid of measured times over 1–3 numeric axes, NaN where a point is missing.
 class LogGrid {
