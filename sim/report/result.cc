@@ -105,6 +105,8 @@ KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
   KernelSources sources;
   if (s.cluster.profile) sources.profile = std::filesystem::path(s.cluster.profile->path()).stem().string();
   double measured = 0.0, total = 0.0;
+  // The names of the ops the model timed matter only beside a profile's measured ones.
+  const bool name_modeled = !sources.profile.empty();
   std::set<std::string> modeled;
   for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
     const TaskLabel& label = stage.labels[stage.program.task(id).label];
@@ -121,12 +123,12 @@ KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
         ++sources.measured_kernels;
       } else {
         ++sources.modeled_kernels;
-        modeled.insert(op.name);
+        if (name_modeled) modeled.insert(op.name);
       }
     }
   }
   sources.measured_time_fraction = total > 0.0 ? measured / total : 0.0;
-  if (!sources.profile.empty()) sources.modeled_ops.assign(modeled.begin(), modeled.end());
+  sources.modeled_ops.assign(modeled.begin(), modeled.end());
   return sources;
 }
 
