@@ -74,8 +74,8 @@ LinkSpec read_link_document(const YamlDocument& document) {
 }
 
 LinkSpec read_link_file(const std::string& path) {
-  static ParsedFileCache<LinkSpec> links(read_link_document);
-  return *links.get(path);
+  static auto* const links = new ParsedFileCache<LinkSpec>(read_link_document);
+  return *links->get(path);
 }
 
 std::string_view kind_name(LinkKind kind) { return kind == LinkKind::kNetwork ? "network" : "intra-node"; }
@@ -412,8 +412,8 @@ SystemSpec load_system(const std::string& name, const std::string& catalog_dir, 
     throw InputError(where, fmt::format("system '{}' is not in the system catalog ({}); known systems: {}", name,
                                         catalog_dir, fmt::join(catalog_systems(catalog_dir), ", ")));
   }
-  static ParsedFileCache<SystemSpec> systems(read_system_document);
-  return *systems.get(path);
+  static auto* const systems = new ParsedFileCache<SystemSpec>(read_system_document);
+  return *systems->get(path);
 }
 
 std::vector<std::string> catalog_links(const std::string& catalog_dir) {

@@ -208,11 +208,11 @@ std::vector<std::string> catalog_gpus(const std::string& catalog_dir) {
 }
 
 GpuSpec load_gpu_file(const std::string& path) {
-  static ParsedFileCache<GpuSpec> gpus([](const YamlDocument& document) {
+  static auto* const gpus = new ParsedFileCache<GpuSpec>([](const YamlDocument& document) {
     YamlMap root(document.root, document.file, "gpu");
     return read_gpu(root);
   });
-  return *gpus.get(path);
+  return *gpus->get(path);
 }
 
 GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where) {

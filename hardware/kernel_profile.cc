@@ -263,8 +263,8 @@ std::optional<std::pair<std::vector<double>, double>> LogGrid::nearest(const std
 // Loading
 
 KernelProfile KernelProfile::load(const std::string& path, const GpuSpec& gpu) {
-  static ParsedFileCache<KernelProfile> measured(read_measurements);
-  KernelProfile profile = *measured.get(path);
+  static auto* const measured = new ParsedFileCache<KernelProfile>(read_measurements);
+  KernelProfile profile = *measured->get(path);
   profile.gpu_ = gpu;
   profile.fit_gemm();
   profile.fit_attention();

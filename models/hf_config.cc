@@ -424,8 +424,8 @@ ModelSpec spec_from_document(const YamlDocument& document) {
 }  // namespace
 
 ModelSpec load_hf_config(const std::string& path) {
-  static ParsedFileCache<ModelSpec> configs(spec_from_document);
-  return *configs.get(path);
+  static auto* const configs = new ParsedFileCache<ModelSpec>(spec_from_document);
+  return *configs->get(path);
 }
 
 ModelSpec parse_hf_config(const std::string& json_text, const std::string& name) {

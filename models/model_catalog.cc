@@ -20,11 +20,11 @@ std::vector<std::string> catalog_models(const std::string& catalog_dir) {
 }
 
 ModelSpec load_model_file(const std::string& path) {
-  static ParsedFileCache<ModelSpec> models([](const YamlDocument& document) {
+  static auto* const models = new ParsedFileCache<ModelSpec>([](const YamlDocument& document) {
     YamlMap root(document.root, document.file, "model");
     return read_model(root);
   });
-  return *models.get(path);
+  return *models->get(path);
 }
 
 ModelSpec resolve_model(const std::string& reference, const std::string& catalog_dir,

@@ -89,6 +89,42 @@ TEST_F(ParsedFileCacheTest, AMissingFileIsAnInputError) {
   EXPECT_EQ(parses_, 0);
 }
 
+TEST_F(ParsedFileCacheTest, ARelativePathIsReadAgainFromAnotherWorkingDirectory) {
+  // A parse may resolve paths against the working directory (a system file's GPU file): two
+  // folders holding the same text under one relative name give each its own value.
+  const std::filesystem::path base =
+      std::filesystem::path(::testing::TempDir()) / "parsed_file_cache_cwd";
+  for (const char* folder : {"a", "b"}) {
+    std::filesystem::create_directories(base / folder);
+    std::ofstream(base / folder / "same.yaml", std::ios::trunc) << "value: 7\n";
+  }
+  ParsedFileCache<std::string> cache([](const YamlDocument& document) {
+    return std::filesystem::absolute(document.file).lexically_normal().string();
+  });
+  const std::filesystem::path started = std::filesystem::current_path();
+  std::vector<std::string> seen;
+  for (const char* folder : {"a", "b", "a"}) {
+    std::filesystem::current_path(base / folder);
+    seen.push_back(*cache.get("same.yaml"));
+  }
+  std::filesystem::current_path(started);
+  std::filesystem::remove_all(base);
+  EXPECT_EQ(seen[0], ((base / "a" / "same.yaml").lexically_normal()).string());
+  EXPECT_EQ(seen[1], ((base / "b" / "same.yaml").lexically_normal()).string());
+  EXPECT_EQ(seen[2], seen[0]);
+}
+
+TEST_F(ParsedFileCacheTest, ThreadsMissingTogetherGetEqualValues) {
+  // A cold cache read by many threads at once: each may parse, every one gets the file's value.
+  ParsedFileCache<int> cache = counting_cache();
+  write("value: 7\n");
+  std::vector<std::shared_ptr<const int>> read(64);
+  parallel_for(read.size(), 4, [&](size_t i) { read[i] = cache.get(path_); });
+  for (const auto& value : read) EXPECT_EQ(*value, 7);
+  EXPECT_GE(parses_, 1);
+  EXPECT_LE(parses_, 64);
+}
+
 TEST_F(ParsedFileCacheTest, ThreadsReadingOneFileGetOneValue) {
   ParsedFileCache<int> cache = counting_cache();
   write("value: 7\n");

@@ -124,6 +124,29 @@ TEST(KernelProfile, TheMeasuredH200ProfileLoads) {
   EXPECT_FALSE(profile.attention({1, 32, 8, 8192, 8192, 96, true, false, DType::kBf16}).has_value());
 }
 
+TEST(KernelProfile, EachLoadFitsTheProfileToTheGpuItIsGiven) {
+  // A profile file is parsed once per process (base/parsed_file_cache.h), but its fits are the
+  // model of the GPU each load names: the same H200 tables fitted with the A100's peak and tile
+  // give another efficiency, and loading for the H200 again gives back the first fits exactly.
+  const std::string path = "hardware/profiles/h200-sxm-141gb.yaml";
+  const KernelProfile first = KernelProfile::load(path, h200());
+  const KernelProfile other =
+      KernelProfile::load(path, resolve_gpu("a100-sxm4-80gb", default_gpu_catalog(), {}));
+  const KernelProfile again = KernelProfile::load(path, h200());
+  const auto key = std::pair{DType::kBf16, GemmLayout::kForward};
+  ASSERT_TRUE(first.gemm_fits().contains(key));
+  EXPECT_EQ(other.gpu().name, "a100-sxm4-80gb");
+  EXPECT_NE(other.gemm_fits().at(key).inverse_efficiency,
+            first.gemm_fits().at(key).inverse_efficiency);
+  EXPECT_EQ(again.gemm_fits().at(key).inverse_efficiency,
+            first.gemm_fits().at(key).inverse_efficiency);
+  EXPECT_EQ(again.gemm_fits().at(key).k_half_over_efficiency,
+            first.gemm_fits().at(key).k_half_over_efficiency);
+  // The measured times are the file's whatever the GPU.
+  EXPECT_EQ(*other.gemm({8192, 8192, 8192}) / Seconds(1),
+            *first.gemm({8192, 8192, 8192}) / Seconds(1));
+}
+
 // The K at which a GEMM of this output shape reaches half its ceiling, fitted to the profile's
 // measured times over K = 512..16384: time ∝ K + k_half (one tile per SM per wave, each paying
 // a fixed cost), least squares in relative error.
