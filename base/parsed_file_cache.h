@@ -14,8 +14,8 @@
 // Loaders hold one each for the life of the process, never destroyed, so that a thread still
 // loading while the process exits finds it whole:
 //
-//   static auto* const gpus = new ParsedFileCache<GpuSpec>(read_gpu_document);
-//   const GpuSpec gpu = *gpus->get(path);
+//   static auto* const links = new ParsedFileCache<LinkSpec>(read_link_document);
+//   const LinkSpec link = *links->get(path);
 #ifndef PACELINE_BASE_PARSED_FILE_CACHE_H_
 #define PACELINE_BASE_PARSED_FILE_CACHE_H_
 
