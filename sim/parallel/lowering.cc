@@ -84,6 +84,11 @@ Bytes pipeline_transfer_bytes(const Scenario& s) {
       static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
 }
 
+Bytes tied_embedding_gradient_bytes(const ModelSpec& model, int tp, double gradient_bytes) {
+  return Bytes(static_cast<double>(model.vocab) / tp * static_cast<double>(model.hidden) *
+               gradient_bytes);
+}
+
 Bytes FsdpGathers::total() const { return std::accumulate(sizes.begin(), sizes.end(), experts); }
 
 FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph, int64_t expert_parameters) {
@@ -955,9 +960,10 @@ void StageBuilder::step() {
   if (s.model.tied_embeddings && p.pp > 1 && (stage_ == 0 || stage_ == p.pp - 1)) {
     const int32_t holder = stage_ == 0 ? -1 : -2;
     const int chunk = stage_ == 0 ? 0 : p.virtual_stages - 1;
-    const Bytes size(static_cast<double>(s.model.vocab) / p.tp * static_cast<double>(s.model.hidden) * bytes.gradient);
-    reductions.push_back(step_collective(Collective::kAllReduce, size, GroupKind::kEmbedding,
-                                         "pp.embedding_gradient_all_reduce", {last_backward_.at({chunk, holder})}));
+    reductions.push_back(step_collective(
+        Collective::kAllReduce, tied_embedding_gradient_bytes(s.model, p.tp, bytes.gradient),
+        GroupKind::kEmbedding, "pp.embedding_gradient_all_reduce",
+        {last_backward_.at({chunk, holder})}));
   }
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.

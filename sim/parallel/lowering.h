@@ -136,6 +136,10 @@ std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> bl
 // parallelism, over the tensor-parallel ones.
 Bytes pipeline_transfer_bytes(const Scenario& scenario);
 
+// The tied embedding's gradient that the first and last pipeline stages sum between them once
+// their passes have run: a vocab/tp × hidden shard at `gradient_bytes` a parameter.
+Bytes tied_embedding_gradient_bytes(const ModelSpec& model, int tp, double gradient_bytes);
+
 // The all-gathers of a block's weights under ZeRO-3: one of all of them (its `expert_parameters`
 // apart, over the ranks holding the same experts, where their states are sharded), or with
 // fsdp_gather: tensor one per weight tensor above the persistence threshold; and, with that and

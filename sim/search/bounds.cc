@@ -488,10 +488,9 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
       // interleaving) has run, after the buckets.
       if (m.tied_embeddings && l.pp > 1 &&
           (stage == 0 || (stage == l.pp - 1 && l.virtual_stages == 1))) {
-        after_last_pass_s += time(
-            Collective::kAllReduce,
-            static_cast<double>(m.vocab) / l.tp * static_cast<double>(m.hidden) * bytes.gradient,
-            GroupKind::kEmbedding);
+        after_last_pass_s += time(Collective::kAllReduce,
+                                  tied_embedding_gradient_bytes(m, l.tp, bytes.gradient) / Bytes(1),
+                                  GroupKind::kEmbedding);
       }
       per_stage[stage] = after_last_pass_s;
     }
