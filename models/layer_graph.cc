@@ -424,6 +424,13 @@ struct Dims {
   int64_t sp_tokens;  // Ts
   double e;           // bytes per activation element
   bool sp;            // sequence parallel with tp > 1
+  // A column-parallel GEMM keeps its input's sequence shard and gathers it again for the weight
+  // gradient (Megatron-LM's under sp); otherwise it keeps all `tokens` rows.
+  bool regathers;
+  int64_t kept_input_tokens;
+  // A tensor-parallel entry's backward collective is issued after the backward of the GEMMs
+  // reading it, weight gradients included (PyTorch's).
+  bool entry_gradient_after_weight_gradients;
   bool overlap;       // sp collectives in tp chunks beside their GEMMs
   bool chunk_sum;     // overlapped reduce-scatters sum their chunks after the exchange
   int tp;
@@ -435,6 +442,10 @@ Dims dims_of(const LayerShard& shard) {
   d.tokens = shard.micro_batch * (shard.seq_len / shard.cp);
   d.sp = shard.sequence_parallel && shard.tp > 1;
   d.sp_tokens = d.sp ? d.tokens / shard.tp : d.tokens;
+  const bool pytorch = shard.tp_implementation == TpImplementation::kPytorch;
+  d.regathers = d.sp && !pytorch;
+  d.entry_gradient_after_weight_gradients = shard.tp > 1 && pytorch;
+  d.kept_input_tokens = d.regathers ? d.sp_tokens : d.tokens;
   d.e = bytes_per_element(shard.activation_dtype);
   d.overlap = d.sp && shard.tp_comm_overlap;
   d.chunk_sum = d.overlap && shard.tp_comm_overlap_method == TpOverlapMethod::kAsyncTp;
@@ -614,8 +625,10 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const Bytes gathered = elements(static_cast<double>(d.tokens * m.hidden), d.e);
   const std::string gather = b.at(norm).op.name + ".gather";
   if (!overlap_gather || !d.overlap) {
-    return b.add(collective(gather, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
-                            {norm}));
+    Forward f = collective(gather, Collective::kAllGather, Collective::kReduceScatter,
+                           CommGroup::kTensor, gathered, {norm});
+    f.backward_after_weight_gradients = d.entry_gradient_after_weight_gradients;
+    return b.add(f);
   }
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
   // the input gradient is reduce-scattered in chunks and summed (add_chunk_sum).
@@ -639,12 +652,13 @@ int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::st
     return inputs.front();
   }
   const Bytes size = elements(static_cast<double>(d.tokens * width), d.e);
-  if (d.sp) {
-    return b.add(collective(name + ".gather", Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor,
-                            size, std::move(inputs)));
-  }
-  return b.add(collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce, CommGroup::kTensor, size,
-                          std::move(inputs)));
+  Forward f = d.sp
+                  ? collective(name + ".gather", Collective::kAllGather, Collective::kReduceScatter,
+                               CommGroup::kTensor, size, std::move(inputs))
+                  : collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce,
+                               CommGroup::kTensor, size, std::move(inputs));
+  f.backward_after_weight_gradients = d.entry_gradient_after_weight_gradients;
+  return b.add(f);
 }
 
 // Before a column-parallel GEMM reading a norm's output, which add_norm gathered already under
@@ -753,14 +767,15 @@ int add_head_parallel_attention(LayerGraphBuilder& b, const ModelSpec& m, const 
 }
 
 // A column-parallel GEMM of the tokens' `k` gathered columns to `n` of the rank's: keeps its
-// (sequence-sharded under SP) input, which SP gathers again for the weight gradient.
+// input, or under SP its sequence shard, gathered again for the weight gradient (Dims::regathers).
 int add_column_parallel_gemm(LayerGraphBuilder& b, const LayerShard& shard, const Dims& d, std::string name,
                              int64_t n, int64_t k, int input) {
-  const int gemm = b.add(weight_gemm(std::move(name), d.tokens, n, k, 1, gemm_dtype(shard), d.e,
-                                     Bytes(static_cast<double>(d.sp_tokens * k) * saved_input_bytes(shard, d.e)),
-                                     {input}));
+  const int gemm = b.add(weight_gemm(
+      std::move(name), d.tokens, n, k, 1, gemm_dtype(shard), d.e,
+      Bytes(static_cast<double>(d.kept_input_tokens * k) * saved_input_bytes(shard, d.e)),
+      {input}));
   add_grad_cast(b, shard, d.e, gemm);
-  if (d.sp) {
+  if (d.regathers) {
     b.at(gemm).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                              elements(static_cast<double>(d.tokens * k), d.e)};
   }
@@ -1168,6 +1183,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Dims local = d;
     local.tokens = d.sp_tokens;
     local.sp = false;
+    local.regathers = false;
+    local.kept_input_tokens = local.tokens;
     const int shared = add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
                                      "moe.shared");
     combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
@@ -1332,9 +1349,10 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   const int norm = add_norm(b, m, shard, d, "head.norm", residual, d.sp);
   const int entry = add_column_parallel_entry(b, m, d, "head.logits", norm);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
-  const int logits = b.add(weight_gemm("head.logits", d.tokens, vocab, m.hidden, 1, shard.activation_dtype, d.e,
-                                       elements(static_cast<double>(d.sp_tokens * m.hidden), d.e), {entry}));
-  if (d.sp) {
+  const int logits = b.add(
+      weight_gemm("head.logits", d.tokens, vocab, m.hidden, 1, shard.activation_dtype, d.e,
+                  elements(static_cast<double>(d.kept_input_tokens * m.hidden), d.e), {entry}));
+  if (d.regathers) {
     b.at(logits).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                                elements(static_cast<double>(d.tokens * m.hidden), d.e)};
   }

@@ -58,6 +58,13 @@ enum class ContextComm { kRing, kAllGather, kAllToAll };
 // PyTorch's async TP (`async_tp`: torchtitan) copies each rank's GEMM output chunks to their
 // owners with the copy engines and sums the tp chunks it holds in one kernel after the last.
 enum class TpOverlapMethod { kUserbuffers, kAsyncTp };
+// Whose tensor parallelism runs the block. Megatron-LM's column-parallel GEMM keeps its input's
+// sequence shard under sequence parallelism and gathers it again for the weight gradient, and
+// issues its input gradient's collective before the weight gradient, which runs beside it.
+// PyTorch's (DTensor: ColwiseParallel after a redistribution of the sequence shards) keeps the
+// gathered input, and each redistribution is an autograd function of its own, issued after the
+// linear's backward, weight gradient included.
+enum class TpImplementation { kMegatron, kPytorch };
 
 // How one rank sees a block.
 struct LayerShard {
@@ -77,6 +84,7 @@ struct LayerShard {
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // sequence-parallel collectives in chunks beside their GEMMs
   TpOverlapMethod tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
+  TpImplementation tp_implementation = TpImplementation::kMegatron;
   DType activation_dtype = DType::kBf16;  // bf16 or fp16 activations and weights
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;

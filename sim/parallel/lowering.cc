@@ -27,6 +27,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.sequence_parallel = s.parallelism.sequence_parallel;
   shard.tp_comm_overlap = s.parallelism.tp_comm_overlap;
   shard.tp_comm_overlap_method = s.parallelism.tp_comm_overlap_method;
+  shard.tp_implementation = s.parallelism.tp_implementation;
   shard.activation_dtype = s.compute_dtype();
   shard.fp8 = s.training.precision == Precision::kFp8;
   shard.recompute = s.training.recompute;

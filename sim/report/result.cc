@@ -299,6 +299,7 @@ Json to_json(const Scenario& s) {
   // Settings only where they act, as the scenario format accepts them.
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);
   if (p.tp_comm_overlap) parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
+  if (p.tp > 1) parallelism.set("tp_implementation", to_string(p.tp_implementation));
   if (p.cp > 1) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (p.cp > 1 && p.cp_comm != ContextComm::kAllToAll) parallelism.set("cp_comm_overlap", p.cp_comm_overlap);
   parallelism.set("zero", p.zero).set("zero_shard", p.zero_shard);

@@ -107,6 +107,10 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given) {
   if (map.has("tp_comm_overlap_method") && !p.tp_comm_overlap) {
     map.fail("tp_comm_overlap_method", fmt::format("= {} applies to tp_comm_overlap: true only", method));
   }
+  const std::string implementation =
+      map.choice("tp_implementation", {"megatron", "pytorch"}, "megatron");
+  p.tp_implementation =
+      implementation == "pytorch" ? TpImplementation::kPytorch : TpImplementation::kMegatron;
   p.zero = map.get<int>("zero", 0);
   if (p.zero < 0 || p.zero > 3) {
     map.fail("zero", fmt::format("= {} is out of range; expected 0 (none), 1 (optimizer states), 2 (+ gradients) "
@@ -290,6 +294,10 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   }
   if (m.ffn_hidden % p.tp != 0) {
     fail_parallel("tp", fmt::format("= {} does not divide model.ffn_hidden = {}", p.tp, m.ffn_hidden));
+  }
+  if (p.tp_implementation != TpImplementation::kMegatron && p.tp == 1) {
+    fail_parallel("tp_implementation",
+                  fmt::format("= {} applies to tp > 1 only", to_string(p.tp_implementation)));
   }
   if (p.tp_comm_overlap && (p.tp == 1 || !p.sequence_parallel)) {
     fail_parallel("tp_comm_overlap", fmt::format("= true needs tp > 1 and sequence_parallel (here tp = {}, "
@@ -639,6 +647,9 @@ std::string to_string(OptimizerKernels kernels) {
 }
 
 std::string to_string(FsdpGather gather) { return gather == FsdpGather::kTensor ? "tensor" : "block"; }
+std::string to_string(TpImplementation implementation) {
+  return implementation == TpImplementation::kPytorch ? "pytorch" : "megatron";
+}
 std::string to_string(FsdpGradientReduce reduce) {
   return reduce == FsdpGradientReduce::kAllReduce ? "all_reduce" : "reduce_scatter";
 }

@@ -67,6 +67,7 @@ struct Parallelism {
   // or drain (Megatron-LM's --tp-comm-overlap, torchtitan's async TP), by `tp_comm_overlap_method`.
   bool tp_comm_overlap = false;
   TpOverlapMethod tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
+  TpImplementation tp_implementation = TpImplementation::kMegatron;
   int zero = 0;        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)
   int fsdp_prefetch = 1;  // ZeRO-3: blocks whose weights are gathered ahead of the one computing
   FsdpGather fsdp_gather = FsdpGather::kBlock;
@@ -197,6 +198,7 @@ std::string to_string(ContextComm comm);
 std::string to_string(TpOverlapMethod method);
 std::string to_string(OptimizerKernels kernels);
 std::string to_string(FsdpGather gather);
+std::string to_string(TpImplementation implementation);
 std::string to_string(FsdpGradientReduce reduce);
 std::string to_string(Fusion fusion);
 std::string to_string(MoeWeighting weighting);

@@ -150,6 +150,9 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
     parallelism.set("tp_comm_overlap", true);
     parallelism.set("tp_comm_overlap_method", to_string(p.tp_comm_overlap_method));
   }
+  if (p.tp > 1 && p.tp_implementation != TpImplementation::kMegatron) {
+    parallelism.set("tp_implementation", to_string(p.tp_implementation));
+  }
   if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (!p.cp_comm_overlap) parallelism.set("cp_comm_overlap", false);
   if (p.ep_comm_overlap) parallelism.set("ep_comm_overlap", true);

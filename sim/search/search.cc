@@ -133,6 +133,7 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     p.schedule = settings->schedule;
     p.tp_comm_overlap = settings->tp_comm_overlap;
     p.tp_comm_overlap_method = settings->tp_comm_overlap_method;
+    p.tp_implementation = settings->tp_implementation;
     p.cp_comm = settings->cp_comm;
     p.cp_comm_overlap = settings->cp_comm_overlap;
     p.ep_comm_overlap = settings->ep_comm_overlap;

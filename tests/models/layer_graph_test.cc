@@ -606,6 +606,56 @@ TEST(LayerGraph, TensorParallelismSplitsGemmsAndAddsCollectives) {
   EXPECT_EQ(scatters, 2);
 }
 
+TEST(LayerGraph, MegatronGathersAColumnParallelInputAgainAndPytorchKeepsItGathered) {
+  // Megatron-LM keeps a column-parallel GEMM's sequence shard, gathers it again for the weight
+  // gradient and reduce-scatters the input gradient beside that weight gradient; PyTorch's
+  // tensor parallelism keeps the gathered input and reduce-scatters after the weight gradient.
+  const ModelSpec m = llama_like();
+  LayerShard s = shard(4, /*sp=*/true);
+  const LayerGraph megatron = build_transformer_layer(m, s, false);
+  s.tp_implementation = TpImplementation::kPytorch;
+  const LayerGraph pytorch = build_transformer_layer(m, s, false);
+  const std::vector<std::pair<std::string, std::string>> entries = {
+      {"attn.qkv", "attn.norm.gather.bwd"}, {"mlp.fc1", "mlp.norm.gather.bwd"}};
+  for (const auto& [gemm, scatter] : entries) {
+    const OpId regather = op_in(megatron, Phase::kBackwardWeight, gemm + ".input_regather");
+    EXPECT_EQ(megatron.op(regather).comm.collective, Collective::kAllGather);
+    EXPECT_TRUE(
+        waits_for(megatron, op_in(megatron, Phase::kBackwardWeight, gemm + ".wgrad"), regather));
+    const double shard_bytes = megatron.op(forward_op(megatron, gemm)).saved / Bytes(1);
+    EXPECT_DOUBLE_EQ(pytorch.op(forward_op(pytorch, gemm)).saved / Bytes(1), 4.0 * shard_bytes)
+        << gemm;
+    EXPECT_EQ(megatron.op(op_in(megatron, Phase::kBackwardInput, scatter)).comm.collective,
+              Collective::kReduceScatter);
+    EXPECT_FALSE(waits_for(megatron, op_in(megatron, Phase::kBackwardInput, scatter),
+                           op_in(megatron, Phase::kBackwardWeight, gemm + ".wgrad")));
+    EXPECT_TRUE(waits_for(pytorch, op_in(pytorch, Phase::kBackwardInput, scatter),
+                          op_in(pytorch, Phase::kBackwardWeight, gemm + ".wgrad")));
+  }
+  for (const OpId id : pytorch.ops(Phase::kBackwardWeight)) {
+    EXPECT_NE(pytorch.op(id).kind, OpKind::kCommunication) << pytorch.op(id).name;
+  }
+  EXPECT_EQ(pytorch.num_ops() + 2, megatron.num_ops());
+}
+
+TEST(LayerGraph, SharedExpertsKeepTheirOwnTokensUnderEitherTensorParallelism) {
+  // Shared experts run on the rank's own tokens: nothing to gather again, nothing gathered kept.
+  ModelSpec m = llama_like();
+  m.moe = MoeSpec{
+      .experts = 8, .top_k = 2, .ffn_hidden = 512, .shared_experts = 1, .shared_ffn_hidden = 256};
+  LayerShard s = shard(4, /*sp=*/true);
+  const LayerGraph megatron = build_transformer_layer(m, s, /*moe=*/true);
+  s.tp_implementation = TpImplementation::kPytorch;
+  const LayerGraph pytorch = build_transformer_layer(m, s, /*moe=*/true);
+  for (const OpId id : megatron.ops(Phase::kBackwardWeight)) {
+    EXPECT_NE(megatron.op(id).name, "moe.shared.fc1.input_regather");
+  }
+  const OpId fc1 = forward_op(megatron, "moe.shared.fc1");
+  EXPECT_EQ(megatron.op(fc1).gemm.m, 2 * 2048 / 4);
+  EXPECT_DOUBLE_EQ(pytorch.op(forward_op(pytorch, "moe.shared.fc1")).saved / Bytes(1),
+                   megatron.op(fc1).saved / Bytes(1));
+}
+
 TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
   // tp 4 with sequence parallelism: the same bytes gathered and reduce-scattered; with
   // tp_comm_overlap the GEMMs wait for a quarter of each gather, their readers for the rest, and

@@ -317,6 +317,21 @@ TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
             "s.yaml:12:27: parallelism.tp_comm_overlap_method = async_tp applies to tp_comm_overlap: true only");
 }
 
+TEST(Scenario, TensorParallelismIsMegatronsUnlessSaid) {
+  EXPECT_EQ(load_scenario_text(kBase, "s.yaml").parallelism.tp_implementation,
+            TpImplementation::kMegatron);
+  const Scenario pytorch = load_scenario_text(
+      replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_implementation: pytorch\n"), "s.yaml");
+  EXPECT_EQ(pytorch.parallelism.tp_implementation, TpImplementation::kPytorch);
+  EXPECT_EQ(to_string(pytorch.parallelism.tp_implementation), "pytorch");
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_implementation: dtensor\n")),
+            "s.yaml:12:22: parallelism.tp_implementation = 'dtensor' is unknown; expected one of: "
+            "megatron, pytorch");
+  EXPECT_EQ(error_of(replace(replace(kBase, "  tp: 8\n", "  tp: 1\n"), "  pp: 16\n",
+                             "  pp: 16\n  tp_implementation: pytorch\n")),
+            "s.yaml:12:22: parallelism.tp_implementation = pytorch applies to tp > 1 only");
+}
+
 TEST(Scenario, OptimizerKernelsAreFusedUnlessSaid) {
   EXPECT_EQ(load_scenario_text(kBase, "s.yaml").training.optimizer_kernels, OptimizerKernels::kFused);
   const std::string text = replace(kBase, "global_batch: 1536", "global_batch: 1536\n  optimizer_kernels: unfused");

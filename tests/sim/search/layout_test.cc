@@ -150,7 +150,7 @@ model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256,
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
 parallelism: {tp: 2, zero: 3, fsdp_prefetch: 2, fsdp_gather: tensor, fsdp_persistence_threshold: 1000,
               fsdp_reuse_distance: 5000, fsdp_gradient_reduce: all_reduce, tp_comm_overlap: true,
-              tp_comm_overlap_method: async_tp}
+              tp_comm_overlap_method: async_tp, tp_implementation: pytorch}
 training: {global_batch: 8, recompute: selective-op, fusion: eager}
 )",
                               "settings.yaml"};
@@ -170,6 +170,8 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
     if (l.sequence_parallel) {
       EXPECT_EQ(read.parallelism.tp_comm_overlap_method, TpOverlapMethod::kAsyncTp) << to_string(l);
       EXPECT_EQ(built.parallelism.tp_comm_overlap_method, TpOverlapMethod::kAsyncTp) << to_string(l);
+      EXPECT_EQ(read.parallelism.tp_implementation, TpImplementation::kPytorch) << to_string(l);
+      EXPECT_EQ(built.parallelism.tp_implementation, TpImplementation::kPytorch) << to_string(l);
     }
     if (l.zero == 3 && l.pp == 1) {
       EXPECT_EQ(read.parallelism.fsdp_prefetch, 2) << to_string(l);

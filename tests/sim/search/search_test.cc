@@ -241,6 +241,24 @@ training: {global_batch: 16}
     if (o.iteration_time_s < p->iteration_time_s) ++faster;
   }
   EXPECT_GT(faster, 0);
+  // PyTorch's tensor parallelism, said in a file without tp, reaches the layouts with tp > 1,
+  // which keep their GEMMs' gathered inputs; the others run as before.
+  const SearchReport megatron = search_layouts({kFourGpus, "four.yaml"}, {.top = 400});
+  const SearchReport pytorch = search_layouts(
+      {std::string(kFourGpus) + "parallelism: {tp_implementation: pytorch}\n", "four.yaml"},
+      {.top = 400});
+  int changed = 0;
+  for (const RankedLayout& r : pytorch.top) {
+    const auto m = std::ranges::find(megatron.top, r.layout, &RankedLayout::layout);
+    if (m == megatron.top.end()) continue;
+    if (r.layout.tp == 1) {
+      EXPECT_EQ(r.iteration_time_s, m->iteration_time_s) << to_string(r.layout);
+      EXPECT_EQ(r.peak_memory_bytes, m->peak_memory_bytes) << to_string(r.layout);
+    } else if (r.peak_memory_bytes != m->peak_memory_bytes) {
+      ++changed;
+    }
+  }
+  EXPECT_GT(changed, 0);
 }
 
 TEST(Search, KeepsFp8ParametersOnTheShardedLayouts) {
