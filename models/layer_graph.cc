@@ -38,7 +38,7 @@ class LayerGraphBuilder {
     Bytes backward_transient;         // kMemory: buffers alive only while the backward pass runs
     MemoryKernel backward_kernel = MemoryKernel::kNone;
     CommSpec backward_comm;           // kCommunication: the transposed collective
-    CommSpec regather_for_wgrad;      // kWeightGemm with sequence parallelism: input re-gather
+    CommSpec regather_for_wgrad;  // kWeightGemm keeping its input's sequence shard: input re-gather
     Bytes grad_cast_bytes;            // fp8: cast of the output gradient before the GEMMs
     bool recompute_selective = false; // recomputed under selective recompute
     // Under per-operator recomputation: the output this op keeps (zero: it is recomputed), and
@@ -53,8 +53,9 @@ class LayerGraphBuilder {
     std::vector<int> wgrad_also_after;
     // kCommunication: the backward is an autograd function of its own, issued once the backward
     // of the ops reading the collective's output has run, weight gradients included, so it waits
-    // for their weight gradients (the expert-parallel dispatch; tensor-parallel collectives run
-    // inside their GEMM's backward, beside its weight gradient).
+    // for their weight gradients (the expert-parallel dispatch, and PyTorch's tensor-parallel
+    // redistributions; Megatron-LM's tensor-parallel collectives run inside their GEMM's
+    // backward, beside its weight gradient).
     bool backward_after_weight_gradients = false;
     // kWeightGemm: the forward op after whose backward the weight gradient is computed (delayed
     // past the backward ops between them); -1: beside its data gradient.
