@@ -425,17 +425,19 @@ struct Dims {
   int64_t sp_tokens;  // Ts
   double e;           // bytes per activation element
   bool sp;            // sequence parallel with tp > 1
-  // A column-parallel GEMM keeps its input's sequence shard and gathers it again for the weight
-  // gradient (Megatron-LM's under sp); otherwise it keeps all `tokens` rows.
-  bool regathers;
-  int64_t kept_input_tokens;
-  // A tensor-parallel entry's backward collective is issued after the backward of the GEMMs
-  // reading it, weight gradients included (PyTorch's).
-  bool entry_gradient_after_weight_gradients;
+  // PyTorch's tensor parallelism: a column-parallel GEMM keeps its gathered input, and a
+  // tensor-parallel entry's backward collective is issued after the backward of the GEMMs
+  // reading it, weight gradients included.
+  bool pytorch_tp;
   bool overlap;       // sp collectives in tp chunks beside their GEMMs
   bool chunk_sum;     // overlapped reduce-scatters sum their chunks after the exchange
   int tp;
   Fusion fusion;
+
+  // Megatron-LM's column-parallel GEMM under sp keeps its input's sequence shard and gathers it
+  // again for the weight gradient; otherwise it keeps all `tokens` rows.
+  bool regathers() const { return sp && !pytorch_tp; }
+  int64_t kept_input_tokens() const { return regathers() ? sp_tokens : tokens; }
 };
 
 Dims dims_of(const LayerShard& shard) {
@@ -443,10 +445,7 @@ Dims dims_of(const LayerShard& shard) {
   d.tokens = shard.micro_batch * (shard.seq_len / shard.cp);
   d.sp = shard.sequence_parallel && shard.tp > 1;
   d.sp_tokens = d.sp ? d.tokens / shard.tp : d.tokens;
-  const bool pytorch = shard.tp_implementation == TpImplementation::kPytorch;
-  d.regathers = d.sp && !pytorch;
-  d.entry_gradient_after_weight_gradients = shard.tp > 1 && pytorch;
-  d.kept_input_tokens = d.regathers ? d.sp_tokens : d.tokens;
+  d.pytorch_tp = shard.tp_implementation == TpImplementation::kPytorch;
   d.e = bytes_per_element(shard.activation_dtype);
   d.overlap = d.sp && shard.tp_comm_overlap;
   d.chunk_sum = d.overlap && shard.tp_comm_overlap_method == TpOverlapMethod::kAsyncTp;
@@ -628,7 +627,7 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   if (!overlap_gather || !d.overlap) {
     Forward f = collective(gather, Collective::kAllGather, Collective::kReduceScatter,
                            CommGroup::kTensor, gathered, {norm});
-    f.backward_after_weight_gradients = d.entry_gradient_after_weight_gradients;
+    f.backward_after_weight_gradients = d.pytorch_tp;
     return b.add(f);
   }
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
@@ -658,7 +657,7 @@ int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::st
                                CommGroup::kTensor, size, std::move(inputs))
                   : collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce,
                                CommGroup::kTensor, size, std::move(inputs));
-  f.backward_after_weight_gradients = d.entry_gradient_after_weight_gradients;
+  f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
 }
 
@@ -773,10 +772,10 @@ int add_column_parallel_gemm(LayerGraphBuilder& b, const LayerShard& shard, cons
                              int64_t n, int64_t k, int input) {
   const int gemm = b.add(weight_gemm(
       std::move(name), d.tokens, n, k, 1, gemm_dtype(shard), d.e,
-      Bytes(static_cast<double>(d.kept_input_tokens * k) * saved_input_bytes(shard, d.e)),
+      Bytes(static_cast<double>(d.kept_input_tokens() * k) * saved_input_bytes(shard, d.e)),
       {input}));
   add_grad_cast(b, shard, d.e, gemm);
-  if (d.regathers) {
+  if (d.regathers()) {
     b.at(gemm).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                              elements(static_cast<double>(d.tokens * k), d.e)};
   }
@@ -1184,8 +1183,6 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Dims local = d;
     local.tokens = d.sp_tokens;
     local.sp = false;
-    local.regathers = false;
-    local.kept_input_tokens = local.tokens;
     const int shared = add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
                                      "moe.shared");
     combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
@@ -1352,8 +1349,8 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(
       weight_gemm("head.logits", d.tokens, vocab, m.hidden, 1, shard.activation_dtype, d.e,
-                  elements(static_cast<double>(d.kept_input_tokens * m.hidden), d.e), {entry}));
-  if (d.regathers) {
+                  elements(static_cast<double>(d.kept_input_tokens() * m.hidden), d.e), {entry}));
+  if (d.regathers()) {
     b.at(logits).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
                                                elements(static_cast<double>(d.tokens * m.hidden), d.e)};
   }
