@@ -53,6 +53,10 @@ struct GemmShape {
   // Megatron-LM's gradient-accumulation fusion) reads and writes C in that buffer's dtype;
   // otherwise C is written once, in bf16 for fp8 GEMMs and in the input dtype for the others.
   std::optional<DType> accumulates_into;
+  // Each of the `count` GEMMs is a kernel of its own, launched on several streams (Transformer
+  // Engine's GroupedLinear: multi-stream cuBLAS), not one grouped kernel: together their tiles
+  // fill the GPU as a grouped kernel's do, and every one pays the launch gap and tail.
+  bool kernel_per_gemm = false;
 };
 
 // How attention is computed: the fused kernel Transformer Engine runs on the GPU (cuDNN's fused

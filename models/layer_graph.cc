@@ -235,6 +235,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         const GemmShape& s = f.op.gemm;
         Op dgrad = backward_op("dgrad", Phase::kBackwardInput, OpKind::kGemm);
         dgrad.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype, GemmLayout::kDataGradient};
+        dgrad.gemm.kernel_per_gemm = s.kernel_per_gemm;
         dgrad.flop = f.op.flop;
         dgrad.bytes = f.op.bytes;
         dgrad.transient = Bytes(static_cast<double>(s.m * s.k * s.count) * bytes_per_element(shard_.activation_dtype));
@@ -249,6 +250,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         }
         Op wgrad = backward_op("wgrad", Phase::kBackwardWeight, OpKind::kGemm);
         wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient, shard_.gradient_buffer};
+        wgrad.gemm.kernel_per_gemm = s.kernel_per_gemm;
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
         grad_in[r] = {dgrad_id};
@@ -1124,9 +1126,12 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                 regroup_traffic, {tokens_in}));
   }
   const int fc1_input = add_input_cast(b, shard, e, "moe.expert_fc1", rows * H, tokens_in);
-  const int fc1 = b.add(weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts,
-                                    gemm_dtype(shard), e, elements(rows * H, saved_input_bytes(shard, e)),
-                                    {fc1_input}));
+  const bool kernel_per_expert = shard.expert_gemm == ExpertGemm::kPerExpert;
+  Forward fc1_gemm = weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts,
+                                 gemm_dtype(shard), e,
+                                 elements(rows * H, saved_input_bytes(shard, e)), {fc1_input});
+  fc1_gemm.op.gemm.kernel_per_gemm = kernel_per_expert;
+  const int fc1 = b.add(fc1_gemm);
   b.at(fc1).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc1);
   // Weighted in the activation, each routed token's fp32 probability is read with it and kept.
@@ -1156,8 +1161,11 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     act = b.add(weighting);
   }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
-  const int fc2 = b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
-                                    elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
+  Forward fc2_gemm =
+      weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
+                  elements(rows * f, saved_input_bytes(shard, e)), {fc2_input});
+  fc2_gemm.op.gemm.kernel_per_gemm = kernel_per_expert;
+  const int fc2 = b.add(fc2_gemm);
   b.at(fc2).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc2);
   int tokens_out = fc2;

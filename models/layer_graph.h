@@ -46,6 +46,12 @@ enum class Fusion { kFused, kEager };
 // activation is fused, the activation output times the probabilities otherwise).
 enum class MoeWeighting { kTokens, kActivation };
 
+// How the local experts' GEMMs run: a kernel per expert on several streams, as Transformer
+// Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) runs them by default, each paying a
+// kernel's launch and tail; or one grouped kernel for them all (torch._grouped_mm in torchtitan,
+// Transformer Engine's CUTLASS grouped GEMM under NVTE_USE_CUTLASS_GROUPED_GEMM=1).
+enum class ExpertGemm { kPerExpert, kGrouped };
+
 // How context-parallel attention exchanges the sequence: keys and values passed around a ring
 // step by step (Megatron-LM/Transformer Engine `p2p`), gathered once (`all_gather`, PyTorch's
 // context parallel, whose backward gathers them again and passes the fp32 key/value gradients
@@ -91,6 +97,7 @@ struct LayerShard {
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
   MoeWeighting moe_weighting = MoeWeighting::kTokens;
+  ExpertGemm expert_gemm = ExpertGemm::kPerExpert;
   Fusion fusion = Fusion::kFused;  // norms, rotary embedding and gated activations
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.

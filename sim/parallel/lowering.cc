@@ -34,6 +34,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.attention_kernel = s.training.attention;
   shard.repeat_kv = s.training.repeat_kv;
   shard.moe_weighting = s.training.moe_weighting;
+  shard.expert_gemm = s.training.expert_gemm;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
   shard.gradient_buffer = gradient_buffer(s.training, s.parallelism.zero, s.parallelism.pp);

@@ -322,7 +322,10 @@ Json to_json(const Scenario& s) {
   if (t.recompute_layers > 0) training.set("recompute_layers", t.recompute_layers);
   if (t.activation_offload_layers > 0) training.set("activation_offload_layers", t.activation_offload_layers);
   training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
-  if (s.model.moe) training.set("moe_weighting", to_string(t.moe_weighting));
+  if (s.model.moe) {
+    training.set("moe_weighting", to_string(t.moe_weighting))
+        .set("expert_gemm", to_string(t.expert_gemm));
+  }
   training.set("fusion", to_string(t.fusion));
   training.set("cross_entropy", to_string(t.cross_entropy));
   training.set("gradient_dtype", t.gradients_in_bf16 ? "bf16" : "fp32");

@@ -222,6 +222,9 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   t.repeat_kv = map.get<bool>("repeat_kv", false);
   const std::string weighting = map.choice("moe_weighting", {"tokens", "activation"}, "tokens");
   t.moe_weighting = weighting == "activation" ? MoeWeighting::kActivation : MoeWeighting::kTokens;
+  t.expert_gemm = map.choice("expert_gemm", {"per_expert", "grouped"}, "per_expert") == "grouped"
+                      ? ExpertGemm::kGrouped
+                      : ExpertGemm::kPerExpert;
   const auto fusion = [&](std::string_view key) {
     return map.choice(key, {"fused", "eager"}, "fused") == "eager" ? Fusion::kEager : Fusion::kFused;
   };
@@ -354,6 +357,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
   if (!m.moe && s.training.moe_weighting != MoeWeighting::kTokens) {
     training.fail("moe_weighting", fmt::format("= activation applies to mixture-of-experts models; {} is dense",
                                                m.name));
+  }
+  if (!m.moe && s.training.expert_gemm != ExpertGemm::kPerExpert) {
+    training.fail(
+        "expert_gemm",
+        fmt::format("= grouped applies to mixture-of-experts models; {} is dense", m.name));
   }
   if (m.moe && p.tp > 1 && !p.sequence_parallel) {
     fail_parallel("sequence_parallel", "must be true for a mixture-of-experts model with tp > 1");
@@ -675,6 +683,10 @@ std::string to_string(Fusion fusion) { return fusion == Fusion::kEager ? "eager"
 
 std::string to_string(MoeWeighting weighting) {
   return weighting == MoeWeighting::kActivation ? "activation" : "tokens";
+}
+
+std::string to_string(ExpertGemm gemm) {
+  return gemm == ExpertGemm::kGrouped ? "grouped" : "per_expert";
 }
 
 std::string to_string(RankDim dim) {

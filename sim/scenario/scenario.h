@@ -118,6 +118,7 @@ struct Training {
   // head by the kernel.
   bool repeat_kv = false;
   MoeWeighting moe_weighting = MoeWeighting::kTokens;
+  ExpertGemm expert_gemm = ExpertGemm::kPerExpert;
   Fusion fusion = Fusion::kFused;
   Fusion cross_entropy = Fusion::kFused;
   // Gradients accumulated and reduced in 16 bits rather than fp32 (Megatron-LM's
@@ -202,6 +203,7 @@ std::string to_string(TpImplementation implementation);
 std::string to_string(FsdpGradientReduce reduce);
 std::string to_string(Fusion fusion);
 std::string to_string(MoeWeighting weighting);
+std::string to_string(ExpertGemm gemm);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.
 std::string to_string(const std::vector<RankDim>& rank_order);

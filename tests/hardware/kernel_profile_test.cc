@@ -215,6 +215,14 @@ TEST(KernelProfile, OpTimerUsesTheProfileAndSaysSo) {
               1e-12);
   // No fp32 table: the roofline answers.
   EXPECT_FALSE(timer.gemm({4096, 4096, 4096, 1, DType::kFp32}).measured);
+  // Eight experts' GEMMs: the profile times one kernel of all their rows; as a kernel per expert
+  // each of the other seven adds a kernel's overhead.
+  GemmShape experts{1024, 4096, 4096, 8};
+  const Seconds grouped = timer.gemm(experts).time;
+  experts.kernel_per_gemm = true;
+  EXPECT_TRUE(timer.gemm(experts).measured);
+  EXPECT_NEAR((timer.gemm(experts).time - grouped) / Seconds(1),
+              (gpu.kernels.overhead * 7.0) / Seconds(1), 1e-15);
 }
 
 TEST(KernelProfile, ProfileFp8GemmsAreForwardOnesWithFastAccumulation) {

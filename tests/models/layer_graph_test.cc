@@ -1002,6 +1002,34 @@ TEST(LayerGraph, MoeWeightingInTheActivationKeepsProbabilitiesNotTokens) {
   EXPECT_EQ(weighted_checkpoint, build_transformer_layer(m, s, /*moe=*/true).saved_activations());
 }
 
+TEST(LayerGraph, ExpertGemmsRunAKernelPerExpertUnlessGrouped) {
+  // Mixtral, ep 2: four local experts. By default (Transformer Engine's GroupedLinear) each
+  // expert's GEMM is its own kernel, forward, backward and recomputed; grouped, one kernel.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 2;
+  s.recompute = Recompute::kFull;
+  const auto per_gemm = [&](const LayerGraph& g) {
+    std::vector<std::string> names;
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      const Op& op = g.op(id);
+      if (op.kind == OpKind::kGemm && op.gemm.kernel_per_gemm) {
+        EXPECT_EQ(op.gemm.count, 4) << op.name;
+        names.push_back(op.name);
+      }
+    }
+    return names;
+  };
+  EXPECT_EQ(per_gemm(build_transformer_layer(m, s, /*moe=*/true)),
+            (std::vector<std::string>{"moe.expert_fc1", "moe.expert_fc2",
+                                      "moe.expert_fc1.recompute", "moe.expert_fc2.recompute",
+                                      "moe.expert_fc2.dgrad", "moe.expert_fc2.wgrad",
+                                      "moe.expert_fc1.dgrad", "moe.expert_fc1.wgrad"}));
+  s.expert_gemm = ExpertGemm::kGrouped;
+  EXPECT_TRUE(per_gemm(build_transformer_layer(m, s, /*moe=*/true)).empty());
+}
+
 TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
   // GPT-like, tp 2: the MLP projection (1024 x 4096 / 2) outgrows the fused QKV (1024 x 3072 / 2);
   // the embedding's vocab-parallel table (32000 x 1024 / 2) the learned positions (2048 x 1024).

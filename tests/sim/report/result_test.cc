@@ -133,6 +133,21 @@ TEST(Result, EchoesWhereExpertsAreWeightedForMoeModelsOnly) {
   EXPECT_TRUE(echoed("llama3-8b", "").is_null());
 }
 
+TEST(Result, EchoesHowExpertGemmsRunForMoeModelsOnly) {
+  const auto echoed = [](const std::string& model, const std::string& gemm) {
+    const auto scenario = std::make_shared<const Scenario>(
+        load_scenario_text("model: " + model +
+                               "\ncluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}\n"
+                               "training: {global_batch: 8, seq_len: 2048" +
+                               gemm + "}\n",
+                           "s.yaml"));
+    return to_json(simulate(scenario).result).at("scenario").at("training").at("expert_gemm");
+  };
+  EXPECT_EQ(echoed("mixtral-8x7b", "").string(), "per_expert");
+  EXPECT_EQ(echoed("mixtral-8x7b", ", expert_gemm: grouped").string(), "grouped");
+  EXPECT_TRUE(echoed("llama3-8b", "").is_null());
+}
+
 TEST(Result, SaysHowContextParallelismExchanges) {
   const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 2}

@@ -305,6 +305,23 @@ TEST(Scenario, MoeWeightingNeedsExperts) {
             "s.yaml:15:18: training.moe_weighting = 'output' is unknown; expected one of: tokens, activation");
 }
 
+TEST(Scenario, ExpertGemmNeedsExperts) {
+  const std::string grouped =
+      replace(kBase, "global_batch: 1536", "global_batch: 1536\n  expert_gemm: grouped");
+  EXPECT_EQ(error_of(grouped),
+            "s.yaml:14:16: training.expert_gemm = grouped applies to mixture-of-experts models; "
+            "gpt3-175b is dense");
+  const std::string mixtral = replace(replace(grouped, "model: gpt3-175b", "model: mixtral-8x7b"),
+                                      "  pp: 16", "  pp: 16\n  sequence_parallel: true");
+  EXPECT_EQ(load_scenario_text(mixtral, "s.yaml").training.expert_gemm, ExpertGemm::kGrouped);
+  EXPECT_EQ(load_scenario_text(replace(mixtral, "\n  expert_gemm: grouped", ""), "s.yaml")
+                .training.expert_gemm,
+            ExpertGemm::kPerExpert);
+  EXPECT_EQ(error_of(replace(mixtral, "expert_gemm: grouped", "expert_gemm: cutlass")),
+            "s.yaml:15:16: training.expert_gemm = 'cutlass' is unknown; expected one of: "
+            "per_expert, grouped");
+}
+
 TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
   const std::string overlapped = replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap: true\n");
   EXPECT_EQ(load_scenario_text(overlapped, "s.yaml").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
