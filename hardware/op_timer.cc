@@ -103,7 +103,9 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
   const Roofline modelled = gemm_roofline(s);
   const KernelEfficiency& k = gpu_.kernels;
-  const Seconds launches = k.overhead * static_cast<double>(s.kernel_per_gemm ? s.count : 1);
+  // Kernels beyond the one a grouped GEMM launches.
+  const Seconds more_launches =
+      k.overhead * static_cast<double>(s.kernel_per_gemm ? s.count - 1 : 0);
   const bool persistent =
       k.gemm_persistent &&
       std::min<int64_t>(gemm_tiling(s, gpu_).blocks, gpu_.sm_count) > gpu_.sm_count - k.communication_sms;
@@ -115,13 +117,13 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
     if (s.dtype == DType::kFp8) as_measured.layout = GemmLayout::kForward;
     if (const std::optional<Seconds> measured = profile_->gemm(as_measured)) {
       const Roofline plain = gemm_roofline(as_measured);
-      // The profile times one kernel of all the rows, its one overhead included.
+      // The profile times one kernel of all the rows, its overhead included.
       return {transferred(*measured, plain.compute_bound, s.dtype) * (modelled.time / plain.time) +
-                  launches - k.overhead,
+                  more_launches,
               true, persistent};
     }
   }
-  return {modelled.time + launches, false, persistent};
+  return {modelled.time + k.overhead + more_launches, false, persistent};
 }
 
 KernelTime OpTimer::attention(const AttentionShape& s) const {

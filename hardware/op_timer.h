@@ -25,7 +25,8 @@
 //               tiles of tile_rows rows fill the SMs (attention_occupancy); FlashAttention-2, -3
 //               and Triton's spend the FLOPs of the padded head dim their kernels are built for
 //   memory      bytes / (HBM bandwidth · e_bw)
-// each never faster than its memory roofline, plus `overhead`.
+// each never faster than its memory roofline, plus `overhead` (a GEMM of `count` kernels, each its
+// own launch — `kernel_per_gemm` — once per kernel).
 //
 // On GPUs whose GEMMs are persistent kernels (a thread block per SM, a static share of the tiles
 // each), a GEMM launching more blocks than the SMs communication kernels leave free is marked
