@@ -106,9 +106,12 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
   // Kernels beyond the one a grouped GEMM launches.
   const Seconds more_launches =
       k.overhead * static_cast<double>(s.kernel_per_gemm ? s.count - 1 : 0);
+  // A kernel per GEMM launches one GEMM's blocks; a grouped kernel, all of them.
+  GemmShape kernel = s;
+  if (s.kernel_per_gemm) kernel.count = 1;
   const bool persistent =
-      k.gemm_persistent &&
-      std::min<int64_t>(gemm_tiling(s, gpu_).blocks, gpu_.sm_count) > gpu_.sm_count - k.communication_sms;
+      k.gemm_persistent && std::min<int64_t>(gemm_tiling(kernel, gpu_).blocks, gpu_.sm_count) >
+                               gpu_.sm_count - k.communication_sms;
   if (profile_) {
     // Profiles measure GEMMs that write C once, and fp8 ones only in the forward layout, with
     // fast accumulation; a GEMM that differs takes the model's ratio of the two on top.

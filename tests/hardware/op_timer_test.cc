@@ -82,6 +82,20 @@ TEST(OpTimer, ExpertGemmsOnTheirOwnKernelsEachPayTheKernelOverhead) {
   EXPECT_EQ(timer.gemm(one).time, alone);
 }
 
+TEST(OpTimer, AKernelPerExpertLaunchesOneExpertsBlocks) {
+  // 16 experts of 2048 x 768 x 2048 on an H100: grouped, 16 · 48 tiles of 128 x 256, more blocks
+  // than the 116 SMs an NCCL kernel leaves, so a persistent kernel beside one waits for a second
+  // wave; a kernel per expert launches 48 tiles split in two over K, 96 blocks, which fit.
+  const GpuSpec gpu = h100();
+  ASSERT_TRUE(gpu.kernels.gemm_persistent);
+  ASSERT_EQ(gpu.sm_count - gpu.kernels.communication_sms, 116);
+  const OpTimer timer(gpu);
+  GemmShape experts{2048, 768, 2048, 16, DType::kBf16};
+  EXPECT_TRUE(timer.gemm(experts).persistent);
+  experts.kernel_per_gemm = true;
+  EXPECT_FALSE(timer.gemm(experts).persistent);
+}
+
 TEST(OpTimer, ExpectedSlowestOfNChipsFollowsTheNormalOrderStatistics) {
   // E[max] of n standard normals: 0 for one, 1/√π for two, and the tabulated 1.0294 (4), 1.4236
   // (8), 3.2414 (1000); it keeps growing, slower and slower, with n.
