@@ -30,7 +30,8 @@
 //
 // On GPUs whose GEMMs are persistent kernels (a thread block per SM, a static share of the tiles
 // each), a GEMM launching more blocks than the SMs communication kernels leave free is marked
-// `persistent`: beside communication its late blocks wait for a second wave.
+// `persistent` (with `kernel_per_gemm`, one of its GEMMs' blocks): beside communication its late
+// blocks wait for a second wave.
 //
 // A profile measured on another GPU of the same family stands in for this one scaled by the
 // peak ratios: compute-bound kernels by the dtype's dense peak, memory-bound ones by HBM

@@ -66,7 +66,7 @@ TEST(OpTimer, ExpertGemmsOnTheirOwnKernelsEachPayTheKernelOverhead) {
     shape.kernel_per_gemm = true;
     EXPECT_NEAR((timer.gemm(shape).time - grouped) / Seconds(1),
                 (k.overhead * static_cast<double>(c.experts - 1)) / Seconds(1), 1e-15);
-    // What the added kernels cost, modelled and measured.
+    // The catalog's 2 us a kernel overstates the gap between the measured kernels.
     const double measured_gap_s =
         flop / (c.per_expert_tflops * 1e12) - flop / (c.grouped_tflops * 1e12);
     EXPECT_GT((k.overhead * static_cast<double>(c.experts - 1)) / Seconds(1), measured_gap_s)
