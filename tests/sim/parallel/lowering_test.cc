@@ -642,6 +642,37 @@ training: {global_batch: 64, micro_batch: 1, seq_len: 4096, precision: fp8}
   EXPECT_EQ(to_json(b).at("scenario").at("parallelism").at("ep_comm_overlap").dump(-1), "true");
 }
 
+TEST(Lowering, AKernelPerExpertAddsAKernelOverheadPerExpertToEachExpertGemm) {
+  // Qwen3-30B-A3B on one node, ep 8: 16 experts a rank. Transformer Engine's kernel per expert
+  // (the default) against one grouped kernel: each expert GEMM of rank 0, forward and backward,
+  // takes 15 kernel overheads longer, and so does the step.
+  const std::string text = R"(model: qwen3-30b-a3b
+cluster: {system: dgx-h100, nodes: 1}
+parallelism: {ep: 8, zero: 1}
+training: {global_batch: 8, micro_batch: 1, seq_len: 4096, precision: fp8}
+)";
+  const Prediction per_expert = simulate(scenario_of(text));
+  std::string grouped_text = text;
+  grouped_text.insert(grouped_text.find("precision"), "expert_gemm: grouped, ");
+  const Prediction grouped = simulate(scenario_of(grouped_text));
+  const double extra_s =
+      15.0 * (per_expert.result.scenario->cluster.gpu.kernels.overhead / Seconds(1));
+  const auto kernel_seconds = [](const Prediction& p, const std::string& name) {
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/true);
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.rank[i] == 0 && t.names[t.name[i]] == name) return t.end_s[i] - t.start_s[i];
+    }
+    ADD_FAILURE() << name << " not found";
+    return 0.0;
+  };
+  for (const std::string name :
+       {"moe.expert_fc1", "moe.expert_fc2.dgrad", "moe.expert_fc1.wgrad"}) {
+    EXPECT_NEAR(kernel_seconds(per_expert, name) - kernel_seconds(grouped, name), extra_s, 1e-9)
+        << name;
+  }
+  EXPECT_GT(per_expert.result.iteration_time, grouped.result.iteration_time);
+}
+
 // Llama 3 8B (32 layers) on one GPU, one micro-batch, activations kept: offloading the first
 // layers' activations takes them off the GPU from the forward of layer 32 - n + i to the
 // backward of layer 32 - n + i.
