@@ -1127,11 +1127,10 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   }
   const int fc1_input = add_input_cast(b, shard, e, "moe.expert_fc1", rows * H, tokens_in);
   const bool kernel_per_expert = shard.expert_gemm == ExpertGemm::kPerExpert;
-  Forward fc1_gemm = weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts,
-                                 gemm_dtype(shard), e,
-                                 elements(rows * H, saved_input_bytes(shard, e)), {fc1_input});
-  fc1_gemm.op.gemm.kernel_per_gemm = kernel_per_expert;
-  const int fc1 = b.add(fc1_gemm);
+  const int fc1 = b.add(weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden,
+                                    local_experts, gemm_dtype(shard), e,
+                                    elements(rows * H, saved_input_bytes(shard, e)), {fc1_input}));
+  b.at(fc1).op.gemm.kernel_per_gemm = kernel_per_expert;
   b.at(fc1).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc1);
   // Weighted in the activation, each routed token's fp32 probability is read with it and kept.
@@ -1161,11 +1160,10 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     act = b.add(weighting);
   }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
-  Forward fc2_gemm =
-      weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
-                  elements(rows * f, saved_input_bytes(shard, e)), {fc2_input});
-  fc2_gemm.op.gemm.kernel_per_gemm = kernel_per_expert;
-  const int fc2 = b.add(fc2_gemm);
+  const int fc2 =
+      b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard),
+                        e, elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
+  b.at(fc2).op.gemm.kernel_per_gemm = kernel_per_expert;
   b.at(fc2).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc2);
   int tokens_out = fc2;
