@@ -4,6 +4,7 @@
 #ifndef PACELINE_BASE_KERNEL_SHAPES_H_
 #define PACELINE_BASE_KERNEL_SHAPES_H_
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -35,6 +36,17 @@ std::string_view to_string(MemoryKernel kernel);
 
 enum class Collective { kNone, kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
 std::string_view to_string(Collective collective);
+
+// A mixture-of-experts token exchange that sends each token once to every GPU, and once to
+// every other NVLink domain, holding one of its experts, rather than once per expert (DeepEP's
+// and HybridEP's dispatch and combine): each token goes to `top_k` of `experts` experts, spread
+// evenly over the exchange's members. No experts: an all-to-all of the bytes it is given.
+struct TokenRouting {
+  int experts = 0;
+  int top_k = 0;
+  bool deduplicated() const { return experts > 0; }
+  auto operator<=>(const TokenRouting&) const = default;
+};
 
 // Which product of a Linear layer y = x·Wᵀ a GEMM is: the three use different operand
 // layouts (cuBLAS TN, NN and NT), which libraries run at different speeds.

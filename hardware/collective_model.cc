@@ -19,6 +19,8 @@ std::string_view to_string(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::kHierarchical: return "hierarchical";
     case CollectiveAlgorithm::kNvls: return "nvls";
     case CollectiveAlgorithm::kDirect: return "direct";
+    case CollectiveAlgorithm::kDeduplicated:
+      return "deduplicated";
   }
   return "?";
 }
@@ -248,6 +250,55 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
   return plan;
 }
 
+namespace {
+
+// The chance that a token's `top_k` experts, drawn without repeats from `experts`, include one
+// of `held` of them: 1 − C(experts − held, top_k) / C(experts, top_k).
+double chance_of_one_of(int experts, int top_k, double held) {
+  double none = 1.0;
+  for (int i = 0; i < top_k; ++i) none *= std::max(0.0, (experts - held - i) / (experts - i));
+  return 1.0 - none;
+}
+
+}  // namespace
+
+CollectivePlan CollectiveModel::deduplicated(Bytes tokens, const TokenRouting& routing,
+                                             std::span<const int> members) const {
+  CollectivePlan plan;
+  plan.algorithm = CollectiveAlgorithm::kDeduplicated;
+  const std::vector<std::vector<int>> domains = by_domain(members);
+  const double held_per_gpu =
+      static_cast<double>(routing.experts) / static_cast<double>(members.size());
+  const Bytes to_gpu = tokens * chance_of_one_of(routing.experts, routing.top_k, held_per_gpu);
+  PhaseFlows phase;
+  Seconds network_latency;
+  Seconds nvlink_latency;
+  for (size_t a = 0; a < domains.size(); ++a) {
+    for (size_t position = 0; position < domains[a].size(); ++position) {
+      const int from = domains[a][position];
+      for (const int to : domains[a]) {
+        add_flow(phase, from, to, to_gpu);
+        if (to != from)
+          nvlink_latency = std::max(nvlink_latency, topology_.route_latency(from, to));
+      }
+      for (size_t b = 0; b < domains.size(); ++b) {
+        if (b == a) continue;
+        const std::vector<int>& there = domains[b];
+        const int relay = there[position % there.size()];
+        const double held_there = held_per_gpu * static_cast<double>(there.size());
+        add_flow(phase, from, relay,
+                 tokens * chance_of_one_of(routing.experts, routing.top_k, held_there));
+        network_latency = std::max(network_latency, topology_.route_latency(from, relay));
+        // What the relay received for each GPU of its domain, it passes on.
+        for (const int to : there) add_flow(phase, relay, to, to_gpu);
+      }
+    }
+  }
+  plan.phases.push_back(std::move(phase.flows));
+  plan.latency = network_latency + nvlink_latency;
+  return plan;
+}
+
 CollectiveModel::Resolved CollectiveModel::faster(CollectivePlan first, CollectivePlan second) const {
   // Timing a plan fills its flows' rates once per flow to finish; bounds apart by more than
   // the rounding of a timed plan (a flow within 1e-9 of its bytes is done) decide without it.
@@ -295,9 +346,13 @@ CollectivePlan CollectiveModel::planned_by(CollectiveAlgorithm algorithm, Collec
   }
 }
 
-CollectivePlan CollectiveModel::plan(Collective collective, Bytes size, std::span<const int> members,
-                                     CollectiveAlgorithm algorithm) const {
+CollectivePlan CollectiveModel::plan(Collective collective, Bytes size,
+                                     std::span<const int> members, CollectiveAlgorithm algorithm,
+                                     const TokenRouting& routing) const {
   if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return {};
+  // No link profile measures it: NCCL's all-to-all sends every copy.
+  if (collective == Collective::kAllToAll && routing.deduplicated())
+    return deduplicated(size, routing, members);
   CollectivePlan planned;
   if (algorithm == CollectiveAlgorithm::kAuto) {
     Resolved resolved = resolve(collective, size, members);
@@ -354,15 +409,20 @@ CollectiveModel::TimeBounds CollectiveModel::time_bounds(const CollectivePlan& p
   return bounds;
 }
 
-Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const int> members) const {
+Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const int> members,
+                              const TokenRouting& routing) const {
   if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
-  return cached(std::make_tuple(static_cast<int>(collective), size / Bytes(1),
-                                std::vector<int>(members.begin(), members.end())),
-                [&] { return time(plan(collective, size, members)); });
+  return cached(
+      std::make_tuple(static_cast<int>(collective), size / Bytes(1), routing,
+                      std::vector<int>(members.begin(), members.end())),
+      [&] { return time(plan(collective, size, members, CollectiveAlgorithm::kAuto, routing)); });
 }
 
-Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const std::vector<int>> groups) const {
-  if (groups.size() <= 1) return groups.empty() ? Seconds(0) : time(collective, size, groups.front());
+Seconds CollectiveModel::time(Collective collective, Bytes size,
+                              std::span<const std::vector<int>> groups,
+                              const TokenRouting& routing) const {
+  if (groups.size() <= 1)
+    return groups.empty() ? Seconds(0) : time(collective, size, groups.front(), routing);
   if (groups.front().size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return Seconds(0);
   // The groups' members one after another, each group after the first behind a -1.
   std::vector<int> members;
@@ -370,19 +430,23 @@ Seconds CollectiveModel::time(Collective collective, Bytes size, std::span<const
     if (!members.empty()) members.push_back(-1);
     members.insert(members.end(), group.begin(), group.end());
   }
-  return cached(std::make_tuple(static_cast<int>(collective), size / Bytes(1), std::move(members)), [&] {
-    // Together, the groups' plans run phase by phase.
-    CollectivePlan together;
-    for (const std::vector<int>& group : groups) {
-      CollectivePlan planned = plan(collective, size, group);
-      together.latency = std::max(together.latency, planned.latency);
-      if (together.phases.size() < planned.phases.size()) together.phases.resize(planned.phases.size());
-      for (size_t p = 0; p < planned.phases.size(); ++p) {
-        std::ranges::move(planned.phases[p], std::back_inserter(together.phases[p]));
-      }
-    }
-    return time(together);
-  });
+  return cached(
+      std::make_tuple(static_cast<int>(collective), size / Bytes(1), routing, std::move(members)),
+      [&] {
+        // Together, the groups' plans run phase by phase.
+        CollectivePlan together;
+        for (const std::vector<int>& group : groups) {
+          CollectivePlan planned =
+              plan(collective, size, group, CollectiveAlgorithm::kAuto, routing);
+          together.latency = std::max(together.latency, planned.latency);
+          if (together.phases.size() < planned.phases.size())
+            together.phases.resize(planned.phases.size());
+          for (size_t p = 0; p < planned.phases.size(); ++p) {
+            std::ranges::move(planned.phases[p], std::back_inserter(together.phases[p]));
+          }
+        }
+        return time(together);
+      });
 }
 
 Seconds CollectiveModel::cached(CacheKey key, const std::function<Seconds()>& compute) const {

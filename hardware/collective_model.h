@@ -16,6 +16,14 @@
 //                 bus bandwidth, in one step of the link's NVLS latency.
 //   direct        all-to-all (every pair exchanges S/(n−1)) and send/recv (a ring shift: each
 //                 member sends S to the next; a pipeline link is the two-member case).
+//   deduplicated  a mixture-of-experts token exchange given its routing (DeepEP, HybridEP):
+//                 S is one copy of each member's tokens. A token goes once to each GPU of its
+//                 own domain that holds one of its experts; to another domain it crosses the
+//                 network once, to the member of the same position there, which forwards it over
+//                 NVLink to the GPUs there that hold one, the two hops running together. With
+//                 top-k of E experts spread evenly over n members, a GPU holding E/n of them
+//                 gets a token with the chance that its top-k include one of them, 1 − C(E −
+//                 E/n, k)/C(E, k), and a domain of g members with that of E·g/n.
 //
 // Without contention a collective takes its latency plus the time its phases' flows need when
 // they share links max-min fairly (hardware/max_min.h) — the `symmetric` fidelity's cost, and
@@ -47,7 +55,15 @@
 
 namespace paceline {
 
-enum class CollectiveAlgorithm { kAuto, kRing, kTree, kHierarchical, kNvls, kDirect };
+enum class CollectiveAlgorithm {
+  kAuto,
+  kRing,
+  kTree,
+  kHierarchical,
+  kNvls,
+  kDirect,
+  kDeduplicated
+};
 std::string_view to_string(CollectiveAlgorithm algorithm);
 
 // Its endpoints are global GPU indices; kSwitch stands for the NVLink switches that reduce.
@@ -72,15 +88,19 @@ class CollectiveModel {
 
   // Plans a collective of `size` bytes (as nccl-tests counts it: the full buffer for
   // all-reduce, all-gather and reduce-scatter; the bytes each member sends for all-to-all and
-  // send/recv) over `members` (global GPU indices, in group order; send/recv: {from, to}).
+  // send/recv) over `members` (global GPU indices, in group order; send/recv: {from, to}). An
+  // all-to-all with a `routing` is deduplicated, and `size` one copy of a member's tokens.
   CollectivePlan plan(Collective collective, Bytes size, std::span<const int> members,
-                      CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto) const;
-  // Its time alone on the network (cached per collective, size and group).
-  Seconds time(Collective collective, Bytes size, std::span<const int> members) const;
+                      CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto,
+                      const TokenRouting& routing = {}) const;
+  // Its time alone on the network (cached per collective, size, routing and group).
+  Seconds time(Collective collective, Bytes size, std::span<const int> members,
+               const TokenRouting& routing = {}) const;
   // The time until the last of `groups` (disjoint) has run it, all starting at once and sharing
-  // the links (cached per collective, size and groups): each group's plan is chosen alone, and
-  // their phases run together, the n-th of each beside the n-th of the others.
-  Seconds time(Collective collective, Bytes size, std::span<const std::vector<int>> groups) const;
+  // the links (cached per collective, size, routing and groups): each group's plan is chosen
+  // alone, and their phases run together, the n-th of each beside the n-th of the others.
+  Seconds time(Collective collective, Bytes size, std::span<const std::vector<int>> groups,
+               const TokenRouting& routing = {}) const;
   // The time of a plan alone on the network.
   Seconds time(const CollectivePlan& plan) const;
   // What time(plan) can be at least and at most, found without filling rates.
@@ -127,6 +147,8 @@ class CollectiveModel {
   CollectivePlan hierarchical(Bytes size, std::span<const int> members) const;
   CollectivePlan nvls(Bytes size, std::span<const int> members) const;
   CollectivePlan direct(Collective collective, Bytes size, std::span<const int> members) const;
+  CollectivePlan deduplicated(Bytes tokens, const TokenRouting& routing,
+                              std::span<const int> members) const;
   // The members grouped by NVLink domain, in group order.
   std::vector<std::vector<int>> by_domain(std::span<const int> members) const;
   // One channel per NIC the domain's members sit behind: the position of the first member
@@ -136,9 +158,9 @@ class CollectiveModel {
   const ClusterSpec& cluster_;
   const Topology& topology_;
   std::vector<double> capacity_;  // by link, bytes/s
-  // The cache of time(), shared by the threads of one simulation: by collective, bytes and
-  // members (groups apart behind a -1).
-  using CacheKey = std::tuple<int, double, std::vector<int>>;
+  // The cache of time(), shared by the threads of one simulation: by collective, bytes,
+  // routing and members (groups apart behind a -1).
+  using CacheKey = std::tuple<int, double, TokenRouting, std::vector<int>>;
   Seconds cached(CacheKey key, const std::function<Seconds()>& compute) const;
   mutable std::mutex cache_mutex_;
   mutable std::map<CacheKey, Seconds> cache_;

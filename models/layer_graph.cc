@@ -1102,11 +1102,21 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   // sends their outputs back.
   const Bytes received = elements(rank_tokens * H, d.e);
   const Bytes exchanged = elements(rank_tokens * H * (shard.ep - 1) / shard.ep, d.e);
+  // Deduplicated, an exchange moves the rank's tokens once to each GPU and domain that needs them
+  // (as if they spread evenly, whatever the imbalance of the experts' work).
+  const bool deduplicated = shard.ep_dispatcher == TokenDispatcher::kDeduplicated;
+  const auto exchange = [&](std::string name, int input) {
+    Forward f =
+        collective(std::move(name), Collective::kAllToAll, Collective::kAllToAll,
+                   CommGroup::kExpert, deduplicated ? elements(Ts * H, d.e) : exchanged, {input});
+    if (deduplicated)
+      f.op.comm.routing = f.backward_comm.routing = TokenRouting{moe.experts, moe.top_k};
+    return f;
+  };
   int tokens_in = permute;
   int dispatch_id = -1;
   if (shard.ep > 1) {
-    Forward dispatch = collective("moe.dispatch", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                  exchanged, {permute});
+    Forward dispatch = exchange("moe.dispatch", permute);
     dispatch.backward_after_weight_gradients = !shard.delay_expert_weight_gradients;
     // Per operator the exchanges keep their output, all the tokens the rank's experts take, as
     // torchtitan's policy saves all_to_all_single.
@@ -1172,8 +1182,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
                                  regroup_traffic, {fc2}));
   }
   if (shard.ep > 1) {
-    Forward combine = collective("moe.combine", Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-                                 exchanged, {tokens_out});
+    Forward combine = exchange("moe.combine", tokens_out);
     combine.per_op_output = received;
     tokens_out = b.add(combine);
   }

@@ -52,6 +52,12 @@ enum class MoeWeighting { kTokens, kActivation };
 // Transformer Engine's CUTLASS grouped GEMM under NVTE_USE_CUTLASS_GROUPED_GEMM=1).
 enum class ExpertGemm { kPerExpert, kGrouped };
 
+// How the expert-parallel exchanges send the routed tokens: a copy per (token, expert) in an
+// NCCL all-to-all (Megatron-Core's alltoall dispatcher, torchtitan's all_to_all_single), or each
+// token once per GPU and once per other NVLink domain that holds one of its experts, forwarded
+// inside the domain (DeepEP's and HybridEP's dispatch and combine; hardware/collective_model.h).
+enum class TokenDispatcher { kAllToAll, kDeduplicated };
+
 // How context-parallel attention exchanges the sequence: keys and values passed around a ring
 // step by step (Megatron-LM/Transformer Engine `p2p`), gathered once (`all_gather`, PyTorch's
 // context parallel, whose backward gathers them again and passes the fp32 key/value gradients
@@ -98,6 +104,7 @@ struct LayerShard {
   bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
   MoeWeighting moe_weighting = MoeWeighting::kTokens;
   ExpertGemm expert_gemm = ExpertGemm::kPerExpert;
+  TokenDispatcher ep_dispatcher = TokenDispatcher::kAllToAll;
   Fusion fusion = Fusion::kFused;  // norms, rotary embedding and gated activations
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.

@@ -17,7 +17,8 @@ NetworkModel::NetworkModel(const Lowering& lowering, const RankLayout& layout, c
 const NetworkPlan& NetworkModel::plan_for(const TaskRef& member, const TaskComm& comm) {
   // The rank's group instances are in its setup, one per group kind (its sync slots).
   const uint32_t instance = lowering_.ranks[member.rank].group_instances[static_cast<int>(comm.group)];
-  const PlanKey key{instance, static_cast<int>(comm.collective), comm.size / Bytes(1)};
+  const PlanKey key{instance, static_cast<int>(comm.collective), comm.size / Bytes(1),
+                    comm.routing};
   const auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
   const int rank = lowering_.rank_global[member.rank];

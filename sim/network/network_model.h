@@ -63,6 +63,7 @@ class NetworkModel final : public ExternalModel {
     uint32_t instance;
     int collective;
     double size_bytes;
+    TokenRouting routing;
     bool operator==(const PlanKey&) const = default;
   };
   struct PlanKeyHash {

@@ -64,8 +64,8 @@ bool maps_onto(const CollectivePlan& plan, const CollectivePlan& image, const Mo
   return true;
 }
 
-// The networked collectives each stage's program runs: (group kind, collective, size).
-using StageComm = std::tuple<int, int, double>;
+// The networked collectives each stage's program runs: (group kind, collective, size, routing).
+using StageComm = std::tuple<int, int, double, TokenRouting>;
 std::vector<std::set<StageComm>> stage_comms(const Lowering& lowering) {
   std::vector<std::set<StageComm>> comms;
   for (const auto& stage : lowering.stages) {
@@ -73,7 +73,8 @@ std::vector<std::set<StageComm>> stage_comms(const Lowering& lowering) {
     for (TaskId task = 0; task < stage->program.num_tasks(); ++task) {
       if (!stage->program.kind(task).external) continue;
       const TaskComm comm = stage->comm(task);
-      set.emplace(static_cast<int>(comm.group), static_cast<int>(comm.collective), comm.size / Bytes(1));
+      set.emplace(static_cast<int>(comm.group), static_cast<int>(comm.collective),
+                  comm.size / Bytes(1), comm.routing);
     }
   }
   return comms;
@@ -119,7 +120,8 @@ std::optional<LinkMap> shift_symmetry(RankDim dim, int step, const std::vector<s
       const int image_key = link ? move(rank) : image.front();
       // ...and each of its collectives onto its image's plan.
       for (const StageComm& run : runs) {
-        const TaskComm comm{static_cast<Collective>(std::get<1>(run)), kind, Bytes(std::get<2>(run))};
+        const TaskComm comm{static_cast<Collective>(std::get<1>(run)), kind,
+                            Bytes(std::get<2>(run)), std::get<3>(run)};
         auto planned = image_plans.extract({group_key, run});
         const CollectivePlan plan =
             planned ? std::move(planned.mapped()) : plan_task_collective(layout, collectives, rank, comm);
@@ -159,7 +161,8 @@ CollectivePlan plan_task_collective(const RankLayout& layout, const CollectiveMo
     const bool sends = comm.group == GroupKind::kForwardSend || comm.group == GroupKind::kBackwardSend;
     members = sends ? std::vector<int>{rank, other} : std::vector<int>{other, rank};
   }
-  CollectivePlan plan = collectives.plan(comm.collective, comm.size, members);
+  CollectivePlan plan = collectives.plan(comm.collective, comm.size, members,
+                                         CollectiveAlgorithm::kAuto, comm.routing);
   // A pipeline transfer goes one way: keep the sender's flow only.
   if (link && !plan.phases.empty() && plan.phases.front().size() > 1) plan.phases.front().resize(1);
   return plan;

@@ -35,6 +35,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.repeat_kv = s.training.repeat_kv;
   shard.moe_weighting = s.training.moe_weighting;
   shard.expert_gemm = s.training.expert_gemm;
+  shard.ep_dispatcher = s.parallelism.ep_dispatcher;
   shard.fusion = s.training.fusion;
   shard.cross_entropy = s.training.cross_entropy;
   shard.gradient_buffer = gradient_buffer(s.training, s.parallelism.zero, s.parallelism.pp);
@@ -57,7 +58,7 @@ TaskComm StageProgram::comm(TaskId task) const {
   const TaskLabel& label = labels[program.task(task).label];
   if (label.plan == kNoId) return lone_comms[label.task];
   const TaskTemplate& t = plans[label.plan]->tasks[label.task];
-  return TaskComm{t.comm.collective, t.group, t.comm.size};
+  return TaskComm{t.comm.collective, t.group, t.comm.size, t.comm.routing};
 }
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }

@@ -38,6 +38,7 @@ struct TaskComm {
   Collective collective = Collective::kNone;
   GroupKind group = GroupKind::kTensor;
   Bytes size;
+  TokenRouting routing;
 };
 
 struct StageProgram {

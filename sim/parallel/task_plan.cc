@@ -182,8 +182,10 @@ KernelTime OpPricer::price(const Op& op) const {
     case OpKind::kAttention: return timer_.attention(op.attention);
     case OpKind::kMemoryBound: return timer_.memory_bound(op.memory_kernel, op.bytes, op.kernels);
     case OpKind::kCommunication:
-      return {collectives_.time(op.comm.collective, op.comm.size, sharing_[static_cast<int>(group_of(op.comm.group))]),
-              false};
+      return {
+          collectives_.time(op.comm.collective, op.comm.size,
+                            sharing_[static_cast<int>(group_of(op.comm.group))], op.comm.routing),
+          false};
   }
   return {};
 }

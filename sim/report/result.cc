@@ -295,6 +295,7 @@ Json to_json(const Scenario& s) {
   Json parallelism = Json::object();
   parallelism.set("tp", p.tp).set("pp", p.pp).set("dp", p.dp).set("cp", p.cp).set("ep", p.ep);
   parallelism.set("ep_comm_overlap", p.ep_comm_overlap);
+  if (p.ep > 1) parallelism.set("ep_dispatcher", to_string(p.ep_dispatcher));
   parallelism.set("virtual_stages", p.virtual_stages).set("schedule", to_string(p.schedule));
   // Settings only where they act, as the scenario format accepts them.
   parallelism.set("sequence_parallel", p.sequence_parallel).set("tp_comm_overlap", p.tp_comm_overlap);

@@ -91,6 +91,10 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given) {
   p.cp_comm_overlap = map.get<bool>("cp_comm_overlap", true);
   p.ep = at_least_one(map, "ep", 1);
   p.ep_comm_overlap = map.get<bool>("ep_comm_overlap", false);
+  p.ep_dispatcher =
+      map.choice("ep_dispatcher", {"all_to_all", "deduplicated"}, "all_to_all") == "deduplicated"
+          ? TokenDispatcher::kDeduplicated
+          : TokenDispatcher::kAllToAll;
   dp_given = map.has("dp");
   p.dp = dp_given ? at_least_one(map, "dp", 1) : 1;
   p.virtual_stages = at_least_one(map, "virtual_stages", 1);
@@ -317,6 +321,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
       fail_parallel("ep", fmt::format("= {} does not divide tp·dp·cp = {} (expert layers fold their expert-parallel "
                                       "groups over the ranks of a pipeline stage)", p.ep, int64_t{p.tp} * p.dp * p.cp));
     }
+  }
+  if (p.ep_dispatcher == TokenDispatcher::kDeduplicated && p.ep == 1) {
+    fail_parallel(
+        "ep_dispatcher",
+        "= deduplicated needs ep > 1: it sends the tokens of the expert-parallel exchanges");
   }
   if (p.ep_comm_overlap) {
     if (p.ep == 1) fail_parallel("ep_comm_overlap", "= true needs ep > 1: it overlaps the expert-parallel all-to-alls");
@@ -687,6 +696,10 @@ std::string to_string(MoeWeighting weighting) {
 
 std::string to_string(ExpertGemm gemm) {
   return gemm == ExpertGemm::kGrouped ? "grouped" : "per_expert";
+}
+
+std::string to_string(TokenDispatcher dispatcher) {
+  return dispatcher == TokenDispatcher::kDeduplicated ? "deduplicated" : "all_to_all";
 }
 
 std::string to_string(RankDim dim) {

@@ -60,6 +60,8 @@ struct Parallelism {
   // gradients wait until the dispatch's gradient exchange is under way (Megatron-Core's
   // --overlap-moe-expert-parallel-comm with --delay-wgrad-compute).
   bool ep_comm_overlap = false;
+  // How the expert-parallel exchanges send the routed tokens (models/layer_graph.h).
+  TokenDispatcher ep_dispatcher = TokenDispatcher::kAllToAll;
   int virtual_stages = 1;
   Schedule schedule = Schedule::kOneFOneB;
   bool sequence_parallel = false;
@@ -204,6 +206,7 @@ std::string to_string(FsdpGradientReduce reduce);
 std::string to_string(Fusion fusion);
 std::string to_string(MoeWeighting weighting);
 std::string to_string(ExpertGemm gemm);
+std::string to_string(TokenDispatcher dispatcher);
 std::string to_string(RankDim dim);
 // "tp-cp-dp-pp": the rank order as the scenario spells it.
 std::string to_string(const std::vector<RankDim>& rank_order);

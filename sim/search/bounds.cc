@@ -246,9 +246,10 @@ std::array<LayoutBounds::BlockTimes, LayoutBounds::kNumBlockKinds> LayoutBounds:
       // with it: priced over its own group alone, not over every group sharing its NICs.
       const bool alone = base_.simulation.fidelity == Fidelity::kFull;
       for (const auto& [id, op] : block.priced_collectives) {
-        const Seconds time = alone ? collectives_.time(op.comm.collective, op.comm.size,
-                                                       pricer->placement(group_of(op.comm.group)))
-                                   : pricer->price(op).time;
+        const Seconds time =
+            alone ? collectives_.time(op.comm.collective, op.comm.size,
+                                      pricer->placement(group_of(op.comm.group)), op.comm.routing)
+                  : pricer->price(op).time;
         duration[id] = time / Seconds(1);
         t.streams[static_cast<int>(stream_of(op))].add(duration[id], pricer->kernel_sms(op),
                                                        tag_of(op), interference_);

@@ -110,6 +110,7 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.cp_comm = l.cp > 1 ? base.parallelism.cp_comm : ContextComm::kRing;
   p.cp_comm_overlap = base.parallelism.cp_comm_overlap || l.cp == 1 || p.cp_comm == ContextComm::kAllToAll;
   p.ep_comm_overlap = layout_overlaps_expert_exchanges(l, base);
+  p.ep_dispatcher = l.ep > 1 ? base.parallelism.ep_dispatcher : TokenDispatcher::kAllToAll;
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);
@@ -156,6 +157,8 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
   if (p.cp_comm != ContextComm::kRing) parallelism.set("cp_comm", to_string(p.cp_comm));
   if (!p.cp_comm_overlap) parallelism.set("cp_comm_overlap", false);
   if (p.ep_comm_overlap) parallelism.set("ep_comm_overlap", true);
+  if (p.ep > 1 && p.ep_dispatcher != TokenDispatcher::kAllToAll)
+    parallelism.set("ep_dispatcher", to_string(p.ep_dispatcher));
   if (p.zero == 3 && p.pp == 1) {
     parallelism.set("fsdp_prefetch", p.fsdp_prefetch);
     if (p.fsdp_gradient_reduce != FsdpGradientReduce::kReduceScatter) {

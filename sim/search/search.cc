@@ -137,6 +137,7 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     p.cp_comm = settings->cp_comm;
     p.cp_comm_overlap = settings->cp_comm_overlap;
     p.ep_comm_overlap = settings->ep_comm_overlap;
+    p.ep_dispatcher = settings->ep_dispatcher;
     p.fsdp_prefetch = settings->fsdp_prefetch;
     p.fsdp_gather = settings->fsdp_gather;
     p.fsdp_gradient_reduce = settings->fsdp_gradient_reduce;

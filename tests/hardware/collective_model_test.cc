@@ -392,6 +392,64 @@ TEST(CollectiveModel, AllToAllAcrossNodesIsBoundByTheNics) {
   EXPECT_NEAR(model.time(Collective::kAllToAll, Bytes(1.5e9), range(0, 16)) / Seconds(1), expected, expected * 1e-9);
 }
 
+// 1 − C(experts − held, top_k) / C(experts, top_k): a token's chance to need a GPU or node
+// holding `held` of the experts.
+double needs(int experts, int top_k, int held) {
+  double none = 1.0;
+  for (int i = 0; i < top_k; ++i) none *= static_cast<double>(experts - held - i) / (experts - i);
+  return 1.0 - none;
+}
+
+TEST(CollectiveModel, ADeduplicatedExchangeOfTopOneRoutingIsTheAllToAllOfItsCopies) {
+  // Each token needs one of 8 GPUs: 1/8 of a GPU's tokens go to each peer either way.
+  const ClusterSpec c = cluster_of(1);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan plan = model.plan(Collective::kAllToAll, GB(1), range(0, 8),
+                                         CollectiveAlgorithm::kAuto, TokenRouting{8, 1});
+  EXPECT_EQ(plan.algorithm, CollectiveAlgorithm::kDeduplicated);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  EXPECT_EQ(plan.phases.front().size(), 56u);
+  for (const Flow& flow : plan.phases.front()) EXPECT_DOUBLE_EQ(flow.size / Bytes(1), 1e9 / 8);
+  EXPECT_EQ(model.time(Collective::kAllToAll, GB(1), range(0, 8), TokenRouting{8, 1}),
+            model.time(Collective::kAllToAll, Bytes(1e9 * 7 / 8), range(0, 8)));
+}
+
+TEST(CollectiveModel, ADeduplicatedExchangeCrossesTheNetworkOncePerNode) {
+  // 16 GPUs on 2 nodes hold 128 experts, 8 each, 64 a node; each token goes to 8 of them. A GPU
+  // sends its 1 GB of tokens to the GPU of its rail in the other node when one of the token's
+  // experts is there (99.7%), through its 50 GB/s NIC. Over NVLink each GPU sends its own
+  // tokens and the other node's that it relays to each of its 7 peers that needs them (41%).
+  const ClusterSpec c = cluster_of(2);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const TokenRouting routing{128, 8};
+  const CollectivePlan plan =
+      model.plan(Collective::kAllToAll, GB(1), range(0, 16), CollectiveAlgorithm::kAuto, routing);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  int across = 0;
+  for (const Flow& flow : plan.phases.front()) {
+    if (topology.domain_of(flow.from) == topology.domain_of(flow.to)) {
+      EXPECT_NEAR(flow.size / Bytes(1), 2 * 1e9 * needs(128, 8, 8), 1e-3);
+      continue;
+    }
+    ++across;
+    EXPECT_EQ(flow.to, flow.from < 8 ? flow.from + 8 : flow.from - 8);
+    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * needs(128, 8, 64), 1e-3);
+  }
+  EXPECT_EQ(across, 16);
+  const double network_s = 1e9 * needs(128, 8, 64) / 50e9;
+  const double nvlink_s = 7 * 2 * 1e9 * needs(128, 8, 8) / 400e9;
+  ASSERT_GT(network_s, nvlink_s);
+  const double expected = network_s + 10e-6 + 3e-6;
+  EXPECT_NEAR(model.time(Collective::kAllToAll, GB(1), range(0, 16), routing) / Seconds(1),
+              expected, expected * 1e-9);
+  // The same bytes without a routing are an all-to-all's (AllToAllAcrossNodesIsBoundByTheNics).
+  const double all_to_all = 8.0 * (1e9 / 15) / 50e9 + 10e-6;
+  EXPECT_NEAR(model.time(Collective::kAllToAll, GB(1), range(0, 16)) / Seconds(1), all_to_all,
+              all_to_all * 1e-9);
+}
+
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {
   const ClusterSpec c = cluster_of(1);
   const Topology topology(c);

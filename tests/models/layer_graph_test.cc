@@ -1030,6 +1030,42 @@ TEST(LayerGraph, ExpertGemmsRunAKernelPerExpertUnlessGrouped) {
   EXPECT_TRUE(per_gemm(build_transformer_layer(m, s, /*moe=*/true)).empty());
 }
 
+TEST(LayerGraph, DeduplicatedExchangesSendOneCopyOfTheTokensWithTheirRouting) {
+  // Mixtral (8 experts, top 2), ep 4: by default the dispatch, the combine and their gradients
+  // are all-to-alls of the copies other ranks' experts take, 3/4 of the 2 copies of each of the
+  // 4096 tokens; deduplicated, of one copy of the tokens, with the routing that spreads them.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 4;
+  const double row = 4096.0 * 2;  // a token's bf16 activations
+  const auto exchanges = [&](const LayerGraph& g) {
+    std::vector<CommSpec> specs;
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      if (g.op(id).name.starts_with("moe.dispatch") || g.op(id).name.starts_with("moe.combine")) {
+        specs.push_back(g.op(id).comm);
+      }
+    }
+    return specs;
+  };
+  const std::vector<CommSpec> copies = exchanges(build_transformer_layer(m, s, /*moe=*/true));
+  ASSERT_EQ(copies.size(), 4u);
+  for (const CommSpec& spec : copies) {
+    EXPECT_EQ(spec.collective, Collective::kAllToAll);
+    EXPECT_EQ(spec.size, Bytes(4096 * 2 * row * 3 / 4));
+    EXPECT_FALSE(spec.routing.deduplicated());
+  }
+  s.ep_dispatcher = TokenDispatcher::kDeduplicated;
+  const std::vector<CommSpec> deduplicated = exchanges(build_transformer_layer(m, s, /*moe=*/true));
+  ASSERT_EQ(deduplicated.size(), 4u);
+  for (const CommSpec& spec : deduplicated) {
+    EXPECT_EQ(spec.collective, Collective::kAllToAll);
+    EXPECT_EQ(spec.group, CommGroup::kExpert);
+    EXPECT_EQ(spec.size, Bytes(4096 * row));
+    EXPECT_EQ(spec.routing, (TokenRouting{8, 2}));
+  }
+}
+
 TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
   // GPT-like, tp 2: the MLP projection (1024 x 4096 / 2) outgrows the fused QKV (1024 x 3072 / 2);
   // the embedding's vocab-parallel table (32000 x 1024 / 2) the learned positions (2048 x 1024).

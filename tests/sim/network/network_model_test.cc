@@ -34,6 +34,37 @@ training: {global_batch: 32, seq_len: 4096}
   EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.0, kAgreement);
 }
 
+TEST(NetworkModel, DeduplicatedExpertExchangesAgreeAcrossFidelities) {
+  // Qwen3-30B-A3B's experts over 16 GPUs of 2 nodes. Deduplicated, a token crosses to the other
+  // node once for its 8 experts, not for each of the about 4 there; both fidelities see it. The
+  // gradients are reduced after the backward, where only full fidelity would share the NICs
+  // with the exchanges.
+  const std::string scenario =
+      R"(model: {name: qwen3-4-layers, layers: 4, hidden: 2048, heads: 32, kv_heads: 4,
+  head_dim: 128, ffn_hidden: 6144, vocab: 151936, seq_len: 4096, activation: swiglu, norm: rmsnorm,
+  moe: {experts: 128, top_k: 8, ffn_hidden: 768}}
+cluster: {system: dgx-h100, nodes: 2}
+parallelism: {ep: 16}
+training: {global_batch: 32, micro_batch: 1, overlap_grad_reduce: false}
+)";
+  const std::string deduplicated = R"(parallelism: {ep: 16, ep_dispatcher: deduplicated})";
+  const auto with = [&](const std::string& parallelism) {
+    std::string text = scenario;
+    text.replace(text.find("parallelism: {ep: 16}"), 21, parallelism);
+    return text;
+  };
+  const Result copies = run(scenario);
+  const Result symmetric = run(with(deduplicated));
+  const Result full =
+      run(with(deduplicated) + "simulation: {fidelity: full, fold_symmetric_peers: false}\n");
+  EXPECT_EQ(full.ranks_simulated, 16);
+  EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.0, 1e-9);
+  const auto expert_exchanges = [](const Result& r) {
+    return r.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kExpertComm)];
+  };
+  EXPECT_LT(expert_exchanges(symmetric), 0.5 * expert_exchanges(copies));
+}
+
 TEST(NetworkModel, SymmetricChargesGroupsSharingANicTogether) {
   // One NIC per node of 8: the four data-parallel groups of tp 2 (and the eight of tp 8) leave
   // each node through it at once, as full fidelity shares it.

@@ -148,6 +148,20 @@ TEST(Result, EchoesHowExpertGemmsRunForMoeModelsOnly) {
   EXPECT_TRUE(echoed("llama3-8b", "").is_null());
 }
 
+TEST(Result, EchoesHowExpertExchangesSendTokensWhereThereAreSome) {
+  const auto echoed = [](const std::string& parallelism) {
+    const auto scenario = std::make_shared<const Scenario>(load_scenario_text(
+        "model: mixtral-8x7b\ncluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}\n"
+        "parallelism: {" +
+            parallelism + "}\ntraining: {global_batch: 8, seq_len: 2048}\n",
+        "s.yaml"));
+    return to_json(simulate(scenario).result).at("scenario").at("parallelism").at("ep_dispatcher");
+  };
+  EXPECT_EQ(echoed("ep: 8").string(), "all_to_all");
+  EXPECT_EQ(echoed("ep: 8, ep_dispatcher: deduplicated").string(), "deduplicated");
+  EXPECT_TRUE(echoed("ep: 1").is_null());
+}
+
 TEST(Result, SaysHowContextParallelismExchanges) {
   const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 2}

@@ -322,6 +322,25 @@ TEST(Scenario, ExpertGemmNeedsExperts) {
             "per_expert, grouped");
 }
 
+TEST(Scenario, DeduplicatedExpertExchangesNeedExpertParallelism) {
+  const std::string mixtral =
+      replace(replace(kBase, "model: gpt3-175b", "model: mixtral-8x7b"), "  pp: 16",
+              "  pp: 16\n  sequence_parallel: true\n  ep_dispatcher: deduplicated");
+  EXPECT_EQ(error_of(mixtral),
+            "s.yaml:13:18: parallelism.ep_dispatcher = deduplicated needs ep > 1: it sends the "
+            "tokens of the expert-parallel exchanges");
+  const std::string spread = replace(mixtral, "  pp: 16\n", "  pp: 16\n  ep: 8\n");
+  EXPECT_EQ(load_scenario_text(spread, "s.yaml").parallelism.ep_dispatcher,
+            TokenDispatcher::kDeduplicated);
+  EXPECT_EQ(load_scenario_text(replace(spread, "\n  ep_dispatcher: deduplicated", ""), "s.yaml")
+                .parallelism.ep_dispatcher,
+            TokenDispatcher::kAllToAll);
+  EXPECT_EQ(
+      error_of(replace(spread, "ep_dispatcher: deduplicated", "ep_dispatcher: deepep")),
+      "s.yaml:14:18: parallelism.ep_dispatcher = 'deepep' is unknown; expected one of: all_to_all, "
+      "deduplicated");
+}
+
 TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
   const std::string overlapped = replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap: true\n");
   EXPECT_EQ(load_scenario_text(overlapped, "s.yaml").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);

@@ -139,6 +139,22 @@ INSTANTIATE_TEST_SUITE_P(Overlapped, BoundsTest,
                          testing::Combine(testing::Values(kOverlapped), testing::Values("1f1b")),
                          [](const auto& param_info) { return std::string(std::get<0>(param_info.param).name); });
 
+// The same MoE model sending each token once per GPU and node that needs it, wherever a layout
+// spreads its experts.
+const Case kDeduplicated = {"moe_deduplicated", R"(name: moe_deduplicated
+model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
+        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
+parallelism: {ep: 2, ep_dispatcher: deduplicated}
+training: {global_batch: 16, attention: unfused}
+)"};
+
+INSTANTIATE_TEST_SUITE_P(Deduplicated, BoundsTest,
+                         testing::Combine(testing::Values(kDeduplicated), testing::Values("1f1b")),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param).name);
+                         });
+
 TEST(Bounds, PairedPassesAreBoundedByTheirKernels) {
   // Qwen3-30B-A3B with its experts over two nodes: each pass waits on all-to-alls across the
   // network for much of its span, which the other pass of its pair fills with its kernels.

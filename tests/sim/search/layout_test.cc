@@ -125,6 +125,28 @@ training: {global_batch: 4}
   EXPECT_EQ(seen, (std::set<bool>{false, true}));
 }
 
+TEST(Layout, DeduplicatedExchangesStayWhereTheLayoutSpreadsExperts) {
+  const ScenarioSource source{
+      R"(model: {name: m, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128,
+        seq_len: 8, moe: {experts: 4, top_k: 2}}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {ep: 2, ep_dispatcher: deduplicated}
+training: {global_batch: 4}
+)",
+      "m.yaml"};
+  const Scenario base = load_scenario(source);
+  std::set<int> eps;
+  for (const Layout& l : enumerate_layouts(base)) {
+    eps.insert(l.ep);
+    const TokenDispatcher expected =
+        l.ep > 1 ? TokenDispatcher::kDeduplicated : TokenDispatcher::kAllToAll;
+    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.ep_dispatcher, expected)
+        << to_string(l);
+    EXPECT_EQ(with_layout(base, l).parallelism.ep_dispatcher, expected) << to_string(l);
+  }
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4}));
+}
+
 TEST(Layout, Fp8ParametersStayWhereTheOptimizerIsSharded) {
   const ScenarioSource source{R"(model: {name: g, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128, seq_len: 8}
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
