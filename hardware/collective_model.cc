@@ -29,7 +29,9 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const Topology& top
     : cluster_(cluster), topology_(topology), capacity_(topology.capacities()) {}
 
 uint16_t CollectiveModel::kernel_sms(Collective collective, std::span<const int> members) const {
-  // The catalog keeps each figure below the GPU's SM count.
+  // The catalog keeps each figure below the GPU's SM count. A deduplicated exchange's kernels
+  // (DeepEP's, HybridEP's) hold as many SMs as their launch asks, tens like NCCL's: the GPU's
+  // figure for collectives stands for them.
   const KernelEfficiency& k = cluster_.gpu.kernels;
   if (collective != Collective::kSendRecv) return static_cast<uint16_t>(k.communication_sms);
   return static_cast<uint16_t>(by_domain(members).size() > 1 ? k.send_recv_network_sms : k.send_recv_nvlink_sms);
@@ -262,14 +264,14 @@ double chance_of_one_of(int experts, int top_k, double held) {
 
 }  // namespace
 
-CollectivePlan CollectiveModel::deduplicated(Bytes tokens, const TokenRouting& routing,
+CollectivePlan CollectiveModel::deduplicated(Bytes token_bytes, const TokenRouting& routing,
                                              std::span<const int> members) const {
   CollectivePlan plan;
   plan.algorithm = CollectiveAlgorithm::kDeduplicated;
   const std::vector<std::vector<int>> domains = by_domain(members);
   const double held_per_gpu =
       static_cast<double>(routing.experts) / static_cast<double>(members.size());
-  const Bytes to_gpu = tokens * chance_of_one_of(routing.experts, routing.top_k, held_per_gpu);
+  const Bytes to_gpu = token_bytes * chance_of_one_of(routing.experts, routing.top_k, held_per_gpu);
   PhaseFlows phase;
   Seconds network_latency;
   Seconds nvlink_latency;
@@ -287,7 +289,7 @@ CollectivePlan CollectiveModel::deduplicated(Bytes tokens, const TokenRouting& r
         const int relay = there[position % there.size()];
         const double held_there = held_per_gpu * static_cast<double>(there.size());
         add_flow(phase, from, relay,
-                 tokens * chance_of_one_of(routing.experts, routing.top_k, held_there));
+                 token_bytes * chance_of_one_of(routing.experts, routing.top_k, held_there));
         network_latency = std::max(network_latency, topology_.route_latency(from, relay));
         // What the relay received for each GPU of its domain, it passes on.
         for (const int to : there) add_flow(phase, relay, to, to_gpu);
@@ -351,8 +353,10 @@ CollectivePlan CollectiveModel::plan(Collective collective, Bytes size,
                                      const TokenRouting& routing) const {
   if (members.size() <= 1 || collective == Collective::kNone || size <= Bytes(0)) return {};
   // No link profile measures it: NCCL's all-to-all sends every copy.
-  if (collective == Collective::kAllToAll && routing.deduplicated())
+  if (collective == Collective::kAllToAll && routing.deduplicated()) {
+    PACELINE_CHECK(algorithm == CollectiveAlgorithm::kAuto, "a routed exchange has one algorithm");
     return deduplicated(size, routing, members);
+  }
   CollectivePlan planned;
   if (algorithm == CollectiveAlgorithm::kAuto) {
     Resolved resolved = resolve(collective, size, members);

@@ -35,7 +35,8 @@ class LayerGraphBuilder {
     Recipe recipe = Recipe::kMemory;
     Bytes backward_bytes;             // kMemory: traffic of the backward pass
     int backward_kernels = 1;         // kMemory: kernels the backward pass launches
-    Bytes backward_transient;         // kMemory: buffers alive only while the backward pass runs
+    Bytes backward_transient;         // buffers alive only while the backward pass runs (kMemory; a
+                                      // collective's where they are not its size)
     MemoryKernel backward_kernel = MemoryKernel::kNone;
     CommSpec backward_comm;           // kCommunication: the transposed collective
     CommSpec regather_for_wgrad;  // kWeightGemm keeping its input's sequence shard: input re-gather
@@ -321,7 +322,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         }
         Op bwd = backward_op("bwd", Phase::kBackwardInput, OpKind::kCommunication);
         bwd.comm = f.backward_comm;
-        bwd.transient = f.backward_comm.size;
+        bwd.transient =
+            f.backward_transient > Bytes(0) ? f.backward_transient : f.backward_comm.size;
         grad_in[r] = {add_vertex(g, bwd, after)};
         g.mutable_op(saver).released_by = grad_in[r].front();
         break;
@@ -1102,15 +1104,18 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   // sends their outputs back.
   const Bytes received = elements(rank_tokens * H, d.e);
   const Bytes exchanged = elements(rank_tokens * H * (shard.ep - 1) / shard.ep, d.e);
-  // Deduplicated, an exchange moves the rank's tokens once to each GPU and domain that needs them
-  // (as if they spread evenly, whatever the imbalance of the experts' work).
+  // Deduplicated, an exchange moves the rank's tokens once to each GPU and domain that needs them,
+  // scaled as the copies are by the busiest rank's load and what the capacity drops; the plan
+  // spreads them evenly over the experts. Its receiving buffers stay those of the copies.
   const bool deduplicated = shard.ep_dispatcher == TokenDispatcher::kDeduplicated;
   const auto exchange = [&](std::string name, int input) {
-    Forward f =
-        collective(std::move(name), Collective::kAllToAll, Collective::kAllToAll,
-                   CommGroup::kExpert, deduplicated ? elements(Ts * H, d.e) : exchanged, {input});
-    if (deduplicated)
+    Forward f = collective(
+        std::move(name), Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
+        deduplicated ? elements(Ts * H * rank_tokens / routed, d.e) : exchanged, {input});
+    if (deduplicated) {
       f.op.comm.routing = f.backward_comm.routing = TokenRouting{moe.experts, moe.top_k};
+      f.op.transient = f.backward_transient = exchanged;
+    }
     return f;
   };
   int tokens_in = permute;

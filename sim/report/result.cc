@@ -1,6 +1,7 @@
 #include "sim/report/result.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -524,11 +525,16 @@ std::string to_text(const Result& r) {
                      s.cluster.nodes, s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node);
   const std::string context_exchange =
       p.cp > 1 ? fmt::format(" ({}{})", to_string(p.cp_comm), p.cp_comm_overlap ? "" : ", waited") : "";
-  out += fmt::format("  tp {} · pp {} · dp {} · cp {}{} · ep {}{}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,
-                     p.pp, p.dp, p.cp, context_exchange, p.ep, p.ep_comm_overlap ? " (overlapped)" : "",
-                     to_string(p.schedule),
-                     p.virtual_stages > 1 ? fmt::format(" (v={})", p.virtual_stages) : "", p.zero, r.microbatches,
-                     s.training.micro_batch);
+  std::vector<std::string> expert_exchange;
+  if (p.ep > 1 && p.ep_dispatcher == TokenDispatcher::kDeduplicated)
+    expert_exchange.push_back("deduplicated");
+  if (p.ep_comm_overlap) expert_exchange.push_back("overlapped");
+  out += fmt::format(
+      "  tp {} · pp {} · dp {} · cp {}{} · ep {}{}   {}{}  zero {}  {} micro-batches of {}\n", p.tp,
+      p.pp, p.dp, p.cp, context_exchange, p.ep,
+      expert_exchange.empty() ? "" : fmt::format(" ({})", fmt::join(expert_exchange, ", ")),
+      to_string(p.schedule), p.virtual_stages > 1 ? fmt::format(" (v={})", p.virtual_stages) : "",
+      p.zero, r.microbatches, s.training.micro_batch);
   out += fmt::format("\n  iteration time   {:10.2f} ms\n", ms(r.iteration_time));
   out += fmt::format("  tokens/s         {:10.0f}   ({:.0f} per GPU)\n", r.tokens_per_s, r.tokens_per_s_per_gpu);
   out += fmt::format("  model TFLOP/s    {:10.1f}   per GPU, MFU {:.1f}%\n", r.model_tflops_per_gpu, 100.0 * r.mfu);

@@ -392,14 +392,6 @@ TEST(CollectiveModel, AllToAllAcrossNodesIsBoundByTheNics) {
   EXPECT_NEAR(model.time(Collective::kAllToAll, Bytes(1.5e9), range(0, 16)) / Seconds(1), expected, expected * 1e-9);
 }
 
-// 1 − C(experts − held, top_k) / C(experts, top_k): a token's chance to need a GPU or node
-// holding `held` of the experts.
-double needs(int experts, int top_k, int held) {
-  double none = 1.0;
-  for (int i = 0; i < top_k; ++i) none *= static_cast<double>(experts - held - i) / (experts - i);
-  return 1.0 - none;
-}
-
 TEST(CollectiveModel, ADeduplicatedExchangeOfTopOneRoutingIsTheAllToAllOfItsCopies) {
   // Each token needs one of 8 GPUs: 1/8 of a GPU's tokens go to each peer either way.
   const ClusterSpec c = cluster_of(1);
@@ -415,11 +407,17 @@ TEST(CollectiveModel, ADeduplicatedExchangeOfTopOneRoutingIsTheAllToAllOfItsCopi
             model.time(Collective::kAllToAll, Bytes(1e9 * 7 / 8), range(0, 8)));
 }
 
+// A token's top 8 of 128 experts, drawn without repeats, include one of a GPU's 8 with chance
+// 1 − C(120, 8)/C(128, 8) = 0.4122821 (drawn with repeats, 1 − (15/16)^8 = 0.403), and one of a
+// node's 64 with 1 − C(64, 8)/C(128, 8) = 0.9969041.
+constexpr double kNeedsGpuOf16 = 0.4122821;
+constexpr double kNeedsNodeOf2 = 0.9969041;
+
 TEST(CollectiveModel, ADeduplicatedExchangeCrossesTheNetworkOncePerNode) {
-  // 16 GPUs on 2 nodes hold 128 experts, 8 each, 64 a node; each token goes to 8 of them. A GPU
-  // sends its 1 GB of tokens to the GPU of its rail in the other node when one of the token's
-  // experts is there (99.7%), through its 50 GB/s NIC. Over NVLink each GPU sends its own
-  // tokens and the other node's that it relays to each of its 7 peers that needs them (41%).
+  // 16 GPUs on 2 nodes hold 128 experts, 8 each; each token goes to 8 of them. A GPU sends its
+  // 1 GB of tokens to the GPU of its rail in the other node when one of the token's experts is
+  // there, through its 50 GB/s NIC. Over NVLink each GPU sends its own tokens and the other
+  // node's that it relays to each of its 7 peers that needs them.
   const ClusterSpec c = cluster_of(2);
   const Topology topology(c);
   const CollectiveModel model(c, topology);
@@ -430,24 +428,51 @@ TEST(CollectiveModel, ADeduplicatedExchangeCrossesTheNetworkOncePerNode) {
   int across = 0;
   for (const Flow& flow : plan.phases.front()) {
     if (topology.domain_of(flow.from) == topology.domain_of(flow.to)) {
-      EXPECT_NEAR(flow.size / Bytes(1), 2 * 1e9 * needs(128, 8, 8), 1e-3);
+      EXPECT_NEAR(flow.size / Bytes(1), 2 * 1e9 * kNeedsGpuOf16, 1e3);
       continue;
     }
     ++across;
     EXPECT_EQ(flow.to, flow.from < 8 ? flow.from + 8 : flow.from - 8);
-    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * needs(128, 8, 64), 1e-3);
+    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * kNeedsNodeOf2, 1e3);
   }
   EXPECT_EQ(across, 16);
-  const double network_s = 1e9 * needs(128, 8, 64) / 50e9;
-  const double nvlink_s = 7 * 2 * 1e9 * needs(128, 8, 8) / 400e9;
+  const double network_s = 1e9 * kNeedsNodeOf2 / 50e9;
+  const double nvlink_s = 7 * 2 * 1e9 * kNeedsGpuOf16 / 400e9;
   ASSERT_GT(network_s, nvlink_s);
+  // The network hop's 10 us, then the NVLink hop's 3 us (cluster_of).
   const double expected = network_s + 10e-6 + 3e-6;
-  EXPECT_NEAR(model.time(Collective::kAllToAll, GB(1), range(0, 16), routing) / Seconds(1),
-              expected, expected * 1e-9);
-  // The same bytes without a routing are an all-to-all's (AllToAllAcrossNodesIsBoundByTheNics).
-  const double all_to_all = 8.0 * (1e9 / 15) / 50e9 + 10e-6;
-  EXPECT_NEAR(model.time(Collective::kAllToAll, GB(1), range(0, 16)) / Seconds(1), all_to_all,
-              all_to_all * 1e-9);
+  const double deduplicated =
+      model.time(Collective::kAllToAll, GB(1), range(0, 16), routing) / Seconds(1);
+  EXPECT_NEAR(deduplicated, expected, expected * 1e-6);
+  // An all-to-all sends a copy per expert: 8 GB a GPU, 15/16 of it to its peers, half of that
+  // to the other node (AllToAllAcrossNodesIsBoundByTheNics): four times the network's bytes.
+  const double copies = 8.0 * (8e9 * 15 / 16 / 15) / 50e9 + 10e-6;
+  EXPECT_NEAR(model.time(Collective::kAllToAll, Bytes(8e9 * 15 / 16), range(0, 16)) / Seconds(1),
+              copies, copies * 1e-9);
+  EXPECT_NEAR(deduplicated / copies, kNeedsNodeOf2 / 4, 0.001);
+}
+
+TEST(CollectiveModel, ADeduplicatedExchangeRelaysFromEveryOtherNode) {
+  // 24 GPUs on 3 nodes hold 96 experts, 4 each and 32 a node. A token needs a GPU with chance
+  // 1 − C(92, 8)/C(96, 8) = 0.2980379 and a node with 1 − C(64, 8)/C(96, 8) = 0.9666204. Each GPU
+  // relays for its rail peers in the 2 other nodes, so it sends each node peer three shares:
+  // its own and the two it relays.
+  const ClusterSpec c = cluster_of(3);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan plan = model.plan(Collective::kAllToAll, GB(1), range(0, 24),
+                                         CollectiveAlgorithm::kAuto, TokenRouting{96, 8});
+  ASSERT_EQ(plan.phases.size(), 1u);
+  int inside = 0;
+  int across = 0;
+  for (const Flow& flow : plan.phases.front()) {
+    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
+    (same_node ? inside : across) += 1;
+    EXPECT_TRUE(same_node || flow.from % 8 == flow.to % 8) << flow.from << " to " << flow.to;
+    EXPECT_NEAR(flow.size / Bytes(1), same_node ? 3 * 1e9 * 0.2980379 : 1e9 * 0.9666204, 1e3);
+  }
+  EXPECT_EQ(inside, 3 * 8 * 7);
+  EXPECT_EQ(across, 24 * 2);
 }
 
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {

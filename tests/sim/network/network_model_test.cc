@@ -62,7 +62,8 @@ training: {global_batch: 32, micro_batch: 1, overlap_grad_reduce: false}
   const auto expert_exchanges = [](const Result& r) {
     return r.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kExpertComm)];
   };
-  EXPECT_LT(expert_exchanges(symmetric), 0.5 * expert_exchanges(copies));
+  // The network carries 0.997 of a copy of the tokens instead of 4 copies (collective_model_test).
+  EXPECT_NEAR(expert_exchanges(symmetric) / expert_exchanges(copies), 0.26, 0.02);
 }
 
 TEST(NetworkModel, SymmetricChargesGroupsSharingANicTogether) {

@@ -232,6 +232,12 @@ TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
                                                 model, cluster),
                                     "full.yaml"}),
                      8, 100);
+  // Experts exchanging each token once per GPU and node that needs it, timed by the shared
+  // network: the bound prices the exchange with its routing too.
+  expect_bounds_hold(
+      load_scenario({std::string(kDeduplicated.text) + "simulation: {fidelity: full}\n",
+                     "deduplicated_full.yaml"}),
+      2, 30);
   // Tied embeddings of a large vocabulary over one 25 Gb/s NIC a node: where the embedding and
   // the head sit on stages in different nodes, summing their gradients takes long after the
   // last passes.
