@@ -79,7 +79,7 @@ TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
 
 TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/megatron-bridge-moe.yaml");
-  EXPECT_EQ(cases.size(), 8u);
+  EXPECT_EQ(cases.size(), 10u);
   // Their scenarios state their software themselves: the ids (mbridge2511-moe_…) keep clear of
   // the overlay's rules for the public Qwen3 rows (mbridge2511_*).
   const std::vector<OverlayRule> rules = load_overlay_file("scenarios/validation/stated-software.yaml");
@@ -87,6 +87,12 @@ TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
   for (const ValidationCase& c : cases) {
     EXPECT_TRUE(c.scenario->model.moe.has_value()) << c.id;
     EXPECT_EQ(c.scenario->training.moe_weighting, MoeWeighting::kActivation) << c.id;
+    // Pull request 5094's A/B runs HybridEP, with and without overlapping the exchanges.
+    const bool hybrid_ep = c.id.starts_with("mbridge-pr5094-");
+    EXPECT_EQ(c.scenario->parallelism.ep_dispatcher == TokenDispatcher::kDeduplicated, hybrid_ep)
+        << c.id;
+    if (hybrid_ep)
+      EXPECT_EQ(c.scenario->parallelism.ep_comm_overlap, c.id.ends_with("_overlap")) << c.id;
   }
   const ValidationReport report = validate(cases, 2);
   EXPECT_EQ(report.unsupported, 0);
