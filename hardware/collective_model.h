@@ -89,7 +89,8 @@ class CollectiveModel {
   // Plans a collective of `size` bytes (as nccl-tests counts it: the full buffer for
   // all-reduce, all-gather and reduce-scatter; the bytes each member sends for all-to-all and
   // send/recv) over `members` (global GPU indices, in group order; send/recv: {from, to}). An
-  // all-to-all with a `routing` is deduplicated, and `size` one copy of a member's tokens.
+  // all-to-all with a `routing` is deduplicated, and `size` one copy of a member's tokens (as the
+  // layer graph scales it by the busiest rank's load and what the capacity drops).
   CollectivePlan plan(Collective collective, Bytes size, std::span<const int> members,
                       CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto,
                       const TokenRouting& routing = {}) const;
@@ -147,7 +148,7 @@ class CollectiveModel {
   CollectivePlan hierarchical(Bytes size, std::span<const int> members) const;
   CollectivePlan nvls(Bytes size, std::span<const int> members) const;
   CollectivePlan direct(Collective collective, Bytes size, std::span<const int> members) const;
-  CollectivePlan deduplicated(Bytes tokens, const TokenRouting& routing,
+  CollectivePlan deduplicated(Bytes token_bytes, const TokenRouting& routing,
                               std::span<const int> members) const;
   // The members grouped by NVLink domain, in group order.
   std::vector<std::vector<int>> by_domain(std::span<const int> members) const;

@@ -32,7 +32,8 @@ struct CommSpec {
   CommGroup group = CommGroup::kTensor;
   // The collective's buffer size as nccl-tests counts it: the full (gathered / reduced)
   // buffer for all-reduce, all-gather and reduce-scatter; the bytes each rank sends for
-  // all-to-all and send/recv; for an all-to-all with a routing, one copy of the rank's tokens.
+  // all-to-all and send/recv; for an all-to-all with a routing, one copy of the rank's tokens
+  // (scaled by the busiest rank's load and what the capacity drops).
   Bytes size;
   TokenRouting routing;  // a mixture-of-experts exchange deduplicated per destination
 };

@@ -1064,6 +1064,18 @@ TEST(LayerGraph, DeduplicatedExchangesSendOneCopyOfTheTokensWithTheirRouting) {
     EXPECT_EQ(spec.size, Bytes(4096 * row));
     EXPECT_EQ(spec.routing, (TokenRouting{8, 2}));
   }
+  // The rank holding the busiest expert, at twice the mean, and one at 6/7 of it takes 10/7 of
+  // its share of the copies; deduplicated, it sends 10/7 of its tokens, and either way its
+  // buffers hold 3/4 of the copies it takes, forward and backward.
+  ModelSpec imbalanced = m;
+  imbalanced.moe->imbalance = 2.0;
+  const LayerGraph g = build_transformer_layer(imbalanced, s, /*moe=*/true);
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    if (!op.name.starts_with("moe.dispatch") && !op.name.starts_with("moe.combine")) continue;
+    EXPECT_NEAR(op.comm.size / Bytes(1), 4096 * row * 10 / 7, 1.0) << op.name;
+    EXPECT_NEAR(op.transient / Bytes(1), 4096 * 2 * row * 10 / 7 * 3 / 4, 1.0) << op.name;
+  }
 }
 
 TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {

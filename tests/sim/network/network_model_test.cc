@@ -62,8 +62,9 @@ training: {global_batch: 32, micro_batch: 1, overlap_grad_reduce: false}
   const auto expert_exchanges = [](const Result& r) {
     return r.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kExpertComm)];
   };
-  // The network carries 0.997 of a copy of the tokens instead of 4 copies (collective_model_test).
-  EXPECT_NEAR(expert_exchanges(symmetric) / expert_exchanges(copies), 0.26, 0.02);
+  // The NICs carry 0.997 of a copy of the tokens instead of 4 copies (collective_model_test), 0.249
+  // of the time, and each exchange keeps its latency, one NVLink step more deduplicated: 0.259.
+  EXPECT_NEAR(expert_exchanges(symmetric) / expert_exchanges(copies), 0.259, 0.005);
 }
 
 TEST(NetworkModel, SymmetricChargesGroupsSharingANicTogether) {

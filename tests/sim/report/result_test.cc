@@ -160,6 +160,22 @@ TEST(Result, EchoesHowExpertExchangesSendTokensWhereThereAreSome) {
   EXPECT_EQ(echoed("ep: 8").string(), "all_to_all");
   EXPECT_EQ(echoed("ep: 8, ep_dispatcher: deduplicated").string(), "deduplicated");
   EXPECT_TRUE(echoed("ep: 1").is_null());
+  const auto summary = [](const std::string& parallelism) -> std::string {
+    return to_text(
+        simulate(
+            std::make_shared<const Scenario>(load_scenario_text(
+                "model: mixtral-8x7b\ncluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}\n"
+                "parallelism: {" +
+                    parallelism + "}\ntraining: {global_batch: 8, seq_len: 2048}\n",
+                "s.yaml")))
+            .result);
+  };
+  EXPECT_NE(summary("ep: 8, ep_dispatcher: deduplicated, ep_comm_overlap: true")
+                .find("ep 8 (deduplicated, overlapped)"),
+            std::string::npos);
+  EXPECT_NE(summary("ep: 8, ep_dispatcher: deduplicated").find("ep 8 (deduplicated)   "),
+            std::string::npos);
+  EXPECT_NE(summary("ep: 8").find("ep 8   "), std::string::npos);
 }
 
 TEST(Result, SaysHowContextParallelismExchanges) {

@@ -140,12 +140,12 @@ INSTANTIATE_TEST_SUITE_P(Overlapped, BoundsTest,
                          [](const auto& param_info) { return std::string(std::get<0>(param_info.param).name); });
 
 // The same MoE model sending each token once per GPU and node that needs it, wherever a layout
-// spreads its experts.
+// spreads its experts (the base's over both nodes).
 const Case kDeduplicated = {"moe_deduplicated", R"(name: moe_deduplicated
 model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
         activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
 cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
-parallelism: {ep: 2, ep_dispatcher: deduplicated}
+parallelism: {ep: 8, ep_dispatcher: deduplicated}
 training: {global_batch: 16, attention: unfused}
 )"};
 

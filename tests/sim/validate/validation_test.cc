@@ -87,7 +87,7 @@ TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
   for (const ValidationCase& c : cases) {
     EXPECT_TRUE(c.scenario->model.moe.has_value()) << c.id;
     EXPECT_EQ(c.scenario->training.moe_weighting, MoeWeighting::kActivation) << c.id;
-    // Pull request 5094's A/B runs HybridEP, with and without overlapping the exchanges.
+    // The 2026 recipe runs HybridEP, before and after pull request 5094 overlapped its exchanges.
     const bool hybrid_ep = c.id.starts_with("mbridge-pr5094-");
     EXPECT_EQ(c.scenario->parallelism.ep_dispatcher == TokenDispatcher::kDeduplicated, hybrid_ep)
         << c.id;
