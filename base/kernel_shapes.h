@@ -40,10 +40,13 @@ std::string_view to_string(Collective collective);
 // A mixture-of-experts token exchange that sends each token once to every GPU, and once to
 // every other NVLink domain, holding one of its experts, rather than once per expert (DeepEP's
 // and HybridEP's dispatch and combine): each token goes to `top_k` of `experts` experts, spread
-// evenly over the exchange's members. No experts: an all-to-all of the bytes it is given.
+// evenly over the exchange's members, drawn from `group_top_k` of the `groups` equal groups of
+// them (group-limited routing). No experts: an all-to-all of the bytes it is given.
 struct TokenRouting {
   int experts = 0;
   int top_k = 0;
+  int groups = 1;
+  int group_top_k = 1;
   bool deduplicated() const { return experts > 0; }
   auto operator<=>(const TokenRouting&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "base/check.h"
@@ -29,9 +30,9 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const Topology& top
     : cluster_(cluster), topology_(topology), capacity_(topology.capacities()) {}
 
 uint16_t CollectiveModel::kernel_sms(Collective collective, std::span<const int> members) const {
-  // The catalog keeps each figure below the GPU's SM count. A deduplicated exchange's kernels
-  // (DeepEP's, HybridEP's) hold as many SMs as their launch asks, tens like NCCL's: the GPU's
-  // figure for collectives stands for them.
+  // The catalog keeps each figure below the GPU's SM count. A deduplicated exchange's kernels hold
+  // what their launch asks (DeepEP's Buffer.num_sms, 20 by default; Megatron-Core's
+  // moe_deepep_num_sms 20 and moe_hybridep_num_sms 24), near NCCL's figure used here.
   const KernelEfficiency& k = cluster_.gpu.kernels;
   if (collective != Collective::kSendRecv) return static_cast<uint16_t>(k.communication_sms);
   return static_cast<uint16_t>(by_domain(members).size() > 1 ? k.send_recv_network_sms : k.send_recv_nvlink_sms);
@@ -254,12 +255,33 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
 
 namespace {
 
-// The chance that a token's `top_k` experts, drawn without repeats from `experts`, include one
-// of `held` of them: 1 − C(experts − held, top_k) / C(experts, top_k).
-double chance_of_one_of(int experts, int top_k, double held) {
-  double none = 1.0;
-  for (int i = 0; i < top_k; ++i) none *= std::max(0.0, (experts - held - i) / (experts - i));
-  return 1.0 - none;
+// The chance that a token needs one of the experts a GPU or a domain holds, `held[g]` of them in
+// expert group g: its group_top_k groups are drawn without repeats, then its top_k experts from
+// those groups' experts. With one group: 1 − C(experts − held, top_k) / C(experts, top_k).
+double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
+  const int pool = routing.group_top_k * (routing.experts / routing.groups);
+  const int total = std::accumulate(held.begin(), held.end(), 0);
+  // sets[c][t]: the sets of c groups that hold t of the experts between them.
+  std::vector<std::vector<double>> sets(routing.group_top_k + 1,
+                                        std::vector<double>(total + 1, 0.0));
+  sets[0][0] = 1.0;
+  for (const int in_group : held) {
+    for (int c = routing.group_top_k; c >= 1; --c) {
+      for (int t = total; t >= in_group; --t) sets[c][t] += sets[c - 1][t - in_group];
+    }
+  }
+  double drawn = 0.0;
+  double missed = 0.0;
+  for (int t = 0; t <= total; ++t) {
+    const double count = sets[routing.group_top_k][t];
+    if (count == 0.0) continue;
+    double none = 1.0;
+    for (int i = 0; i < routing.top_k; ++i)
+      none *= std::max(0.0, static_cast<double>(pool - t - i) / (pool - i));
+    drawn += count;
+    missed += count * none;
+  }
+  return 1.0 - missed / drawn;
 }
 
 }  // namespace
@@ -268,10 +290,29 @@ CollectivePlan CollectiveModel::deduplicated(Bytes token_bytes, const TokenRouti
                                              std::span<const int> members) const {
   CollectivePlan plan;
   plan.algorithm = CollectiveAlgorithm::kDeduplicated;
+  // Member i holds experts [i·E/n, (i + 1)·E/n); how many of them each expert group has.
+  const int per_member = routing.experts / static_cast<int>(members.size());
+  const int per_group = routing.experts / routing.groups;
+  std::map<int, std::vector<int>> held;  // by member
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::vector<int>& by_group =
+        held.emplace(members[i], std::vector<int>(routing.groups, 0)).first->second;
+    for (int expert = static_cast<int>(i) * per_member;
+         expert < static_cast<int>(i + 1) * per_member; ++expert) {
+      ++by_group[expert / per_group];
+    }
+  }
+  std::map<int, double> needs;  // by member: a token's chance to need it
+  for (const auto& [member, by_group] : held) needs[member] = chance_of_one_of(routing, by_group);
   const std::vector<std::vector<int>> domains = by_domain(members);
-  const double held_per_gpu =
-      static_cast<double>(routing.experts) / static_cast<double>(members.size());
-  const Bytes to_gpu = token_bytes * chance_of_one_of(routing.experts, routing.top_k, held_per_gpu);
+  std::vector<double> domain_needs;
+  for (const std::vector<int>& domain : domains) {
+    std::vector<int> by_group(routing.groups, 0);
+    for (const int member : domain) {
+      for (int g = 0; g < routing.groups; ++g) by_group[g] += held[member][g];
+    }
+    domain_needs.push_back(chance_of_one_of(routing, by_group));
+  }
   PhaseFlows phase;
   Seconds network_latency;
   Seconds nvlink_latency;
@@ -279,20 +320,17 @@ CollectivePlan CollectiveModel::deduplicated(Bytes token_bytes, const TokenRouti
     for (size_t position = 0; position < domains[a].size(); ++position) {
       const int from = domains[a][position];
       for (const int to : domains[a]) {
-        add_flow(phase, from, to, to_gpu);
+        add_flow(phase, from, to, token_bytes * needs[to]);
         if (to != from)
           nvlink_latency = std::max(nvlink_latency, topology_.route_latency(from, to));
       }
       for (size_t b = 0; b < domains.size(); ++b) {
         if (b == a) continue;
-        const std::vector<int>& there = domains[b];
-        const int relay = there[position % there.size()];
-        const double held_there = held_per_gpu * static_cast<double>(there.size());
-        add_flow(phase, from, relay,
-                 token_bytes * chance_of_one_of(routing.experts, routing.top_k, held_there));
+        const int relay = domains[b][position % domains[b].size()];
+        add_flow(phase, from, relay, token_bytes * domain_needs[b]);
         network_latency = std::max(network_latency, topology_.route_latency(from, relay));
         // What the relay received for each GPU of its domain, it passes on.
-        for (const int to : there) add_flow(phase, relay, to, to_gpu);
+        for (const int to : domains[b]) add_flow(phase, relay, to, token_bytes * needs[to]);
       }
     }
   }

@@ -293,6 +293,26 @@ MoeSpec read_moe(ConfigReader& reader, const Family& family, int64_t dense_ffn, 
     reader.fail("num_experts_per_tok",
                 fmt::format("= {} exceeds the number of experts = {}", moe.top_k, moe.experts));
   }
+  // DeepSeek routes within its best topk_group of n_group expert groups (V2's
+  // group_limited_greedy, V3's noaux_tc); its plain greedy top-k ignores the groups.
+  if (family.moe == MoeKeys::kDeepSeek &&
+      reader.get<std::string>("topk_method", "greedy") != "greedy") {
+    moe.groups = static_cast<int>(reader.size_or("n_group", 1));
+    if (moe.experts % moe.groups != 0) {
+      reader.fail("n_group", fmt::format("= {} does not divide n_routed_experts = {}", moe.groups,
+                                         moe.experts));
+    }
+    moe.group_top_k = static_cast<int>(reader.size_or("topk_group", moe.groups));
+    if (moe.group_top_k > moe.groups) {
+      reader.fail("topk_group",
+                  fmt::format("= {} exceeds n_group = {}", moe.group_top_k, moe.groups));
+    }
+    if (moe.top_k > moe.group_top_k * (moe.experts / moe.groups)) {
+      reader.fail("num_experts_per_tok",
+                  fmt::format("= {} exceeds the {} experts of topk_group = {} groups", moe.top_k,
+                              moe.group_top_k * (moe.experts / moe.groups), moe.group_top_k));
+    }
+  }
   return moe;
 }
 

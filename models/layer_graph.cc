@@ -1113,7 +1113,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
         std::move(name), Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
         deduplicated ? elements(Ts * H * rank_tokens / routed, d.e) : exchanged, {input});
     if (deduplicated) {
-      f.op.comm.routing = f.backward_comm.routing = TokenRouting{moe.experts, moe.top_k};
+      f.op.comm.routing = f.backward_comm.routing =
+          TokenRouting{moe.experts, moe.top_k, moe.groups, moe.group_top_k};
       f.op.transient = f.backward_transient = exchanged;
     }
     return f;

@@ -39,6 +39,22 @@ MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
   if (moe.capacity_factor < 0.0) {
     map.fail("capacity_factor", fmt::format("= {} must be 0 (dropless) or positive", moe.capacity_factor));
   }
+  moe.groups = static_cast<int>(positive(map, "groups", map.get<int>("groups", 1)));
+  if (moe.experts % moe.groups != 0) {
+    map.fail("groups",
+             fmt::format("= {} does not divide moe.experts = {}", moe.groups, moe.experts));
+  }
+  moe.group_top_k =
+      static_cast<int>(positive(map, "group_top_k", map.get<int>("group_top_k", moe.groups)));
+  if (moe.group_top_k > moe.groups) {
+    map.fail("group_top_k",
+             fmt::format("= {} exceeds moe.groups = {}", moe.group_top_k, moe.groups));
+  }
+  if (moe.top_k > moe.group_top_k * (moe.experts / moe.groups)) {
+    map.fail("top_k",
+             fmt::format("= {} exceeds the {} experts of moe.group_top_k = {} groups", moe.top_k,
+                         moe.group_top_k * (moe.experts / moe.groups), moe.group_top_k));
+  }
   moe.imbalance = map.get<double>("imbalance", 1.0);
   // The busiest expert can at most receive every token: experts/top_k times the mean.
   const double most = static_cast<double>(moe.experts) / moe.top_k;

@@ -32,6 +32,11 @@ struct MoeSpec {
   double capacity_factor = 0.0;
   // Load imbalance: tokens of the busiest expert over the mean (1: perfectly balanced).
   double imbalance = 1.0;
+  // Group-limited routing: the experts fall into `groups` equal groups and a token's top_k come
+  // from its best `group_top_k` of them (DeepSeek-V3's n_group and topk_group), which bounds the
+  // nodes a token is sent to where groups lie on nodes.
+  int groups = 1;
+  int group_top_k = 1;
 
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
 };

@@ -242,6 +242,7 @@ Json to_json(const Scenario& s) {
     moe.set("every", m.moe->every).set("first_dense_layers", m.moe->first_dense_layers);
     moe.set("shared_experts", m.moe->shared_experts);
     moe.set("shared_ffn_hidden", m.moe->shared_ffn_hidden).set("capacity_factor", m.moe->capacity_factor);
+    moe.set("groups", m.moe->groups).set("group_top_k", m.moe->group_top_k);
     moe.set("imbalance", m.moe->imbalance);
     model.set("moe", std::move(moe));
   }

@@ -444,8 +444,9 @@ TEST(CollectiveModel, ADeduplicatedExchangeCrossesTheNetworkOncePerNode) {
   const double deduplicated =
       model.time(Collective::kAllToAll, GB(1), range(0, 16), routing) / Seconds(1);
   EXPECT_NEAR(deduplicated, expected, expected * 1e-6);
-  // An all-to-all sends a copy per expert: 8 GB a GPU, 15/16 of it to its peers, half of that
-  // to the other node (AllToAllAcrossNodesIsBoundByTheNics): four times the network's bytes.
+  // An all-to-all sends a copy per expert: 8 GB a GPU, 15/16 of it to its 15 peers, 8 of which
+  // are in the other node (AllToAllAcrossNodesIsBoundByTheNics): 4 GB through the NIC, four times
+  // the deduplicated bytes.
   const double copies = 8.0 * (8e9 * 15 / 16 / 15) / 50e9 + 10e-6;
   EXPECT_NEAR(model.time(Collective::kAllToAll, Bytes(8e9 * 15 / 16), range(0, 16)) / Seconds(1),
               copies, copies * 1e-9);
@@ -473,6 +474,23 @@ TEST(CollectiveModel, ADeduplicatedExchangeRelaysFromEveryOtherNode) {
   }
   EXPECT_EQ(inside, 3 * 8 * 7);
   EXPECT_EQ(across, 24 * 2);
+}
+
+TEST(CollectiveModel, GroupLimitedRoutingSendsATokenOnlyToItsGroupsNodes) {
+  // 128 experts in 2 groups of 64, one a node of 8 GPUs; a token's 8 experts come from 1 group.
+  // It goes to the other node with chance 1/2, and to a GPU of 8 experts with 1/2 · (1 −
+  // C(56, 8)/C(64, 8)) = 0.3395345.
+  const ClusterSpec c = cluster_of(2);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan plan =
+      model.plan(Collective::kAllToAll, GB(1), range(0, 16), CollectiveAlgorithm::kAuto,
+                 TokenRouting{.experts = 128, .top_k = 8, .groups = 2, .group_top_k = 1});
+  ASSERT_EQ(plan.phases.size(), 1u);
+  for (const Flow& flow : plan.phases.front()) {
+    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
+    EXPECT_NEAR(flow.size / Bytes(1), same_node ? 2 * 1e9 * 0.3395345 : 1e9 * 0.5, 1e3);
+  }
 }
 
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {

@@ -104,6 +104,8 @@ TEST(HfConfig, DeepSeekV3MatchesTheCatalog) {
   EXPECT_EQ(imported.mla->q_lora_rank, 1536);
   EXPECT_EQ(imported.moe->first_dense_layers, 3);  // first_k_dense_replace
   EXPECT_EQ(imported.moe->shared_experts, 1);
+  EXPECT_EQ(imported.moe->groups, 8);  // n_group, topk_group under topk_method noaux_tc
+  EXPECT_EQ(imported.moe->group_top_k, 4);
   expect_same_architecture(imported, catalog_model("deepseek-v3"));
 }
 

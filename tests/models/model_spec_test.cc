@@ -212,6 +212,25 @@ TEST(ReadModel, TopKMustNotExceedExperts) {
       "m.yaml:8:10: model.moe.top_k = 8 exceeds moe.experts = 4");
 }
 
+TEST(ReadModel, ExpertGroupsDivideTheExpertsAndHoldTheTopK) {
+  const auto moe = [](const std::string& fields) {
+    return read_text(std::string(kRequired) + "moe: {" + fields + "}\n");
+  };
+  EXPECT_EQ(error_of([&] { moe("experts: 8, top_k: 2, groups: 3"); }),
+            "m.yaml:7:37: model.moe.groups = 3 does not divide moe.experts = 8");
+  EXPECT_EQ(error_of([&] { moe("experts: 8, top_k: 2, groups: 4, group_top_k: 5"); }),
+            "m.yaml:7:53: model.moe.group_top_k = 5 exceeds moe.groups = 4");
+  EXPECT_EQ(error_of([&] { moe("experts: 8, top_k: 4, groups: 4, group_top_k: 1"); }),
+            "m.yaml:7:26: model.moe.top_k = 4 exceeds the 2 experts of moe.group_top_k = 1 groups");
+  const ModelSpec grouped = moe("experts: 8, top_k: 2, groups: 4, group_top_k: 2");
+  EXPECT_EQ(grouped.moe->groups, 4);
+  EXPECT_EQ(grouped.moe->group_top_k, 2);
+  // Without groups every expert is one group's.
+  const ModelSpec plain = moe("experts: 8, top_k: 2");
+  EXPECT_EQ(plain.moe->groups, 1);
+  EXPECT_EQ(plain.moe->group_top_k, 1);
+}
+
 TEST(ReadModel, SizesAndCountsStayWithin64Bits) {
   // Sizes each within 2^31 - 1 (tests/fuzz/regression_test.cc: one above it) whose parameters
   // a 64-bit count cannot hold name the model.
