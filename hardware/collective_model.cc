@@ -31,8 +31,8 @@ CollectiveModel::CollectiveModel(const ClusterSpec& cluster, const Topology& top
 
 uint16_t CollectiveModel::kernel_sms(Collective collective, std::span<const int> members) const {
   // The catalog keeps each figure below the GPU's SM count. A deduplicated exchange's kernels hold
-  // what their launch asks (DeepEP's Buffer.num_sms, 20 by default; Megatron-Core's
-  // moe_deepep_num_sms 20 and moe_hybridep_num_sms 24), near NCCL's figure used here.
+  // what their launch asks, 20 SMs by default (DeepEP's Buffer.num_sms, Megatron-Core's
+  // moe_deepep_num_sms), near NCCL's figure used here.
   const KernelEfficiency& k = cluster_.gpu.kernels;
   if (collective != Collective::kSendRecv) return static_cast<uint16_t>(k.communication_sms);
   return static_cast<uint16_t>(by_domain(members).size() > 1 ? k.send_recv_network_sms : k.send_recv_nvlink_sms);
@@ -255,33 +255,57 @@ CollectivePlan CollectiveModel::direct(Collective collective, Bytes size, std::s
 
 namespace {
 
+// log C(n, r).
+double log_choose(int n, int r) {
+  return std::lgamma(n + 1.0) - std::lgamma(r + 1.0) - std::lgamma(n - r + 1.0);
+}
+
 // The chance that a token needs one of the experts a GPU or a domain holds, `held[g]` of them in
 // expert group g: its group_top_k groups are drawn without repeats, then its top_k experts from
-// those groups' experts. With one group: 1 − C(experts − held, top_k) / C(experts, top_k).
+// those groups' experts; with one group, 1 − C(experts − held, top_k)/C(experts, top_k). The
+// routers this stands for (DeepSeek's) rank groups by their best experts, so a group they pick
+// nearly always gives the token one; drawn uniformly it may not, and a token reaches fewer
+// groups: 3.6 of DeepSeek-V3's 4 on average, which its router with random scores nearly always
+// fills.
 double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
-  const int pool = routing.group_top_k * (routing.experts / routing.groups);
-  const int total = std::accumulate(held.begin(), held.end(), 0);
-  // sets[c][t]: the sets of c groups that hold t of the experts between them.
-  std::vector<std::vector<double>> sets(routing.group_top_k + 1,
-                                        std::vector<double>(total + 1, 0.0));
-  sets[0][0] = 1.0;
-  for (const int in_group : held) {
-    for (int c = routing.group_top_k; c >= 1; --c) {
-      for (int t = total; t >= in_group; --t) sets[c][t] += sets[c - 1][t - in_group];
+  // The drawn sets differ only in how many groups of each holding they take, the empty groups
+  // filling the rest: counted in logarithms, as C(groups, group_top_k) outgrows a double.
+  std::map<int, int> groups_holding;  // by how many of the experts a group holds
+  for (const int in_group : held) ++groups_holding[in_group];
+  const int empty = groups_holding.contains(0) ? groups_holding[0] : 0;
+  groups_holding.erase(0);
+  const int drawn = routing.group_top_k;
+  std::map<std::pair<int, int>, double> log_sets{
+      {{0, 0}, 0.0}};  // (groups drawn, experts held) → log count
+  const auto add = [](std::map<std::pair<int, int>, double>& sets, std::pair<int, int> key,
+                      double log_count) {
+    const auto [it, inserted] = sets.emplace(key, log_count);
+    if (inserted) return;
+    const double high = std::max(it->second, log_count);
+    it->second = high + std::log1p(std::exp(std::min(it->second, log_count) - high));
+  };
+  for (const auto& [in_group, groups] : groups_holding) {
+    std::map<std::pair<int, int>, double> next;
+    for (const auto& [key, log_count] : log_sets) {
+      for (int taken = 0; taken <= std::min(groups, drawn - key.first); ++taken) {
+        add(next, {key.first + taken, key.second + taken * in_group},
+            log_count + log_choose(groups, taken));
+      }
     }
+    log_sets = std::move(next);
   }
-  double drawn = 0.0;
+  const int pool = drawn * (routing.experts / routing.groups);
+  const double log_all = log_choose(routing.groups, drawn);
   double missed = 0.0;
-  for (int t = 0; t <= total; ++t) {
-    const double count = sets[routing.group_top_k][t];
-    if (count == 0.0) continue;
+  for (const auto& [key, log_count] : log_sets) {
+    const auto [taken, in_taken] = key;
+    if (drawn - taken > empty) continue;
     double none = 1.0;
     for (int i = 0; i < routing.top_k; ++i)
-      none *= std::max(0.0, static_cast<double>(pool - t - i) / (pool - i));
-    drawn += count;
-    missed += count * none;
+      none *= std::max(0.0, static_cast<double>(pool - in_taken - i) / (pool - i));
+    missed += std::exp(log_count + log_choose(empty, drawn - taken) - log_all) * none;
   }
-  return 1.0 - missed / drawn;
+  return 1.0 - missed;
 }
 
 }  // namespace

@@ -294,23 +294,23 @@ MoeSpec read_moe(ConfigReader& reader, const Family& family, int64_t dense_ffn, 
                 fmt::format("= {} exceeds the number of experts = {}", moe.top_k, moe.experts));
   }
   // DeepSeek routes within its best topk_group of n_group expert groups (V2's
-  // group_limited_greedy, V3's noaux_tc); its plain greedy top-k ignores the groups.
-  if (family.moe == MoeKeys::kDeepSeek &&
-      reader.get<std::string>("topk_method", "greedy") != "greedy") {
-    moe.groups = static_cast<int>(reader.size_or("n_group", 1));
-    if (moe.experts % moe.groups != 0) {
-      reader.fail("n_group", fmt::format("= {} does not divide n_routed_experts = {}", moe.groups,
-                                         moe.experts));
+  // group_limited_greedy, V3's noaux_tc); plain greedy top-k ignores the groups. The defaults are
+  // those of transformers' DeepseekV2Config (greedy) and DeepseekV3Config (8 groups, top 4).
+  if (family.moe == MoeKeys::kDeepSeek) {
+    const bool v3 = family.model_type == "deepseek_v3";
+    const std::string method = reader.get<std::string>("topk_method", v3 ? "noaux_tc" : "greedy");
+    if (method != "greedy" && method != "group_limited_greedy" && method != "noaux_tc") {
+      reader.fail(
+          "topk_method",
+          fmt::format("= '{}' is unknown; expected one of: greedy, group_limited_greedy, noaux_tc",
+                      method));
     }
-    moe.group_top_k = static_cast<int>(reader.size_or("topk_group", moe.groups));
-    if (moe.group_top_k > moe.groups) {
-      reader.fail("topk_group",
-                  fmt::format("= {} exceeds n_group = {}", moe.group_top_k, moe.groups));
-    }
-    if (moe.top_k > moe.group_top_k * (moe.experts / moe.groups)) {
-      reader.fail("num_experts_per_tok",
-                  fmt::format("= {} exceeds the {} experts of topk_group = {} groups", moe.top_k,
-                              moe.group_top_k * (moe.experts / moe.groups), moe.group_top_k));
+    if (method != "greedy") {
+      moe.groups = static_cast<int>(reader.size_or("n_group", v3 ? 8 : 1));
+      moe.group_top_k = static_cast<int>(reader.size_or("topk_group", v3 ? 4 : moe.groups));
+      check_moe_groups(
+          moe, {"n_group", "topk_group", "num_experts_per_tok", "n_routed_experts", ""},
+          [&](std::string_view key, const std::string& message) { reader.fail(key, message); });
     }
   }
   return moe;

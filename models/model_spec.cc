@@ -40,21 +40,11 @@ MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
     map.fail("capacity_factor", fmt::format("= {} must be 0 (dropless) or positive", moe.capacity_factor));
   }
   moe.groups = static_cast<int>(positive(map, "groups", map.get<int>("groups", 1)));
-  if (moe.experts % moe.groups != 0) {
-    map.fail("groups",
-             fmt::format("= {} does not divide moe.experts = {}", moe.groups, moe.experts));
-  }
   moe.group_top_k =
       static_cast<int>(positive(map, "group_top_k", map.get<int>("group_top_k", moe.groups)));
-  if (moe.group_top_k > moe.groups) {
-    map.fail("group_top_k",
-             fmt::format("= {} exceeds moe.groups = {}", moe.group_top_k, moe.groups));
-  }
-  if (moe.top_k > moe.group_top_k * (moe.experts / moe.groups)) {
-    map.fail("top_k",
-             fmt::format("= {} exceeds the {} experts of moe.group_top_k = {} groups", moe.top_k,
-                         moe.group_top_k * (moe.experts / moe.groups), moe.group_top_k));
-  }
+  check_moe_groups(
+      moe, {"groups", "group_top_k", "top_k", "experts", "moe."},
+      [&](std::string_view key, const std::string& message) { map.fail(key, message); });
   moe.imbalance = map.get<double>("imbalance", 1.0);
   // The busiest expert can at most receive every token: experts/top_k times the mean.
   const double most = static_cast<double>(moe.experts) / moe.top_k;
@@ -287,6 +277,24 @@ std::string to_string(Position position) {
     case Position::kAlibi: return "alibi";
   }
   return "?";
+}
+
+void check_moe_groups(
+    const MoeSpec& moe, const MoeRoutingKeys& keys,
+    const std::function<void(std::string_view key, const std::string& message)>& fail) {
+  if (moe.experts % moe.groups != 0) {
+    fail(keys.groups, fmt::format("= {} does not divide {}{} = {}", moe.groups, keys.prefix,
+                                  keys.experts, moe.experts));
+  }
+  if (moe.group_top_k > moe.groups) {
+    fail(keys.group_top_k, fmt::format("= {} exceeds {}{} = {}", moe.group_top_k, keys.prefix,
+                                       keys.groups, moe.groups));
+  }
+  const int pool = moe.group_top_k * (moe.experts / moe.groups);
+  if (moe.top_k > pool) {
+    fail(keys.top_k, fmt::format("= {} exceeds the {} experts in {}{} = {} of the groups",
+                                 moe.top_k, pool, keys.prefix, keys.group_top_k, moe.group_top_k));
+  }
 }
 
 }  // namespace paceline

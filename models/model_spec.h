@@ -7,8 +7,10 @@
 #define PACELINE_MODELS_MODEL_SPEC_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace paceline {
@@ -40,6 +42,23 @@ struct MoeSpec {
 
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
 };
+
+// The names a mixture of experts' routing fields go by where they were read, and the prefix that
+// messages cite them with: the model format's (groups, group_top_k, top_k, experts; "moe.") or a
+// Hugging Face config's (n_group, topk_group, num_experts_per_tok, n_routed_experts; "").
+struct MoeRoutingKeys {
+  std::string_view groups;
+  std::string_view group_top_k;
+  std::string_view top_k;
+  std::string_view experts;
+  std::string_view prefix;
+};
+
+// Fails through `fail` unless the groups divide the experts, group_top_k is at most the groups
+// and top_k at most group_top_k groups' experts.
+void check_moe_groups(
+    const MoeSpec& moe, const MoeRoutingKeys& keys,
+    const std::function<void(std::string_view key, const std::string& message)>& fail);
 
 // Multi-head latent attention (DeepSeek-V2 and V3): the block input is projected down to a
 // compressed query (q_lora_rank wide) and a compressed key/value (kv_lora_rank wide), each

@@ -479,7 +479,8 @@ TEST(CollectiveModel, ADeduplicatedExchangeRelaysFromEveryOtherNode) {
 TEST(CollectiveModel, GroupLimitedRoutingSendsATokenOnlyToItsGroupsNodes) {
   // 128 experts in 2 groups of 64, one a node of 8 GPUs; a token's 8 experts come from 1 group.
   // It goes to the other node with chance 1/2, and to a GPU of 8 experts with 1/2 · (1 −
-  // C(56, 8)/C(64, 8)) = 0.3395345.
+  // C(56, 8)/C(64, 8)) = 0.3395345, which a node peer sends twice: its own and the other node's
+  // it relays.
   const ClusterSpec c = cluster_of(2);
   const Topology topology(c);
   const CollectiveModel model(c, topology);
@@ -491,6 +492,55 @@ TEST(CollectiveModel, GroupLimitedRoutingSendsATokenOnlyToItsGroupsNodes) {
     const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
     EXPECT_NEAR(flow.size / Bytes(1), same_node ? 2 * 1e9 * 0.3395345 : 1e9 * 0.5, 1e3);
   }
+}
+
+TEST(CollectiveModel, GroupLimitedRoutingAsDeepSeekV3LaysItOut) {
+  // DeepSeek-V3's 256 experts over 64 GPUs of 8 nodes, a group of 32 a node; a token's 8 come
+  // from 4 groups. A node is needed with chance 0.4536264 and a GPU's 4 experts with 0.1149902
+  // (enumerating the 70 sets of 4 groups); each GPU sends to a node peer its own share and the 7
+  // it relays for the other nodes.
+  const ClusterSpec c = cluster_of(8);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan plan =
+      model.plan(Collective::kAllToAll, GB(1), range(0, 64), CollectiveAlgorithm::kAuto,
+                 TokenRouting{.experts = 256, .top_k = 8, .groups = 8, .group_top_k = 4});
+  ASSERT_EQ(plan.phases.size(), 1u);
+  for (const Flow& flow : plan.phases.front()) {
+    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
+    EXPECT_NEAR(flow.size / Bytes(1), same_node ? 8 * 1e9 * 0.1149902 : 1e9 * 0.4536264, 1e3);
+  }
+}
+
+TEST(CollectiveModel, GroupLimitedRoutingCountsGpusWhoseExpertsSpanGroups) {
+  // 24 experts in 6 groups of 4 over 8 GPUs of 3; a token's 2 come from 2 groups. GPUs 1, 2, 5
+  // and 6 hold experts of two groups and are needed with chance 0.2333333, the others 0.2142857.
+  const ClusterSpec c = cluster_of(1);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan plan =
+      model.plan(Collective::kAllToAll, GB(1), range(0, 8), CollectiveAlgorithm::kAuto,
+                 TokenRouting{.experts = 24, .top_k = 2, .groups = 6, .group_top_k = 2});
+  ASSERT_EQ(plan.phases.size(), 1u);
+  for (const Flow& flow : plan.phases.front()) {
+    const bool spans = flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
+    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * (spans ? 0.2333333 : 0.2142857), 1e3) << flow.to;
+  }
+}
+
+TEST(CollectiveModel, GroupLimitedRoutingOfManyGroupsStaysFinite) {
+  // 2048 groups of one expert, a token drawing 1024 of them: C(2048, 1024) outgrows a double.
+  // Drawing half the groups and then 8 of their experts draws 8 of all: 1 − C(1792, 8)/C(2048,
+  // 8) = 0.6570633 for a GPU's 256.
+  const ClusterSpec c = cluster_of(1);
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const CollectivePlan plan =
+      model.plan(Collective::kAllToAll, GB(1), range(0, 8), CollectiveAlgorithm::kAuto,
+                 TokenRouting{.experts = 2048, .top_k = 8, .groups = 2048, .group_top_k = 1024});
+  ASSERT_EQ(plan.phases.size(), 1u);
+  for (const Flow& flow : plan.phases.front())
+    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * 0.6570633, 1e3);
 }
 
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {

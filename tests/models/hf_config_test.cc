@@ -130,6 +130,42 @@ TEST(HfConfig, LatentAttentionWithoutAQueryRankProjectsQueriesDirectly) {
             "v2.json:1:1: qk_nope_head_dim is required for model_type 'deepseek_v2'");
 }
 
+TEST(HfConfig, DeepSeekRoutesWithinGroupsUnlessGreedy) {
+  // DeepSeek-V2's group_limited_greedy (as V3's noaux_tc) draws a token's experts from its best
+  // topk_group of n_group groups; greedy, the default, ignores them.
+  const std::string v2 =
+      R"({"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+          "intermediate_size": 10944, "max_position_embeddings": 4096, "vocab_size": 102400,
+          "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+          "v_head_dim": 128, "n_routed_experts": 160, "num_experts_per_tok": 6, "moe_intermediate_size": 1536,
+          "n_group": 8, "topk_group": 3, "first_k_dense_replace": 1, "rms_norm_eps": 1e-06})";
+  const ModelSpec greedy = parse_hf_config(v2, "v2.json");
+  EXPECT_EQ(greedy.moe->groups, 1);
+  EXPECT_EQ(greedy.moe->group_top_k, 1);
+  std::string grouped = v2;
+  grouped.replace(grouped.find(R"("rms_norm_eps")"), 0,
+                  R"("topk_method": "group_limited_greedy", )");
+  const ModelSpec limited = parse_hf_config(grouped, "v2.json");
+  EXPECT_EQ(limited.moe->groups, 8);
+  EXPECT_EQ(limited.moe->group_top_k, 3);
+  std::string uneven = grouped;
+  uneven.replace(uneven.find(R"("n_group": 8)"), 12, R"("n_group": 7)");
+  EXPECT_EQ(error_of([&] { parse_hf_config(uneven, "v2.json"); }),
+            "v2.json:5:22: n_group = 7 does not divide n_routed_experts = 160");
+  std::string misspelt = v2;
+  misspelt.replace(misspelt.find(R"("rms_norm_eps")"), 0, R"("topk_method": "gready", )");
+  EXPECT_EQ(error_of([&] { parse_hf_config(misspelt, "v2.json"); }),
+            "v2.json:5:85: topk_method = 'gready' is unknown; expected one of: greedy, "
+            "group_limited_greedy, noaux_tc");
+  // DeepSeek-V3's configuration class routes in 4 of 8 groups where the file does not say.
+  std::string v3 = v2;
+  v3.replace(v3.find("deepseek_v2"), 11, "deepseek_v3");
+  v3.replace(v3.find(R"("n_group": 8, "topk_group": 3, )"), 31, "");
+  const ModelSpec v3_defaults = parse_hf_config(v3, "v3.json");
+  EXPECT_EQ(v3_defaults.moe->groups, 8);
+  EXPECT_EQ(v3_defaults.moe->group_top_k, 4);
+}
+
 TEST(HfConfig, DeepSeekMoeLayersFollowTheirModellingCode) {
   // Layer i is an MoE layer when i >= first_k_dense_replace and i % moe_layer_freq == 0: with 2
   // dense layers and a frequency of 2, layers 2, 4 and 6 of 7.

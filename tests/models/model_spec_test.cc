@@ -221,7 +221,8 @@ TEST(ReadModel, ExpertGroupsDivideTheExpertsAndHoldTheTopK) {
   EXPECT_EQ(error_of([&] { moe("experts: 8, top_k: 2, groups: 4, group_top_k: 5"); }),
             "m.yaml:7:53: model.moe.group_top_k = 5 exceeds moe.groups = 4");
   EXPECT_EQ(error_of([&] { moe("experts: 8, top_k: 4, groups: 4, group_top_k: 1"); }),
-            "m.yaml:7:26: model.moe.top_k = 4 exceeds the 2 experts of moe.group_top_k = 1 groups");
+            "m.yaml:7:26: model.moe.top_k = 4 exceeds the 2 experts in moe.group_top_k = 1 of the "
+            "groups");
   const ModelSpec grouped = moe("experts: 8, top_k: 2, groups: 4, group_top_k: 2");
   EXPECT_EQ(grouped.moe->groups, 4);
   EXPECT_EQ(grouped.moe->group_top_k, 2);
