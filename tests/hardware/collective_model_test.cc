@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -392,6 +393,23 @@ TEST(CollectiveModel, AllToAllAcrossNodesIsBoundByTheNics) {
   EXPECT_NEAR(model.time(Collective::kAllToAll, Bytes(1.5e9), range(0, 16)) / Seconds(1), expected, expected * 1e-9);
 }
 
+// Expects every flow of a 1 GB deduplicated exchange over `gpus` GPUs of 8-GPU nodes to carry
+// `expected(flow, same_node)` bytes, to the kilobyte.
+void expect_exchange_flows(int gpus, const TokenRouting& routing,
+                           const std::function<double(const Flow&, bool same_node)>& expected) {
+  const ClusterSpec c = cluster_of((gpus + 7) / 8);
+  const Topology topology(c);
+  const CollectivePlan plan =
+      CollectiveModel(c, topology)
+          .plan(Collective::kAllToAll, GB(1), range(0, gpus), CollectiveAlgorithm::kAuto, routing);
+  ASSERT_EQ(plan.phases.size(), 1u);
+  for (const Flow& flow : plan.phases.front()) {
+    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
+    EXPECT_NEAR(flow.size / Bytes(1), expected(flow, same_node), 1e3)
+        << flow.from << " to " << flow.to;
+  }
+}
+
 TEST(CollectiveModel, ADeduplicatedExchangeOfTopOneRoutingIsTheAllToAllOfItsCopies) {
   // Each token needs one of 8 GPUs: 1/8 of a GPU's tokens go to each peer either way.
   const ClusterSpec c = cluster_of(1);
@@ -458,20 +476,13 @@ TEST(CollectiveModel, ADeduplicatedExchangeRelaysFromEveryOtherNode) {
   // 1 − C(92, 8)/C(96, 8) = 0.2980379 and a node with 1 − C(64, 8)/C(96, 8) = 0.9666204. Each GPU
   // relays for its rail peers in the 2 other nodes, so it sends each node peer three shares:
   // its own and the two it relays.
-  const ClusterSpec c = cluster_of(3);
-  const Topology topology(c);
-  const CollectiveModel model(c, topology);
-  const CollectivePlan plan = model.plan(Collective::kAllToAll, GB(1), range(0, 24),
-                                         CollectiveAlgorithm::kAuto, TokenRouting{96, 8});
-  ASSERT_EQ(plan.phases.size(), 1u);
   int inside = 0;
   int across = 0;
-  for (const Flow& flow : plan.phases.front()) {
-    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
+  expect_exchange_flows(24, TokenRouting{96, 8}, [&](const Flow& flow, bool same_node) {
     (same_node ? inside : across) += 1;
     EXPECT_TRUE(same_node || flow.from % 8 == flow.to % 8) << flow.from << " to " << flow.to;
-    EXPECT_NEAR(flow.size / Bytes(1), same_node ? 3 * 1e9 * 0.2980379 : 1e9 * 0.9666204, 1e3);
-  }
+    return same_node ? 3 * 1e9 * 0.2980379 : 1e9 * 0.9666204;
+  });
   EXPECT_EQ(inside, 3 * 8 * 7);
   EXPECT_EQ(across, 24 * 2);
 }
@@ -481,17 +492,9 @@ TEST(CollectiveModel, GroupLimitedRoutingSendsATokenOnlyToItsGroupsNodes) {
   // It goes to the other node with chance 1/2, and to a GPU of 8 experts with 1/2 · (1 −
   // C(56, 8)/C(64, 8)) = 0.3395345, which a node peer sends twice: its own and the other node's
   // it relays.
-  const ClusterSpec c = cluster_of(2);
-  const Topology topology(c);
-  const CollectiveModel model(c, topology);
-  const CollectivePlan plan =
-      model.plan(Collective::kAllToAll, GB(1), range(0, 16), CollectiveAlgorithm::kAuto,
-                 TokenRouting{.experts = 128, .top_k = 8, .groups = 2, .group_top_k = 1});
-  ASSERT_EQ(plan.phases.size(), 1u);
-  for (const Flow& flow : plan.phases.front()) {
-    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
-    EXPECT_NEAR(flow.size / Bytes(1), same_node ? 2 * 1e9 * 0.3395345 : 1e9 * 0.5, 1e3);
-  }
+  expect_exchange_flows(
+      16, TokenRouting{.experts = 128, .top_k = 8, .groups = 2, .group_top_k = 1},
+      [](const Flow&, bool same_node) { return same_node ? 2 * 1e9 * 0.3395345 : 1e9 * 0.5; });
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingAsDeepSeekV3LaysItOut) {
@@ -499,48 +502,30 @@ TEST(CollectiveModel, GroupLimitedRoutingAsDeepSeekV3LaysItOut) {
   // from 4 groups. A node is needed with chance 0.4536264 and a GPU's 4 experts with 0.1149902
   // (enumerating the 70 sets of 4 groups); each GPU sends to a node peer its own share and the 7
   // it relays for the other nodes.
-  const ClusterSpec c = cluster_of(8);
-  const Topology topology(c);
-  const CollectiveModel model(c, topology);
-  const CollectivePlan plan =
-      model.plan(Collective::kAllToAll, GB(1), range(0, 64), CollectiveAlgorithm::kAuto,
-                 TokenRouting{.experts = 256, .top_k = 8, .groups = 8, .group_top_k = 4});
-  ASSERT_EQ(plan.phases.size(), 1u);
-  for (const Flow& flow : plan.phases.front()) {
-    const bool same_node = topology.domain_of(flow.from) == topology.domain_of(flow.to);
-    EXPECT_NEAR(flow.size / Bytes(1), same_node ? 8 * 1e9 * 0.1149902 : 1e9 * 0.4536264, 1e3);
-  }
+  expect_exchange_flows(64, TokenRouting{.experts = 256, .top_k = 8, .groups = 8, .group_top_k = 4},
+                        [](const Flow&, bool same_node) {
+                          return same_node ? 8 * 1e9 * 0.1149902 : 1e9 * 0.4536264;
+                        });
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingCountsGpusWhoseExpertsSpanGroups) {
   // 24 experts in 6 groups of 4 over 8 GPUs of 3; a token's 2 come from 2 groups. GPUs 1, 2, 5
   // and 6 hold experts of two groups and are needed with chance 0.2333333, the others 0.2142857.
-  const ClusterSpec c = cluster_of(1);
-  const Topology topology(c);
-  const CollectiveModel model(c, topology);
-  const CollectivePlan plan =
-      model.plan(Collective::kAllToAll, GB(1), range(0, 8), CollectiveAlgorithm::kAuto,
-                 TokenRouting{.experts = 24, .top_k = 2, .groups = 6, .group_top_k = 2});
-  ASSERT_EQ(plan.phases.size(), 1u);
-  for (const Flow& flow : plan.phases.front()) {
-    const bool spans = flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
-    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * (spans ? 0.2333333 : 0.2142857), 1e3) << flow.to;
-  }
+  expect_exchange_flows(8, TokenRouting{.experts = 24, .top_k = 2, .groups = 6, .group_top_k = 2},
+                        [](const Flow& flow, bool) {
+                          const bool spans =
+                              flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
+                          return 1e9 * (spans ? 0.2333333 : 0.2142857);
+                        });
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingOfManyGroupsStaysFinite) {
   // 2048 groups of one expert, a token drawing 1024 of them: C(2048, 1024) outgrows a double.
   // Drawing half the groups and then 8 of their experts draws 8 of all: 1 − C(1792, 8)/C(2048,
   // 8) = 0.6570633 for a GPU's 256.
-  const ClusterSpec c = cluster_of(1);
-  const Topology topology(c);
-  const CollectiveModel model(c, topology);
-  const CollectivePlan plan =
-      model.plan(Collective::kAllToAll, GB(1), range(0, 8), CollectiveAlgorithm::kAuto,
-                 TokenRouting{.experts = 2048, .top_k = 8, .groups = 2048, .group_top_k = 1024});
-  ASSERT_EQ(plan.phases.size(), 1u);
-  for (const Flow& flow : plan.phases.front())
-    EXPECT_NEAR(flow.size / Bytes(1), 1e9 * 0.6570633, 1e3);
+  expect_exchange_flows(
+      8, TokenRouting{.experts = 2048, .top_k = 8, .groups = 2048, .group_top_k = 1024},
+      [](const Flow&, bool) { return 1e9 * 0.6570633; });
 }
 
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {

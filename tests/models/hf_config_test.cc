@@ -109,19 +109,26 @@ TEST(HfConfig, DeepSeekV3MatchesTheCatalog) {
   expect_same_architecture(imported, catalog_model("deepseek-v3"));
 }
 
-TEST(HfConfig, LatentAttentionWithoutAQueryRankProjectsQueriesDirectly) {
-  // DeepSeek-V2-Lite's q_lora_rank is null; a missing qk_nope_head_dim is named.
-  const std::string v2_lite =
-      R"({"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
+// DeepSeek-V2-Lite's config.json, its key fields.
+constexpr const char* kDeepSeekV2Lite =
+    R"({"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
           "intermediate_size": 10944, "max_position_embeddings": 163840, "vocab_size": 102400,
           "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
           "v_head_dim": 128, "n_routed_experts": 64, "num_experts_per_tok": 6, "moe_intermediate_size": 1408,
           "n_shared_experts": 2, "first_k_dense_replace": 1, "rms_norm_eps": 1e-06})";
+
+// `text` with `addition` put before its last key.
+std::string with_fields(std::string text, const std::string& addition) {
+  return text.replace(text.find(R"("rms_norm_eps")"), 0, addition);
+}
+
+TEST(HfConfig, LatentAttentionWithoutAQueryRankProjectsQueriesDirectly) {
+  // DeepSeek-V2-Lite's q_lora_rank is null; a missing qk_nope_head_dim is named.
+  const std::string v2_lite = kDeepSeekV2Lite;
   const ModelSpec imported = parse_hf_config(v2_lite, "v2.json");
   EXPECT_EQ(imported.mla->q_lora_rank, 0);
   EXPECT_EQ(imported.num_moe_layers(), 26);
-  std::string biased = v2_lite;
-  biased.replace(biased.find(R"("rms_norm_eps")"), 0, R"("attention_bias": true, )");
+  const std::string biased = with_fields(v2_lite, R"("attention_bias": true, )");
   EXPECT_EQ(error_of([&] { parse_hf_config(biased, "v2.json"); }),
             "v2.json:5:80: attention_bias = true is not a form of latent attention, whose projections have no biases");
   std::string without_nope = v2_lite;
@@ -133,34 +140,27 @@ TEST(HfConfig, LatentAttentionWithoutAQueryRankProjectsQueriesDirectly) {
 TEST(HfConfig, DeepSeekRoutesWithinGroupsUnlessGreedy) {
   // DeepSeek-V2's group_limited_greedy (as V3's noaux_tc) draws a token's experts from its best
   // topk_group of n_group groups; greedy, the default, ignores them.
-  const std::string v2 =
-      R"({"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
-          "intermediate_size": 10944, "max_position_embeddings": 4096, "vocab_size": 102400,
-          "q_lora_rank": null, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-          "v_head_dim": 128, "n_routed_experts": 160, "num_experts_per_tok": 6, "moe_intermediate_size": 1536,
-          "n_group": 8, "topk_group": 3, "first_k_dense_replace": 1, "rms_norm_eps": 1e-06})";
+  const std::string v2 = with_fields(kDeepSeekV2Lite, R"("n_group": 8, "topk_group": 3, )");
   const ModelSpec greedy = parse_hf_config(v2, "v2.json");
   EXPECT_EQ(greedy.moe->groups, 1);
   EXPECT_EQ(greedy.moe->group_top_k, 1);
-  std::string grouped = v2;
-  grouped.replace(grouped.find(R"("rms_norm_eps")"), 0,
-                  R"("topk_method": "group_limited_greedy", )");
+  const std::string grouped = with_fields(v2, R"("topk_method": "group_limited_greedy", )");
   const ModelSpec limited = parse_hf_config(grouped, "v2.json");
   EXPECT_EQ(limited.moe->groups, 8);
   EXPECT_EQ(limited.moe->group_top_k, 3);
   std::string uneven = grouped;
   uneven.replace(uneven.find(R"("n_group": 8)"), 12, R"("n_group": 7)");
   EXPECT_EQ(error_of([&] { parse_hf_config(uneven, "v2.json"); }),
-            "v2.json:5:22: n_group = 7 does not divide n_routed_experts = 160");
-  std::string misspelt = v2;
-  misspelt.replace(misspelt.find(R"("rms_norm_eps")"), 0, R"("topk_method": "gready", )");
-  EXPECT_EQ(error_of([&] { parse_hf_config(misspelt, "v2.json"); }),
-            "v2.json:5:85: topk_method = 'gready' is unknown; expected one of: greedy, "
-            "group_limited_greedy, noaux_tc");
+            "v2.json:5:73: n_group = 7 does not divide n_routed_experts = 64");
+  EXPECT_EQ(error_of([&] {
+              parse_hf_config(with_fields(v2, R"("topk_method": "gready", )"), "v2.json");
+            }),
+            "v2.json:5:108: topk_method = 'gready' is unknown; expected one of: greedy, "
+            "group_limited_greedy, "
+            "noaux_tc");
   // DeepSeek-V3's configuration class routes in 4 of 8 groups where the file does not say.
-  std::string v3 = v2;
+  std::string v3 = kDeepSeekV2Lite;
   v3.replace(v3.find("deepseek_v2"), 11, "deepseek_v3");
-  v3.replace(v3.find(R"("n_group": 8, "topk_group": 3, )"), 31, "");
   const ModelSpec v3_defaults = parse_hf_config(v3, "v3.json");
   EXPECT_EQ(v3_defaults.moe->groups, 8);
   EXPECT_EQ(v3_defaults.moe->group_top_k, 4);
