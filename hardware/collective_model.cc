@@ -275,8 +275,8 @@ double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& hel
   const int empty = groups_holding.contains(0) ? groups_holding[0] : 0;
   groups_holding.erase(0);
   const int drawn = routing.group_top_k;
-  std::map<std::pair<int, int>, double> log_sets{
-      {{0, 0}, 0.0}};  // (groups drawn, experts held) → log count
+  // The log of how many sets of groups there are by (groups drawn, experts they hold).
+  std::map<std::pair<int, int>, double> log_sets{{{0, 0}, 0.0}};
   const auto add = [](std::map<std::pair<int, int>, double>& sets, std::pair<int, int> key,
                       double log_count) {
     const auto [it, inserted] = sets.emplace(key, log_count);

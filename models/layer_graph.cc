@@ -1108,16 +1108,16 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   // scaled as the copies are by the busiest rank's load and what the capacity drops; the plan
   // spreads them evenly over the experts. Its receiving buffers stay those of the copies.
   const bool deduplicated = shard.ep_dispatcher == TokenDispatcher::kDeduplicated;
-  const auto exchange = [&](std::string name, int input) {
-    Forward f = collective(
+  const auto exchange = [&](std::string name, int tokens) {
+    Forward op = collective(
         std::move(name), Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
-        deduplicated ? elements(Ts * H * rank_tokens / routed, d.e) : exchanged, {input});
+        deduplicated ? elements(Ts * H * rank_tokens / routed, d.e) : exchanged, {tokens});
     if (deduplicated) {
-      f.op.comm.routing = f.backward_comm.routing =
+      op.op.comm.routing = op.backward_comm.routing =
           TokenRouting{moe.experts, moe.top_k, moe.groups, moe.group_top_k};
-      f.op.transient = f.backward_transient = exchanged;
+      op.op.transient = op.backward_transient = exchanged;
     }
-    return f;
+    return op;
   };
   int tokens_in = permute;
   int dispatch_id = -1;

@@ -91,8 +91,9 @@ TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
     const bool hybrid_ep = c.id.starts_with("mbridge-pr5094-");
     EXPECT_EQ(c.scenario->parallelism.ep_dispatcher == TokenDispatcher::kDeduplicated, hybrid_ep)
         << c.id;
-    if (hybrid_ep)
+    if (hybrid_ep) {
       EXPECT_EQ(c.scenario->parallelism.ep_comm_overlap, c.id.ends_with("_overlap")) << c.id;
+    }
   }
   const ValidationReport report = validate(cases, 2);
   EXPECT_EQ(report.unsupported, 0);
