@@ -612,18 +612,28 @@ training: {global_batch: 16, seq_len: 4096}
   EXPECT_EQ(ep.stages[0].weight_bytes, 2 * (count.total - experts + experts / 8));
 }
 
+// Qwen3-30B-A3B in fp8 on `nodes` DGX H100s, its experts over `ep` ranks.
+std::string qwen3_30b_a3b(int nodes, int ep, int global_batch) {
+  return fmt::format(R"(model: qwen3-30b-a3b
+cluster: {{system: dgx-h100, nodes: {}}}
+parallelism: {{ep: {}, zero: 1}}
+training: {{global_batch: {}, micro_batch: 1, seq_len: 4096, precision: fp8}}
+)",
+                     nodes, ep, global_batch);
+}
+
+// Scenario `text` with `setting` written just before the field `before`.
+std::string with_setting(std::string text, const std::string& before, const std::string& setting) {
+  return text.insert(text.find(before), setting);
+}
+
 TEST(Lowering, OverlappedExpertExchangesRunBesideAnotherMicrobatchsCompute) {
   // Qwen3-30B-A3B over two nodes, experts over both (ep 16): every all-to-all crosses the
   // network. Paired, a forward's dispatch runs while a backward of another micro-batch computes.
-  const std::string text = R"(model: qwen3-30b-a3b
-cluster: {system: dgx-h100, nodes: 2}
-parallelism: {ep: 16, zero: 1}
-training: {global_batch: 64, micro_batch: 1, seq_len: 4096, precision: fp8}
-)";
+  const std::string text = qwen3_30b_a3b(2, 16, 64);
   const Prediction plain = simulate(scenario_of(text));
-  std::string paired_text = text;
-  paired_text.insert(paired_text.find("zero"), "ep_comm_overlap: true, ");
-  const Prediction paired = simulate(scenario_of(paired_text));
+  const Prediction paired =
+      simulate(scenario_of(with_setting(text, "zero", "ep_comm_overlap: true, ")));
   const Result& a = plain.result;
   const Result& b = paired.result;
   EXPECT_DOUBLE_EQ(b.hfu * b.iteration_time / Seconds(1), a.hfu * a.iteration_time / Seconds(1));
@@ -647,15 +657,10 @@ TEST(Lowering, AKernelPerExpertAddsAKernelOverheadPerExpertToEachExpertGemm) {
   // Qwen3-30B-A3B on one node, ep 8: 16 experts a rank. Transformer Engine's kernel per expert
   // (the default) against one grouped kernel: each expert GEMM of rank 0, forward and backward,
   // takes 15 kernel overheads longer, and so does the step.
-  const std::string text = R"(model: qwen3-30b-a3b
-cluster: {system: dgx-h100, nodes: 1}
-parallelism: {ep: 8, zero: 1}
-training: {global_batch: 8, micro_batch: 1, seq_len: 4096, precision: fp8}
-)";
+  const std::string text = qwen3_30b_a3b(1, 8, 8);
   const Prediction per_expert = simulate(scenario_of(text));
-  std::string grouped_text = text;
-  grouped_text.insert(grouped_text.find("precision"), "expert_gemm: grouped, ");
-  const Prediction grouped = simulate(scenario_of(grouped_text));
+  const Prediction grouped =
+      simulate(scenario_of(with_setting(text, "precision", "expert_gemm: grouped, ")));
   const double extra_s =
       15.0 * (per_expert.result.scenario->cluster.gpu.kernels.overhead / Seconds(1));
   for (const std::string name :

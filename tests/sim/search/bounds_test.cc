@@ -18,7 +18,7 @@ namespace {
 
 struct Case {
   const char* name;
-  const char* text;
+  std::string text;
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -125,32 +125,30 @@ INSTANTIATE_TEST_SUITE_P(Schedules, BoundsTest,
                                               schedule);
                          });
 
+// A small MoE model on two nodes of 4 GPUs, with the expert exchanges of `parallelism`.
+std::string moe_case(const std::string& name, const std::string& parallelism) {
+  return "name: " + name + R"(
+model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
+        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
+parallelism: )" +
+         parallelism + R"(
+training: {global_batch: 16, attention: unfused}
+)";
+}
+
 // The MoE model with its expert-parallel exchanges overlapped where a layout allows (1f1b only:
 // the overlap pairs its forwards and backwards), the passes no longer adding up one after another.
-const Case kOverlapped = {"moe_overlapped", R"(name: moe_overlapped
-model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
-        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
-cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
-parallelism: {ep: 2, ep_comm_overlap: true}
-training: {global_batch: 16, attention: unfused}
-)"};
-
-INSTANTIATE_TEST_SUITE_P(Overlapped, BoundsTest,
-                         testing::Combine(testing::Values(kOverlapped), testing::Values("1f1b")),
-                         [](const auto& param_info) { return std::string(std::get<0>(param_info.param).name); });
-
-// The same MoE model sending each token once per GPU and node that needs it, wherever a layout
+const Case kOverlapped = {"moe_overlapped",
+                          moe_case("moe_overlapped", "{ep: 2, ep_comm_overlap: true}")};
+// The same model sending each token once per GPU and node that needs it, wherever a layout
 // spreads its experts (the base's over both nodes).
-const Case kDeduplicated = {"moe_deduplicated", R"(name: moe_deduplicated
-model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
-        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
-cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
-parallelism: {ep: 8, ep_dispatcher: deduplicated}
-training: {global_batch: 16, attention: unfused}
-)"};
+const Case kDeduplicated = {"moe_deduplicated",
+                            moe_case("moe_deduplicated", "{ep: 8, ep_dispatcher: deduplicated}")};
 
-INSTANTIATE_TEST_SUITE_P(Deduplicated, BoundsTest,
-                         testing::Combine(testing::Values(kDeduplicated), testing::Values("1f1b")),
+INSTANTIATE_TEST_SUITE_P(ExpertExchanges, BoundsTest,
+                         testing::Combine(testing::Values(kOverlapped, kDeduplicated),
+                                          testing::Values("1f1b")),
                          [](const auto& param_info) {
                            return std::string(std::get<0>(param_info.param).name);
                          });
@@ -234,10 +232,9 @@ TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
                      8, 100);
   // Experts exchanging each token once per GPU and node that needs it, timed by the shared
   // network: the bound prices the exchange with its routing too.
-  expect_bounds_hold(
-      load_scenario({std::string(kDeduplicated.text) + "simulation: {fidelity: full}\n",
-                     "deduplicated_full.yaml"}),
-      2, 30);
+  expect_bounds_hold(load_scenario({kDeduplicated.text + "simulation: {fidelity: full}\n",
+                                    "deduplicated_full.yaml"}),
+                     2, 30);
   // Tied embeddings of a large vocabulary over one 25 Gb/s NIC a node: where the embedding and
   // the head sit on stages in different nodes, summing their gradients takes long after the
   // last passes.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -101,49 +102,55 @@ training: {global_batch: 4}
   EXPECT_EQ(eps, (std::set<int>{1, 2, 4}));
 }
 
-TEST(Layout, ExpertExchangeOverlapStaysWhereTheLayoutCanPairPasses) {
-  // The base overlaps its all-to-alls; the layouts with experts over several ranks, a 1f1b
-  // schedule (interleaved with pipelining), no ZeRO-3 and no full recomputation keep that, the
-  // others have nothing to pair.
-  const ScenarioSource source{R"(model: {name: m, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128,
-        seq_len: 8, moe: {experts: 4, top_k: 2}}
-cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
-parallelism: {ep: 2, ep_comm_overlap: true}
-training: {global_batch: 4}
-)",
-                              "m.yaml"};
-  const Scenario base = load_scenario(source);
-  std::set<bool> seen;
-  for (const Layout& l : enumerate_layouts(base)) {
-    const bool expected = l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull &&
-                          ((l.schedule == Schedule::kOneFOneB && l.pp == 1) ||
-                           l.schedule == Schedule::kInterleavedOneFOneB);
-    seen.insert(expected);
-    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.ep_comm_overlap, expected) << to_string(l);
-    EXPECT_EQ(with_layout(base, l).parallelism.ep_comm_overlap, expected) << to_string(l);
-  }
-  EXPECT_EQ(seen, (std::set<bool>{false, true}));
-}
-
-TEST(Layout, DeduplicatedExchangesStayWhereTheLayoutSpreadsExperts) {
+// A tiny MoE model on 4 GPUs whose base has the expert exchanges of `parallelism`: expects each
+// of its layouts, read back from its overrides and built by with_layout, to keep
+// `setting(parallelism)` as `expected(layout)`, and returns the values expected.
+template <typename Value>
+std::set<Value> expect_layouts_keep(const std::string& parallelism,
+                                    const std::function<Value(const Parallelism&)>& setting,
+                                    const std::function<Value(const Layout&)>& expected) {
   const ScenarioSource source{
       R"(model: {name: m, layers: 2, hidden: 64, heads: 4, ffn_hidden: 128, vocab: 128,
         seq_len: 8, moe: {experts: 4, top_k: 2}}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
-parallelism: {ep: 2, ep_dispatcher: deduplicated}
+parallelism: )" +
+          parallelism + R"(
 training: {global_batch: 4}
 )",
       "m.yaml"};
   const Scenario base = load_scenario(source);
-  std::set<int> eps;
+  std::set<Value> seen;
   for (const Layout& l : enumerate_layouts(base)) {
-    eps.insert(l.ep);
-    const TokenDispatcher expected =
-        l.ep > 1 ? TokenDispatcher::kDeduplicated : TokenDispatcher::kAllToAll;
-    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.ep_dispatcher, expected)
+    seen.insert(expected(l));
+    EXPECT_EQ(setting(load_scenario(source, layout_overrides(l, base)).parallelism), expected(l))
         << to_string(l);
-    EXPECT_EQ(with_layout(base, l).parallelism.ep_dispatcher, expected) << to_string(l);
+    EXPECT_EQ(setting(with_layout(base, l).parallelism), expected(l)) << to_string(l);
   }
+  return seen;
+}
+
+TEST(Layout, ExpertExchangeOverlapStaysWhereTheLayoutCanPairPasses) {
+  // The base overlaps its all-to-alls; the layouts with experts over several ranks, a 1f1b
+  // schedule (interleaved with pipelining), no ZeRO-3 and no full recomputation keep that, the
+  // others have nothing to pair.
+  const std::set<bool> seen = expect_layouts_keep<bool>(
+      "{ep: 2, ep_comm_overlap: true}", [](const Parallelism& p) { return p.ep_comm_overlap; },
+      [](const Layout& l) {
+        return l.ep > 1 && l.zero < 3 && l.recompute != Recompute::kFull &&
+               ((l.schedule == Schedule::kOneFOneB && l.pp == 1) ||
+                l.schedule == Schedule::kInterleavedOneFOneB);
+      });
+  EXPECT_EQ(seen, (std::set<bool>{false, true}));
+}
+
+TEST(Layout, DeduplicatedExchangesStayWhereTheLayoutSpreadsExperts) {
+  std::set<int> eps;
+  expect_layouts_keep<TokenDispatcher>(
+      "{ep: 2, ep_dispatcher: deduplicated}", [](const Parallelism& p) { return p.ep_dispatcher; },
+      [&](const Layout& l) {
+        eps.insert(l.ep);
+        return l.ep > 1 ? TokenDispatcher::kDeduplicated : TokenDispatcher::kAllToAll;
+      });
   EXPECT_EQ(eps, (std::set<int>{1, 2, 4}));
 }
 
