@@ -41,6 +41,9 @@ class LayerGraphBuilder {
     CommSpec backward_comm;           // kCommunication: the transposed collective
     CommSpec regather_for_wgrad;  // kWeightGemm keeping its input's sequence shard: input re-gather
     Bytes grad_cast_bytes;            // fp8: cast of the output gradient before the GEMMs
+    // kWeightGemm: the ranks that each hold a part of the weight it computes with (shared
+    // experts, computed whole on a rank's own tokens, are held over the tensor-parallel group).
+    int weight_holders = 1;
     bool recompute_selective = false; // recomputed under selective recompute
     // Under per-operator recomputation: the output this op keeps (zero: it is recomputed), and
     // for a GEMM that keeps part of its output, the output columns it recomputes.
@@ -68,6 +71,7 @@ class LayerGraphBuilder {
     return static_cast<int>(forwards_.size() - 1);
   }
   Forward& at(int index) { return forwards_[index]; }
+  int size() const { return static_cast<int>(forwards_.size()); }
 
   // `rest` carries the remaining chunks of the data `first` starts: the ops reading `first`
   // begin on its chunk, the ops reading theirs also wait for `rest`.
@@ -102,6 +106,11 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   g.parameters = parameters;
   g.parameters_total = parameters_total;
   g.weight_tensors = std::move(weight_tensors);
+  for (const Forward& f : forwards_) {
+    if (f.recipe == Recipe::kWeightGemm && f.op.gemm.dtype == DType::kFp8) {
+      g.fp8_gemm_parameters += f.op.gemm.n * f.op.gemm.k * f.op.gemm.count / f.weight_holders;
+    }
+  }
   const size_t n = forwards_.size();
   // complete_beside: the readers of the readers of `first` also wait for `rest`.
   for (const auto& [first, rest] : completions_) {
@@ -1204,8 +1213,10 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Dims local = d;
     local.tokens = d.sp_tokens;
     local.sp = false;
+    const int first_shared = b.size();
     const int shared = add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
                                      "moe.shared");
+    for (int id = first_shared; id <= shared; ++id) b.at(id).weight_holders = shard.tp;
     combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
                                elements(2.0 * Ts * H, d.e), {combined, shared}));
   }

@@ -19,26 +19,29 @@ ParameterBytes parameter_bytes(const Training& training) {
 }
 
 StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
-                           int64_t gemm_parameters, int shard) {
+                           int shard) {
   const ParameterBytes bytes = parameter_bytes(training);
   const double p = static_cast<double>(parameters);
   const double n = shard;
   StaticMemory memory;
-  memory.weight_bytes = static_cast<int64_t>((sharding.weights ? p / n : p) * bytes.weight +
-                                             static_cast<double>(gemm_parameters) * bytes.fp8_weight);
+  memory.weight_bytes = static_cast<int64_t>((sharding.weights ? p / n : p) * bytes.weight);
   memory.gradient_bytes = static_cast<int64_t>((sharding.gradients ? p / n : p) * bytes.gradient);
   memory.optimizer_bytes = static_cast<int64_t>((sharding.optimizer ? p / n : p) * bytes.optimizer);
   return memory;
 }
 
 StaticMemory rank_static_memory(const Training& training, const Parallelism& p, int64_t parameters,
-                                int64_t expert_parameters) {
+                                int64_t expert_parameters, int64_t fp8_gemm_parameters) {
   const int expert_shard = p.expert_zero_shard();
   const Sharding sharding{p.zero >= 3, p.reduces_gradients_per_microbatch(), p.zero >= 1};
   const int64_t dense_parameters = parameters - expert_parameters;
-  const StaticMemory dense = static_memory(training, sharding, dense_parameters, dense_parameters, p.zero_shard);
-  const StaticMemory experts = static_memory(training, sharding, expert_parameters, expert_parameters, expert_shard);
-  return StaticMemory{dense.weight_bytes + experts.weight_bytes, dense.gradient_bytes + experts.gradient_bytes,
+  const StaticMemory dense = static_memory(training, sharding, dense_parameters, p.zero_shard);
+  const StaticMemory experts = static_memory(training, sharding, expert_parameters, expert_shard);
+  // The fp8 copies are made of the weights a rank computes with, so no ZeRO stage divides them.
+  const auto fp8_copies = static_cast<int64_t>(static_cast<double>(fp8_gemm_parameters) *
+                                               parameter_bytes(training).fp8_weight);
+  return StaticMemory{dense.weight_bytes + experts.weight_bytes + fp8_copies,
+                      dense.gradient_bytes + experts.gradient_bytes,
                       dense.optimizer_bytes + experts.optimizer_bytes};
 }
 

@@ -7,7 +7,8 @@
 // (Rajbhandari et al., ZeRO, SC'20, §3.1: "16Ψ" = 2 + 2 + 12 with 16-bit grads; paceline keeps
 // the 4-byte gradient Megatron allocates). ZeRO-1 shards the 12, ZeRO-2 also the gradients,
 // ZeRO-3 also the weights. fp32 training has 4-byte weights and no master copy. fp8 training
-// adds an fp8 copy of each GEMM weight, or with fp8 parameters holds that byte alone.
+// adds an fp8 copy of the weight of each GEMM that runs in fp8, or with fp8 parameters holds
+// that byte alone.
 #ifndef PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 #define PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 
@@ -43,14 +44,17 @@ struct Sharding {
 // `parameters`: held by the rank after tensor/pipeline/expert sharding; `shard`: the size of
 // the group the sharded states are divided over.
 StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
-                           int64_t gemm_parameters, int shard);
+                           int shard);
 
 // The static memory of a rank holding `parameters` (of which `expert_parameters` belong to
 // experts) under the ZeRO stage of `parallelism`: dense states are divided over its zero_shard
 // group, expert states over at most the expert-data group, and ZeRO-2 and ZeRO-3 with pipelining
-// keep unsharded gradients, accumulated over the micro-batches.
-StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism, int64_t parameters,
-                                int64_t expert_parameters);
+// keep unsharded gradients, accumulated over the micro-batches. Of `parameters`,
+// `fp8_gemm_parameters` are the weights of GEMMs that run in fp8 (LayerGraph::fp8_gemm_parameters):
+// without fp8 parameters each has an fp8 copy, kept whole.
+StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism,
+                                int64_t parameters, int64_t expert_parameters,
+                                int64_t fp8_gemm_parameters);
 
 }  // namespace paceline
 

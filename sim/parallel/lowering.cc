@@ -1079,14 +1079,16 @@ StageProgram StageBuilder::build() {
   stage.lone_names = std::move(lone_names_);
   int64_t parameters = 0;
   int64_t expert = 0;
+  int64_t fp8_gemm = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) {
       parameters += plans_of(block).parameters;
       expert += plans_of(block).expert_parameters;
+      fp8_gemm += plans_of(block).graph->fp8_gemm_parameters;
     }
   }
   stage.parameters = parameters;
-  stage.static_memory = rank_static_memory(s.training, p, parameters, expert);
+  stage.static_memory = rank_static_memory(s.training, p, parameters, expert, fp8_gemm);
   stage.executed_flop = executed_;
   stage.recompute_flop = recomputed_;
   stage.program = std::move(builder_).build();

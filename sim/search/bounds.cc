@@ -92,6 +92,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->forward_exit = g.forward_exit();
     facts->backward_exits = g.backward_exits();
     facts->parameters = g.parameters;
+    facts->fp8_gemm_parameters = g.fp8_gemm_parameters;
     // Tensor by tensor, experts' too, whatever experts a block holds.
     if (scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
       facts->tensor_gathers = fsdp_gathers(scenario, g, 0);
@@ -559,6 +560,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
     if (stage >= l.pp) continue;
     int64_t parameters = 0;
     int64_t expert = 0;
+    int64_t fp8_gemm = 0;
     std::vector<int64_t> kept(l.virtual_stages, 0);
     std::vector<int64_t> weights(l.virtual_stages, 0);  // gathered, per chunk
     for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
@@ -567,6 +569,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
         if (count[kind] == 0) continue;
         const BlockFacts& block = *facts[kind];
         parameters += count[kind] * block.parameters;
+        fp8_gemm += count[kind] * block.fp8_gemm_parameters;
         kept[chunk] += count[kind] * block.kept_bytes;
         // Experts whose states are not sharded are held whole, not gathered.
         const int64_t whole_experts =
@@ -578,7 +581,8 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
       }
       expert += count[kMoe] * (expert_parameters_ / l.ep);
     }
-    const StaticMemory states = rank_static_memory(training, parallelism, parameters, expert);
+    const StaticMemory states =
+        rank_static_memory(training, parallelism, parameters, expert, fp8_gemm);
     int64_t transient = 0;
     for (const std::vector<int>& state : in_flight(l, stage)) {
       int64_t held = 0;

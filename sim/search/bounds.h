@@ -122,6 +122,7 @@ class LayoutBounds {
     OpId forward_exit = 0;
     std::vector<OpId> backward_exits;
     int64_t parameters = 0;  // held by the rank
+    int64_t fp8_gemm_parameters = 0;  // LayerGraph::fp8_gemm_parameters
     int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
     FsdpGathers tensor_gathers;  // ZeRO-3's gathers with fsdp_gather: tensor
 

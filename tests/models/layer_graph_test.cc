@@ -1091,6 +1091,28 @@ TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
   EXPECT_EQ(build_transformer_layer(mixtral, s, true).largest_weight(), 4096LL * 14336);
 }
 
+TEST(LayerGraph, Fp8CopiesAreOfTheWeightsOfFp8GemmsOnly) {
+  // A Qwen2-like MoE layer at tp 2, ep 4 in fp8: the QKV, projection, shared-expert and expert
+  // weights, not the norms, the QKV bias or the fp32 router; neither the embedding table nor the
+  // 16-bit output head.
+  ModelSpec m = gpt_like();
+  m.norm = Norm::kRmsNorm;
+  m.activation = Activation::kSwiglu;
+  m.qkv_bias = true;
+  m.moe = MoeSpec{
+      .experts = 8, .top_k = 2, .ffn_hidden = 512, .shared_experts = 2, .shared_ffn_hidden = 256};
+  LayerShard s = shard(2, false);
+  s.ep = 4;
+  s.fp8 = true;
+  const int64_t d = 1024, qkv = 3 * 1024;
+  EXPECT_EQ(build_transformer_layer(m, s, true).fp8_gemm_parameters,
+            d * qkv / 2 + d * d / 2 + 3 * (d * 512 / 2) + 2 * 3 * (d * 512));
+  EXPECT_EQ(build_embedding(m, s).fp8_gemm_parameters, 0);
+  EXPECT_EQ(build_output_head(m, s).fp8_gemm_parameters, 0);
+  s.fp8 = false;
+  EXPECT_EQ(build_transformer_layer(m, s, true).fp8_gemm_parameters, 0);
+}
+
 TEST(LayerGraph, WeightTensorsAreTheParametersOneByOne) {
   // GPT-3 (biases, LayerNorm) at tp 8: LayerNorm weight and bias, fused QKV and its bias,
   // projection and its bias, LayerNorm, fc1 and its bias, fc2 and its bias.

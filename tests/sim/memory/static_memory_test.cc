@@ -9,7 +9,7 @@ namespace {
 TEST(StaticMemory, MixedPrecisionAdamKeepsEighteenBytesPerParameter) {
   // 2 (bf16 weights) + 4 (fp32 gradients) + 12 (fp32 master, two moments) = 18 bytes.
   const Training training;
-  const StaticMemory m = static_memory(training, Sharding{}, 1'000'000, 0, 1);
+  const StaticMemory m = static_memory(training, Sharding{}, 1'000'000, 1);
   EXPECT_EQ(m.weight_bytes, 2'000'000);
   EXPECT_EQ(m.gradient_bytes, 4'000'000);
   EXPECT_EQ(m.optimizer_bytes, 12'000'000);
@@ -19,22 +19,31 @@ TEST(StaticMemory, ZeroStagesShardMoreAndMore) {
   // Over 8 ranks: ZeRO-1 → 2 + 4 + 12/8; ZeRO-2 → 2 + (4 + 12)/8; ZeRO-3 → 18/8.
   const Training training;
   const int64_t p = 8'000'000;
-  EXPECT_EQ(static_memory(training, {false, false, true}, p, 0, 8).total(), 2 * p + 4 * p + 12 * p / 8);
-  EXPECT_EQ(static_memory(training, {false, true, true}, p, 0, 8).total(), 2 * p + 16 * p / 8);
-  EXPECT_EQ(static_memory(training, {true, true, true}, p, 0, 8).total(), 18 * p / 8);
+  EXPECT_EQ(static_memory(training, {false, false, true}, p, 8).total(),
+            2 * p + 4 * p + 12 * p / 8);
+  EXPECT_EQ(static_memory(training, {false, true, true}, p, 8).total(), 2 * p + 16 * p / 8);
+  EXPECT_EQ(static_memory(training, {true, true, true}, p, 8).total(), 18 * p / 8);
 }
 
 TEST(StaticMemory, Fp32TrainingHasNoMasterCopy) {
   Training training;
   training.precision = Precision::kFp32;
   // 4 (weights) + 4 (gradients) + 8 (moments).
-  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 0, 1).total(), 16'000);
+  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 1).total(), 16'000);
 }
 
-TEST(StaticMemory, Fp8KeepsCopiesOfGemmWeights) {
+TEST(StaticMemory, Fp8KeepsWholeCopiesOfItsGemmWeightsOnly) {
+  // 1000 parameters, 800 of them weights of fp8 GEMMs: 2 bytes each and 1 for each fp8 copy,
+  // which ZeRO-3 leaves whole while it divides the 16-bit weights over 4 ranks.
   Training training;
   training.precision = Precision::kFp8;
-  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 800, 1).weight_bytes, 2000 + 800);
+  Parallelism parallelism;
+  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 2000 + 800);
+  parallelism.zero = 3;
+  parallelism.zero_shard = 4;
+  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 500 + 800);
+  training.precision = Precision::kBf16;
+  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 500);
 }
 
 TEST(StaticMemory, Fp8ParametersAreTheWorkingCopy) {
@@ -42,14 +51,17 @@ TEST(StaticMemory, Fp8ParametersAreTheWorkingCopy) {
   Training training;
   training.precision = Precision::kFp8;
   training.fp8_param_gather = true;
-  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 800, 1).weight_bytes, 1000);
-  EXPECT_EQ(static_memory(training, Sharding{true, true, true}, 1000, 800, 4).weight_bytes, 250);
+  Parallelism parallelism;
+  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 1000);
+  parallelism.zero = 3;
+  parallelism.zero_shard = 4;
+  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 250);
 }
 
 TEST(StaticMemory, Bf16GradientsTakeTwoBytes) {
   Training training;
   training.gradients_in_bf16 = true;
-  EXPECT_EQ(static_memory(training, Sharding{}, 1'000'000, 0, 1).gradient_bytes, 2'000'000);
+  EXPECT_EQ(static_memory(training, Sharding{}, 1'000'000, 1).gradient_bytes, 2'000'000);
 }
 
 }  // namespace
