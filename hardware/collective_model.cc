@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -260,14 +261,85 @@ double log_choose(int n, int r) {
   return std::lgamma(n + 1.0) - std::lgamma(r + 1.0) - std::lgamma(n - r + 1.0);
 }
 
+constexpr double kLogZero = -std::numeric_limits<double>::infinity();
+
+// log(e^a + e^b).
+double log_add(double a, double b) {
+  if (a == kLogZero) return b;
+  if (b == kLogZero) return a;
+  const double high = std::max(a, b);
+  return high + std::log1p(std::exp(std::min(a, b) - high));
+}
+
+// A polynomial in x up to x^degree, as the logs of its coefficients (kLogZero for none).
+using LogPolynomial = std::vector<double>;
+
+LogPolynomial log_product(const LogPolynomial& a, const LogPolynomial& b) {
+  LogPolynomial product(a.size(), kLogZero);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == kLogZero) continue;
+    for (size_t j = 0; i + j < a.size(); ++j) {
+      if (b[j] != kLogZero) product[i + j] = log_add(product[i + j], a[i] + b[j]);
+    }
+  }
+  return product;
+}
+
+// (1 + x)^available − 1: the ways to take i ≥ 1 of a group's `available` experts, by i.
+LogPolynomial log_ways_to_take_some(int available, int degree) {
+  LogPolynomial ways(degree + 1, kLogZero);
+  for (int i = 1; i <= std::min(available, degree); ++i) ways[i] = log_choose(available, i);
+  return ways;
+}
+
 // The chance that a token needs one of the experts a GPU or a domain holds, `held[g]` of them in
-// expert group g: its group_top_k groups are drawn without repeats, then its top_k experts from
-// those groups' experts; with one group, 1 − C(experts − held, top_k)/C(experts, top_k). The
-// routers this stands for (DeepSeek's) rank groups by their best experts, so a group they pick
-// nearly always gives the token one; drawn uniformly it may not, and a token reaches fewer
-// groups: 3.6 of DeepSeek-V3's 4 on average, which its router with random scores nearly always
-// fills.
-double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
+// expert group g. Its group_top_k groups are drawn without repeats, then its top_k experts from
+// those groups' experts, at least one from each: DeepSeek's routers rank groups by their best
+// experts, so a group they pick nearly always gives the token one (a Monte Carlo of DeepSeek-V3's
+// router with random scores fills 3.96 of its 4 groups). The ways to take top_k experts that
+// cover every drawn group and miss the held ones are the x^top_k coefficient of Π over the drawn
+// groups of (1 + x)^(free experts) − 1; summed over the drawn sets of groups, counted by groups
+// of like holdings, and divided by the ways that cover them, all in logarithms (the counts
+// outgrow a double).
+double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
+  const int drawn = routing.group_top_k;
+  const int top_k = routing.top_k;
+  const int per_group = routing.experts / routing.groups;
+  std::map<int, int> groups_holding;  // by how many of the experts a group holds
+  for (const int in_group : held) ++groups_holding[in_group];
+  // missing[j]: over the sets of j groups drawn so far, the ways to take experts missing the held.
+  std::vector<LogPolynomial> missing(drawn + 1, LogPolynomial(top_k + 1, kLogZero));
+  missing[0][0] = 0.0;
+  for (const auto& [in_group, groups] : groups_holding) {
+    const LogPolynomial ways = log_ways_to_take_some(per_group - in_group, top_k);
+    std::vector<LogPolynomial> next = missing;  // none of these groups drawn
+    LogPolynomial taken_from_all(top_k + 1, kLogZero);
+    taken_from_all[0] = 0.0;
+    for (int taken = 1; taken <= std::min(groups, drawn); ++taken) {
+      taken_from_all = log_product(taken_from_all, ways);
+      for (int before = 0; before + taken <= drawn; ++before) {
+        const LogPolynomial added = log_product(missing[before], taken_from_all);
+        for (int i = 0; i <= top_k; ++i) {
+          next[before + taken][i] =
+              log_add(next[before + taken][i], added[i] + log_choose(groups, taken));
+        }
+      }
+    }
+    missing = std::move(next);
+  }
+  LogPolynomial covering(top_k + 1, kLogZero);
+  covering[0] = 0.0;
+  const LogPolynomial any = log_ways_to_take_some(per_group, top_k);
+  for (int g = 0; g < drawn; ++g) covering = log_product(covering, any);
+  const double log_missed = missing[drawn][top_k];
+  if (log_missed == kLogZero) return 1.0;
+  return 1.0 - std::exp(log_missed - log_choose(routing.groups, drawn) - covering[top_k]);
+}
+
+// As covering_chance_of_one_of, but a token's top_k experts are drawn from all its drawn groups'
+// experts alike: where it draws every group (with one group, 1 − C(experts − held,
+// top_k)/C(experts, top_k)), or more groups than experts.
+double uniform_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
   // The drawn sets differ only in how many groups of each holding they take, the empty groups
   // filling the rest: counted in logarithms, as C(groups, group_top_k) outgrows a double.
   std::map<int, int> groups_holding;  // by how many of the experts a group holds
@@ -277,19 +349,13 @@ double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& hel
   const int drawn = routing.group_top_k;
   // The log of how many sets of groups there are by (groups drawn, experts they hold).
   std::map<std::pair<int, int>, double> log_sets{{{0, 0}, 0.0}};
-  const auto add = [](std::map<std::pair<int, int>, double>& sets, std::pair<int, int> key,
-                      double log_count) {
-    const auto [it, inserted] = sets.emplace(key, log_count);
-    if (inserted) return;
-    const double high = std::max(it->second, log_count);
-    it->second = high + std::log1p(std::exp(std::min(it->second, log_count) - high));
-  };
   for (const auto& [in_group, groups] : groups_holding) {
     std::map<std::pair<int, int>, double> next;
     for (const auto& [key, log_count] : log_sets) {
       for (int taken = 0; taken <= std::min(groups, drawn - key.first); ++taken) {
-        add(next, {key.first + taken, key.second + taken * in_group},
-            log_count + log_choose(groups, taken));
+        const auto [it, inserted] =
+            next.emplace(std::pair{key.first + taken, key.second + taken * in_group}, kLogZero);
+        it->second = log_add(it->second, log_count + log_choose(groups, taken));
       }
     }
     log_sets = std::move(next);
@@ -306,6 +372,15 @@ double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& hel
     missed += std::exp(log_count + log_choose(empty, drawn - taken) - log_all) * none;
   }
   return 1.0 - missed;
+}
+
+double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
+  // Drawing every group chooses none over another, so nothing makes each give an expert; with
+  // one group the two draws are the same, which the uniform one counts without logarithms.
+  const bool covering =
+      routing.group_top_k < routing.groups && routing.group_top_k <= routing.top_k;
+  return covering ? covering_chance_of_one_of(routing, held)
+                  : uniform_chance_of_one_of(routing, held);
 }
 
 }  // namespace

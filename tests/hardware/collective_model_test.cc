@@ -499,33 +499,38 @@ TEST(CollectiveModel, GroupLimitedRoutingSendsATokenOnlyToItsGroupsNodes) {
 
 TEST(CollectiveModel, GroupLimitedRoutingAsDeepSeekV3LaysItOut) {
   // DeepSeek-V3's 256 experts over 64 GPUs of 8 nodes, a group of 32 a node; a token's 8 come
-  // from 4 groups. A node is needed with chance 0.4536264 and a GPU's 4 experts with 0.1149902
-  // (enumerating the 70 sets of 4 groups); each GPU sends to a node peer its own share and the 7
-  // it relays for the other nodes.
-  expect_exchange_flows(64, TokenRouting{.experts = 256, .top_k = 8, .groups = 8, .group_top_k = 4},
-                        [](const Flow&, bool same_node) {
-                          return same_node ? 8 * 1e9 * 0.1149902 : 1e9 * 0.4536264;
-                        });
+  // from 4 groups, at least one from each, so it needs a node with chance 4/8. A GPU's 4 experts
+  // are needed with 1/2 · (1 − c(28)/c(32)) = 0.1165668, where c(f) is the x^8 coefficient of
+  // ((1 + x)^f − 1)·((1 + x)^32 − 1)^3: the ways to take 8 experts, each group giving some, none
+  // of them the GPU's (drawn uniformly from the 4 groups' experts, 0.4536264 and 0.1149902). Each
+  // GPU sends to a node peer its own share and the 7 it relays for the other nodes.
+  expect_exchange_flows(
+      64, TokenRouting{.experts = 256, .top_k = 8, .groups = 8, .group_top_k = 4},
+      [](const Flow&, bool same_node) { return same_node ? 8 * 1e9 * 0.1165668 : 1e9 * 0.5; });
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingCountsGpusWhoseExpertsSpanGroups) {
-  // 24 experts in 6 groups of 4 over 8 GPUs of 3; a token's 2 come from 2 groups. GPUs 1, 2, 5
-  // and 6 hold experts of two groups and are needed with chance 0.2333333, the others 0.2142857.
+  // 24 experts in 6 groups of 4 over 8 GPUs of 3; a token's 2 come one from each of 2 groups.
+  // GPU 0 holds 3 of group 0's experts: needed with chance 2/6 · 3/4 = 1/4. GPUs 1, 2, 5 and 6
+  // hold 1 and 2 of two groups': missed with chance (6 + 4 · 3/4 + 4 · 2/4 + 3/4 · 2/4)/15, so
+  // needed with 0.2416667 (as enumerated).
   expect_exchange_flows(8, TokenRouting{.experts = 24, .top_k = 2, .groups = 6, .group_top_k = 2},
                         [](const Flow& flow, bool) {
                           const bool spans =
                               flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
-                          return 1e9 * (spans ? 0.2333333 : 0.2142857);
+                          return 1e9 * (spans ? 0.2416667 : 0.25);
                         });
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingOfManyGroupsStaysFinite) {
   // 2048 groups of one expert, a token drawing 1024 of them: C(2048, 1024) outgrows a double.
   // Drawing half the groups and then 8 of their experts draws 8 of all: 1 − C(1792, 8)/C(2048,
-  // 8) = 0.6570633 for a GPU's 256.
-  expect_exchange_flows(
-      8, TokenRouting{.experts = 2048, .top_k = 8, .groups = 2048, .group_top_k = 1024},
-      [](const Flow&, bool) { return 1e9 * 0.6570633; });
+  // 8) = 0.6570633 for a GPU's 256. So does drawing 8 groups, each giving its one expert.
+  for (const int group_top_k : {1024, 8}) {
+    expect_exchange_flows(
+        8, TokenRouting{.experts = 2048, .top_k = 8, .groups = 2048, .group_top_k = group_top_k},
+        [](const Flow&, bool) { return 1e9 * 0.6570633; });
+  }
 }
 
 TEST(CollectiveModel, SingleRankGroupsCostNothing) {
