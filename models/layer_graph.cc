@@ -43,7 +43,7 @@ class LayerGraphBuilder {
     Bytes grad_cast_bytes;            // fp8: cast of the output gradient before the GEMMs
     // kWeightGemm: the ranks that each hold a part of the weight it computes with (shared
     // experts, computed whole on a rank's own tokens, are held over the tensor-parallel group).
-    int weight_holders = 1;
+    int num_weight_holders = 1;
     bool recompute_selective = false; // recomputed under selective recompute
     // Under per-operator recomputation: the output this op keeps (zero: it is recomputed), and
     // for a GEMM that keeps part of its output, the output columns it recomputes.
@@ -71,7 +71,6 @@ class LayerGraphBuilder {
     return static_cast<int>(forwards_.size() - 1);
   }
   Forward& at(int index) { return forwards_[index]; }
-  int size() const { return static_cast<int>(forwards_.size()); }
 
   // `rest` carries the remaining chunks of the data `first` starts: the ops reading `first`
   // begin on its chunk, the ops reading theirs also wait for `rest`.
@@ -108,7 +107,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   g.weight_tensors = std::move(weight_tensors);
   for (const Forward& f : forwards_) {
     if (f.recipe == Recipe::kWeightGemm && f.op.gemm.dtype == DType::kFp8) {
-      g.fp8_gemm_parameters += f.op.gemm.n * f.op.gemm.k * f.op.gemm.count / f.weight_holders;
+      g.fp8_gemm_parameters += f.op.gemm.n * f.op.gemm.k * f.op.gemm.count / f.num_weight_holders;
     }
   }
   const size_t n = forwards_.size();
@@ -1050,15 +1049,18 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   out = add_residual(b, m, d, "attn.residual", reduced, residual);
 }
 
-// Dense MLP: fc1 (column-parallel, gated: gate and up together), activation, fc2 (row-parallel).
-int add_dense_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int input,
-                  int64_t ffn_hidden, int tp, const std::string& prefix) {
+// Dense MLP: fc1 (column-parallel, gated: gate and up together), activation, fc2 (row-parallel),
+// `ffn_hidden` divided by `tp` and the weights held over `num_weight_holders` ranks.
+int add_dense_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
+                  int input, int64_t ffn_hidden, int tp, int num_weight_holders,
+                  const std::string& prefix) {
   const int64_t f = ffn_hidden / tp;
   const double T = static_cast<double>(d.tokens);
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   // Shared experts pass `d` without sequence parallelism: they run on the rank's own tokens.
   const int fc1 = add_column_parallel_gemm(b, shard, d, prefix + ".fc1", fc1_width, m.hidden, input);
   keep_per_op(b.at(fc1), T, f, fc1_width, d.e);  // w1 (w3 recomputed)
+  b.at(fc1).num_weight_holders = num_weight_holders;
   if (m.linear_bias) b.at(fc1).op.bytes += elements(T * fc1_width, 2.0 * d.e);
   const double act_out = T * f;
   const int act = b.add(elementwise_op(prefix + ".act", activation_kernel(m), act_out,
@@ -1067,6 +1069,7 @@ int add_dense_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& sh
   const int fc2_input = add_input_cast(b, shard, d.e, prefix + ".fc2", act_out, act);
   const int fc2 = b.add(weight_gemm(prefix + ".fc2", d.tokens, m.hidden, f, 1, gemm_dtype(shard), d.e,
                                     elements(act_out, saved_input_bytes(shard, d.e)), {fc2_input}));
+  b.at(fc2).num_weight_holders = num_weight_holders;
   add_grad_cast(b, shard, d.e, fc2);
   if (m.gated_mlp()) keep_per_op(b.at(fc2), T, m.hidden, m.hidden, d.e);  // w2, the seventh matmul
   return fc2;
@@ -1213,10 +1216,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Dims local = d;
     local.tokens = d.sp_tokens;
     local.sp = false;
-    const int first_shared = b.size();
-    const int shared = add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
-                                     "moe.shared");
-    for (int id = first_shared; id <= shared; ++id) b.at(id).weight_holders = shard.tp;
+    const int shared =
+        add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
+                      shard.tp, "moe.shared");
     combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
                                elements(2.0 * Ts * H, d.e), {combined, shared}));
   }
@@ -1325,7 +1327,7 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
     mlp_out = add_moe_mlp(b, m, shard, d, norm);
   } else {
     const int entry = add_column_parallel_entry(b, m, d, "mlp.fc1", norm);
-    const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp, "mlp");
+    const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp, 1, "mlp");
     mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2, /*beside_gemm=*/true);
   }
   add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);

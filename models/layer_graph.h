@@ -163,8 +163,8 @@ class LayerGraph {
   // gradients are summed over the tensor-parallel group before the step (Megatron-LM's
   // finalize_model_grads).
   int64_t tp_summed_parameters = 0;
-  // Of `parameters`, the weights of GEMMs that run in fp8: Transformer Engine keeps an fp8 copy
-  // of each (the embedding, output head, norms and router stay in 16 or 32 bits).
+  // The weights this rank holds of GEMMs that run in fp8 (not the embedding, output head, norms
+  // or router, which stay in 16 or 32 bits): Transformer Engine keeps an fp8 copy of each.
   int64_t fp8_gemm_parameters = 0;
 
  private:

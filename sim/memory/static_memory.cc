@@ -37,7 +37,9 @@ StaticMemory rank_static_memory(const Training& training, const Parallelism& p, 
   const int64_t dense_parameters = parameters - expert_parameters;
   const StaticMemory dense = static_memory(training, sharding, dense_parameters, p.zero_shard);
   const StaticMemory experts = static_memory(training, sharding, expert_parameters, expert_shard);
-  // The fp8 copies are made of the weights a rank computes with, so no ZeRO stage divides them.
+  // The fp8 copies are of the weights a rank computes with, which ZeRO-3 gathers, so they are
+  // counted whole. Where a framework casts each gathered layer's weights anew (torchao's float8
+  // under FSDP) it holds them only while that layer runs, which this overstates.
   const auto fp8_copies = static_cast<int64_t>(static_cast<double>(fp8_gemm_parameters) *
                                                parameter_bytes(training).fp8_weight);
   return StaticMemory{dense.weight_bytes + experts.weight_bytes + fp8_copies,

@@ -1092,23 +1092,42 @@ TEST(LayerGraph, BlocksNameTheLargestWeightTheyHold) {
 }
 
 TEST(LayerGraph, Fp8CopiesAreOfTheWeightsOfFp8GemmsOnly) {
-  // A Qwen2-like MoE layer at tp 2, ep 4 in fp8: the QKV, projection, shared-expert and expert
-  // weights, not the norms, the QKV bias or the fp32 router; neither the embedding table nor the
-  // 16-bit output head.
+  // A Qwen2-like MoE layer at tp 2 (sequence-parallel), ep 4 in fp8: the QKV weight (h·3h/2),
+  // the projection (h·h/2), the two shared experts run as one gated MLP of 512 split over tp
+  // (3·h·512/2) and the 2 local experts (2·3·h·512); not the norms, the QKV bias or the fp32
+  // router. The output head stays 16-bit.
   ModelSpec m = gpt_like();
   m.norm = Norm::kRmsNorm;
   m.activation = Activation::kSwiglu;
   m.qkv_bias = true;
   m.moe = MoeSpec{
       .experts = 8, .top_k = 2, .ffn_hidden = 512, .shared_experts = 2, .shared_ffn_hidden = 256};
-  LayerShard s = shard(2, false);
+  LayerShard s = shard(2, /*sp=*/true);
   s.ep = 4;
   s.fp8 = true;
-  const int64_t d = 1024, qkv = 3 * 1024;
+  const int64_t h = 1024;
   EXPECT_EQ(build_transformer_layer(m, s, true).fp8_gemm_parameters,
-            d * qkv / 2 + d * d / 2 + 3 * (d * 512 / 2) + 2 * 3 * (d * 512));
-  EXPECT_EQ(build_embedding(m, s).fp8_gemm_parameters, 0);
+            h * 3 * h / 2 + h * h / 2 + 3 * h * 512 / 2 + 2 * 3 * h * 512);
   EXPECT_EQ(build_output_head(m, s).fp8_gemm_parameters, 0);
+  // Dense with grouped-query attention (4 key/value heads of 64): QKV h·(h + 2·4·64)/2, the
+  // projection h·h/2, the gated MLP 3·h·4096/2.
+  ModelSpec dense = llama_like();
+  dense.kv_heads = 4;
+  EXPECT_EQ(build_transformer_layer(dense, s, false).fp8_gemm_parameters,
+            h * (h + 2 * 4 * 64) / 2 + h * h / 2 + 3 * h * 4096 / 2);
+  // DeepSeek-V3's MoE layer at tp 2, ep 8: the down-projections whole (7168·1536 for the queries,
+  // 7168·(512 + 64) for the keys and values), the up-projections split over tp (1536·128·192/2,
+  // 512·128·(128 + 128)/2), the projection 128·128·7168/2, the shared expert 3·7168·2048/2 and
+  // 32 local experts of 3·7168·2048.
+  const ModelSpec v3 = resolve_model("deepseek-v3", default_model_catalog(), {});
+  LayerShard v3_shard = shard(2, /*sp=*/true);
+  v3_shard.seq_len = 4096;
+  v3_shard.ep = 8;
+  v3_shard.fp8 = true;
+  const int64_t v3_h = 7168;
+  EXPECT_EQ(build_transformer_layer(v3, v3_shard, true).fp8_gemm_parameters,
+            v3_h * 1536 + v3_h * (512 + 64) + 1536 * 128 * 192 / 2 + 512 * 128 * (128 + 128) / 2 +
+                128 * 128 * v3_h / 2 + 3 * v3_h * 2048 / 2 + 32 * 3 * v3_h * 2048);
   s.fp8 = false;
   EXPECT_EQ(build_transformer_layer(m, s, true).fp8_gemm_parameters, 0);
 }

@@ -69,9 +69,9 @@ training: {global_batch: 16}
 )"},
     {"moe", R"(name: moe
 model: {name: moe, layers: 4, hidden: 1024, heads: 8, kv_heads: 2, ffn_hidden: 3584, vocab: 32000, seq_len: 1024,
-        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2}}
+        activation: swiglu, norm: rmsnorm, position: rope, moe: {experts: 8, top_k: 2, shared_experts: 1}}
 cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4, inter_node: {nics_per_node: 4, nic_bandwidth: 400 Gb/s}}
-training: {global_batch: 16, attention: unfused}
+training: {global_batch: 16, attention: unfused, precision: fp8}
 )"},
 };
 
