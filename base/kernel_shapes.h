@@ -48,6 +48,10 @@ struct TokenRouting {
   int groups = 1;
   int group_top_k = 1;
   bool deduplicated() const { return experts > 0; }
+  // Whether a token takes at least one expert from each group it draws, as a router ranking
+  // groups by their best experts nearly always gives it where it takes two or more experts a
+  // group (hardware/collective_model.cc); drawing every group chooses none over another.
+  bool covers_drawn_groups() const { return group_top_k < groups && 2 * group_top_k <= top_k; }
   auto operator<=>(const TokenRouting&) const = default;
 };
 

@@ -294,14 +294,19 @@ LogPolynomial log_ways_to_take_some(int available, int degree) {
 
 // The chance that a token needs one of the experts a GPU or a domain holds, `held[g]` of them in
 // expert group g. Its group_top_k groups are drawn without repeats, then its top_k experts from
-// those groups' experts, at least one from each: DeepSeek's routers rank groups by their best
-// experts, so a group they pick nearly always gives the token one (a Monte Carlo of DeepSeek-V3's
-// router with random scores fills 3.96 of its 4 groups). The ways to take top_k experts that
+// those groups' experts, at least one from each (TokenRouting::covers_drawn_groups): DeepSeek's
+// routers rank groups by their best experts (V3 by the sum of each group's top two), so where a
+// token takes two or more experts a group, a group they pick nearly always gives it one. A Monte
+// Carlo of DeepSeek-V3's router with random scores fills 3.95 to 3.96 of its 4 groups; taking one
+// expert a group (top 4 of 4 groups) it fills 3.1 to 3.2, nearer the uniform draw below, which
+// takes the rest of the routings. The ways to take top_k experts that
 // cover every drawn group and miss the held ones are the x^top_k coefficient of Π over the drawn
 // groups of (1 + x)^(free experts) − 1; summed over the drawn sets of groups, counted by groups
 // of like holdings, and divided by the ways that cover them, all in logarithms (the counts
 // outgrow a double).
 double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
+  PACELINE_CHECK(routing.covers_drawn_groups(),
+                 "a routing whose draws need not cover their groups");
   const int drawn = routing.group_top_k;
   const int top_k = routing.top_k;
   const int per_group = routing.experts / routing.groups;
@@ -317,11 +322,11 @@ double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<
     taken_from_all[0] = 0.0;
     for (int taken = 1; taken <= std::min(groups, drawn); ++taken) {
       taken_from_all = log_product(taken_from_all, ways);
+      const double log_sets = log_choose(groups, taken);
       for (int before = 0; before + taken <= drawn; ++before) {
         const LogPolynomial added = log_product(missing[before], taken_from_all);
         for (int i = 0; i <= top_k; ++i) {
-          next[before + taken][i] =
-              log_add(next[before + taken][i], added[i] + log_choose(groups, taken));
+          next[before + taken][i] = log_add(next[before + taken][i], added[i] + log_sets);
         }
       }
     }
@@ -333,12 +338,13 @@ double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<
   for (int g = 0; g < drawn; ++g) covering = log_product(covering, any);
   const double log_missed = missing[drawn][top_k];
   if (log_missed == kLogZero) return 1.0;
-  return 1.0 - std::exp(log_missed - log_choose(routing.groups, drawn) - covering[top_k]);
+  return std::clamp(
+      1.0 - std::exp(log_missed - log_choose(routing.groups, drawn) - covering[top_k]), 0.0, 1.0);
 }
 
 // As covering_chance_of_one_of, but a token's top_k experts are drawn from all its drawn groups'
-// experts alike: where it draws every group (with one group, 1 − C(experts − held,
-// top_k)/C(experts, top_k)), or more groups than experts.
+// experts alike (with one group, 1 − C(experts − held, top_k)/C(experts, top_k)): where it draws
+// every group, or takes fewer than two experts a group.
 double uniform_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
   // The drawn sets differ only in how many groups of each holding they take, the empty groups
   // filling the rest: counted in logarithms, as C(groups, group_top_k) outgrows a double.
@@ -374,14 +380,26 @@ double uniform_chance_of_one_of(const TokenRouting& routing, const std::vector<i
   return 1.0 - missed;
 }
 
-double chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
-  // Drawing every group chooses none over another, so nothing makes each give an expert; with
-  // one group the two draws are the same, which the uniform one counts without logarithms.
-  const bool covering =
-      routing.group_top_k < routing.groups && routing.group_top_k <= routing.top_k;
-  return covering ? covering_chance_of_one_of(routing, held)
-                  : uniform_chance_of_one_of(routing, held);
-}
+// Both draws depend only on how many groups hold how many of the experts: GPUs and domains
+// alike share one count.
+class ChanceOfOneOf {
+ public:
+  explicit ChanceOfOneOf(const TokenRouting& routing) : routing_(routing) {}
+  double operator()(const std::vector<int>& held) {
+    std::vector<int> holdings = held;
+    std::sort(holdings.begin(), holdings.end());
+    const auto [it, inserted] = chances_.emplace(std::move(holdings), 0.0);
+    if (inserted) {
+      it->second = routing_.covers_drawn_groups() ? covering_chance_of_one_of(routing_, held)
+                                                  : uniform_chance_of_one_of(routing_, held);
+    }
+    return it->second;
+  }
+
+ private:
+  TokenRouting routing_;
+  std::map<std::vector<int>, double> chances_;
+};
 
 }  // namespace
 
@@ -401,8 +419,9 @@ CollectivePlan CollectiveModel::deduplicated(Bytes token_bytes, const TokenRouti
       ++by_group[expert / per_group];
     }
   }
+  ChanceOfOneOf chance_of_one_of(routing);
   std::map<int, double> needs;  // by member: a token's chance to need it
-  for (const auto& [member, by_group] : held) needs[member] = chance_of_one_of(routing, by_group);
+  for (const auto& [member, by_group] : held) needs[member] = chance_of_one_of(by_group);
   const std::vector<std::vector<int>> domains = by_domain(members);
   std::vector<double> domain_needs;
   for (const std::vector<int>& domain : domains) {
@@ -410,7 +429,7 @@ CollectivePlan CollectiveModel::deduplicated(Bytes token_bytes, const TokenRouti
     for (const int member : domain) {
       for (int g = 0; g < routing.groups; ++g) by_group[g] += held[member][g];
     }
-    domain_needs.push_back(chance_of_one_of(routing, by_group));
+    domain_needs.push_back(chance_of_one_of(by_group));
   }
   PhaseFlows phase;
   Seconds network_latency;

@@ -327,6 +327,19 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
         "ep_dispatcher",
         "= deduplicated needs ep > 1: it sends the tokens of the expert-parallel exchanges");
   }
+  // Counting the draws that cover a token's groups takes time growing as (group_top_k·top_k)².
+  constexpr int kMostCoveringTopK = 64;
+  if (p.ep_dispatcher == TokenDispatcher::kDeduplicated && m.moe &&
+      TokenRouting{m.moe->experts, m.moe->top_k, m.moe->groups, m.moe->group_top_k}
+          .covers_drawn_groups() &&
+      m.moe->top_k > kMostCoveringTopK) {
+    fail_parallel(
+        "ep_dispatcher",
+        fmt::format(
+            "= deduplicated with group-limited routing takes model.moe.top_k up to {}; here {} "
+            "(of {} groups, {} drawn)",
+            kMostCoveringTopK, m.moe->top_k, m.moe->groups, m.moe->group_top_k));
+  }
   if (p.ep_comm_overlap) {
     if (p.ep == 1) fail_parallel("ep_comm_overlap", "= true needs ep > 1: it overlaps the expert-parallel all-to-alls");
     if (p.schedule != Schedule::kOneFOneB && p.schedule != Schedule::kInterleavedOneFOneB) {

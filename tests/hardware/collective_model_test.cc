@@ -510,16 +510,20 @@ TEST(CollectiveModel, GroupLimitedRoutingAsDeepSeekV3LaysItOut) {
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingCountsGpusWhoseExpertsSpanGroups) {
-  // 24 experts in 6 groups of 4 over 8 GPUs of 3; a token's 2 come one from each of 2 groups.
-  // GPU 0 holds 3 of group 0's experts: needed with chance 2/6 · 3/4 = 1/4. GPUs 1, 2, 5 and 6
-  // hold 1 and 2 of two groups': missed with chance (6 + 4 · 3/4 + 4 · 2/4 + 3/4 · 2/4)/15, so
-  // needed with 0.2416667 (as enumerated).
-  expect_exchange_flows(8, TokenRouting{.experts = 24, .top_k = 2, .groups = 6, .group_top_k = 2},
-                        [](const Flow& flow, bool) {
-                          const bool spans =
-                              flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
-                          return 1e9 * (spans ? 0.2416667 : 0.25);
-                        });
+  // 24 experts in 6 groups of 4 over 8 GPUs of 3; a token's experts come from 2 groups. GPUs 1,
+  // 2, 5 and 6 hold experts of two groups, the others 3 of one. Taking 2 experts, one a group,
+  // they are drawn from the 2 groups' 8 alike: needed with chance 0.2333333, the others
+  // 0.2142857 (enumerating the 15 sets of 2 groups). Taking 4, each group gives at least one:
+  // 0.4068627 and 0.3137255 (enumerating the 4-expert sets that cover each pair of groups).
+  for (const auto& [top_k, spanning, within_one] :
+       {std::tuple{2, 0.2333333, 0.2142857}, std::tuple{4, 0.4068627, 0.3137255}}) {
+    expect_exchange_flows(
+        8, TokenRouting{.experts = 24, .top_k = top_k, .groups = 6, .group_top_k = 2},
+        [&](const Flow& flow, bool) {
+          const bool spans = flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
+          return 1e9 * (spans ? spanning : within_one);
+        });
+  }
 }
 
 TEST(CollectiveModel, GroupLimitedRoutingOfManyGroupsStaysFinite) {

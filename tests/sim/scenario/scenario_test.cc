@@ -322,6 +322,29 @@ TEST(Scenario, ExpertGemmNeedsExperts) {
             "per_expert, grouped");
 }
 
+TEST(Scenario, DeduplicatedExchangesOfGroupLimitedRoutingTakeATopKUpTo64) {
+  // 1024 experts in 32 groups, a token's experts from 4 of them: counting the draws that cover
+  // its groups takes time growing as (group_top_k·top_k)².
+  const std::string text =
+      R"(model: {name: wide, layers: 2, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000,
+        seq_len: 2048, moe: {experts: 1024, top_k: 64, groups: 32, group_top_k: 4}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {ep: 8, ep_dispatcher: deduplicated}
+training: {global_batch: 8}
+)";
+  EXPECT_EQ(load_scenario_text(text, "s.yaml").model.moe->top_k, 64);
+  EXPECT_EQ(
+      error_of(replace(text, "top_k: 64", "top_k: 72")),
+      "s.yaml:4:37: parallelism.ep_dispatcher = deduplicated with group-limited routing takes "
+      "model.moe.top_k up to 64; here 72 (of 32 groups, 4 drawn)");
+  // Drawing every group, the draws are counted without covering them.
+  EXPECT_EQ(load_scenario_text(replace(replace(text, "top_k: 64", "top_k: 72"), "group_top_k: 4",
+                                       "group_top_k: 32"),
+                               "s.yaml")
+                .model.moe->top_k,
+            72);
+}
+
 TEST(Scenario, DeduplicatedExpertExchangesNeedExpertParallelism) {
   const std::string mixtral =
       replace(replace(kBase, "model: gpt3-175b", "model: mixtral-8x7b"), "  pp: 16",
