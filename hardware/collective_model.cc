@@ -299,11 +299,10 @@ LogPolynomial log_ways_to_take_some(int available, int degree) {
 // token takes two or more experts a group, a group they pick nearly always gives it one. A Monte
 // Carlo of DeepSeek-V3's router with random scores fills 3.95 to 3.96 of its 4 groups; taking one
 // expert a group (top 4 of 4 groups) it fills 3.1 to 3.2, nearer the uniform draw below, which
-// takes the rest of the routings. The ways to take top_k experts that
-// cover every drawn group and miss the held ones are the x^top_k coefficient of Π over the drawn
-// groups of (1 + x)^(free experts) − 1; summed over the drawn sets of groups, counted by groups
-// of like holdings, and divided by the ways that cover them, all in logarithms (the counts
-// outgrow a double).
+// takes the rest of the routings. The ways to take top_k experts that cover every drawn group
+// and miss the held ones are the x^top_k coefficient of Π over the drawn groups of (1 + x)^(free
+// experts) − 1; summed over the drawn sets of groups, counted by groups of like holdings, and
+// divided by the ways that cover them, all in logarithms (the counts outgrow a double).
 double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
   PACELINE_CHECK(routing.covers_drawn_groups(),
                  "a routing whose draws need not cover their groups");

@@ -49,9 +49,9 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding, i
 // The static memory of a rank holding `parameters` (of which `expert_parameters` belong to
 // experts) under the ZeRO stage of `parallelism`: dense states are divided over its zero_shard
 // group, expert states over at most the expert-data group, and ZeRO-2 and ZeRO-3 with pipelining
-// keep unsharded gradients, accumulated over the micro-batches. Of `parameters`,
-// `fp8_gemm_parameters` are the weights of GEMMs that run in fp8 (LayerGraph::fp8_gemm_parameters):
-// without fp8 parameters each has an fp8 copy, kept whole.
+// keep unsharded gradients, accumulated over the micro-batches. `fp8_gemm_parameters` are the
+// weights it holds of GEMMs that run in fp8 (LayerGraph::fp8_gemm_parameters): without fp8
+// parameters each has an fp8 copy, kept whole.
 StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism,
                                 int64_t parameters, int64_t expert_parameters,
                                 int64_t fp8_gemm_parameters);
