@@ -107,7 +107,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   g.weight_tensors = std::move(weight_tensors);
   for (const Forward& f : forwards_) {
     if (f.recipe == Recipe::kWeightGemm && f.op.gemm.dtype == DType::kFp8) {
-      g.fp8_gemm_parameters += f.op.gemm.n * f.op.gemm.k * f.op.gemm.count / f.num_weight_holders;
+      const GemmShape& gemm = f.op.gemm;
+      g.fp8_gemm_parameters += gemm.n * gemm.k * gemm.count / f.num_weight_holders;
     }
   }
   const size_t n = forwards_.size();
@@ -1217,8 +1218,8 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     local.tokens = d.sp_tokens;
     local.sp = false;
     const int shared =
-        add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts, 1,
-                      shard.tp, "moe.shared");
+        add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts,
+                      /*tp=*/1, /*num_weight_holders=*/shard.tp, "moe.shared");
     combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
                                elements(2.0 * Ts * H, d.e), {combined, shared}));
   }
@@ -1327,7 +1328,8 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
     mlp_out = add_moe_mlp(b, m, shard, d, norm);
   } else {
     const int entry = add_column_parallel_entry(b, m, d, "mlp.fc1", norm);
-    const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp, 1, "mlp");
+    const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp,
+                                  /*num_weight_holders=*/1, "mlp");
     mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2, /*beside_gemm=*/true);
   }
   add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);

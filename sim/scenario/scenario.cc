@@ -327,19 +327,7 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
         "ep_dispatcher",
         "= deduplicated needs ep > 1: it sends the tokens of the expert-parallel exchanges");
   }
-  // Counting the draws that cover a token's groups takes time growing as (group_top_k·top_k)².
-  constexpr int kMostCoveringTopK = 64;
-  if (p.ep_dispatcher == TokenDispatcher::kDeduplicated && m.moe &&
-      TokenRouting{m.moe->experts, m.moe->top_k, m.moe->groups, m.moe->group_top_k}
-          .covers_drawn_groups() &&
-      m.moe->top_k > kMostCoveringTopK) {
-    fail_parallel(
-        "ep_dispatcher",
-        fmt::format(
-            "= deduplicated with group-limited routing takes model.moe.top_k up to {}; here {} "
-            "(of {} groups, {} drawn)",
-            kMostCoveringTopK, m.moe->top_k, m.moe->groups, m.moe->group_top_k));
-  }
+  check_expert_exchanges(m, p, fail_parallel);
   if (p.ep_comm_overlap) {
     if (p.ep == 1) fail_parallel("ep_comm_overlap", "= true needs ep > 1: it overlaps the expert-parallel all-to-alls");
     if (p.schedule != Schedule::kOneFOneB && p.schedule != Schedule::kInterleavedOneFOneB) {
@@ -503,6 +491,23 @@ DType Scenario::compute_dtype() const {
 Parallelism read_parallelism(YamlMap& map) {
   bool dp_given = false;
   return read_parallelism_fields(map, dp_given);
+}
+
+void check_expert_exchanges(
+    const ModelSpec& model, const Parallelism& parallelism,
+    const std::function<void(std::string_view key, const std::string& message)>& fail) {
+  // Counting the draws that cover a token's groups takes time growing as (group_top_k·top_k)².
+  constexpr int kMostCoveringTopK = 64;
+  if (parallelism.ep_dispatcher != TokenDispatcher::kDeduplicated || !model.moe) return;
+  const MoeSpec& moe = *model.moe;
+  if (TokenRouting{moe.experts, moe.top_k, moe.groups, moe.group_top_k}.covers_drawn_groups() &&
+      moe.top_k > kMostCoveringTopK) {
+    fail("ep_dispatcher", fmt::format("= deduplicated takes model.moe.top_k up to {} where a token "
+                                      "draws fewer than all groups "
+                                      "and two or more experts a group; here top_k {} from {} of "
+                                      "{} groups (all_to_all takes any)",
+                                      kMostCoveringTopK, moe.top_k, moe.group_top_k, moe.groups));
+  }
 }
 
 Scenario read_scenario(YamlMap& root) {

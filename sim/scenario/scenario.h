@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hardware/cluster.h"
@@ -175,6 +177,13 @@ Training read_training(YamlMap& map, const ModelSpec& model);
 // A scenario's parallelism mapping read on its own (`map` at path "parallelism"): each field
 // checked as a scenario checks it, none against the model, cluster or training.
 Parallelism read_parallelism(YamlMap& map);
+
+// Fails through `fail` (a key of the parallelism mapping and a message) where the parallelism's
+// expert exchanges cannot carry the model's routing: deduplicated exchanges count the draws that
+// cover a token's groups (TokenRouting::covers_drawn_groups) for a top_k of at most 64.
+void check_expert_exchanges(
+    const ModelSpec& model, const Parallelism& parallelism,
+    const std::function<void(std::string_view key, const std::string& message)>& fail);
 
 // Layers of each virtual stage when `layers_per_stage` is not given: an even split, extra layers
 // to the inner stages first.

@@ -143,6 +143,10 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     p.fsdp_gradient_reduce = settings->fsdp_gradient_reduce;
     p.fsdp_persistence_threshold = settings->fsdp_persistence_threshold;
     p.fsdp_reuse_distance = settings->fsdp_reuse_distance;
+    YamlMap map(child(root, "parallelism"), source.file, "parallelism", overridden.origins);
+    check_expert_exchanges(base.model, p, [&map](std::string_view key, const std::string& message) {
+      map.fail(key, message);
+    });
   }
   if (has_batch) {
     // Read as a scenario reads it (its bounds, its errors' origins); the neutral one replaced it.

@@ -519,7 +519,7 @@ TEST(CollectiveModel, GroupLimitedRoutingCountsGpusWhoseExpertsSpanGroups) {
        {std::tuple{2, 0.2333333, 0.2142857}, std::tuple{4, 0.4068627, 0.3137255}}) {
     expect_exchange_flows(
         8, TokenRouting{.experts = 24, .top_k = top_k, .groups = 6, .group_top_k = 2},
-        [&](const Flow& flow, bool) {
+        [spanning = spanning, within_one = within_one](const Flow& flow, bool) {
           const bool spans = flow.to == 1 || flow.to == 2 || flow.to == 5 || flow.to == 6;
           return 1e9 * (spans ? spanning : within_one);
         });

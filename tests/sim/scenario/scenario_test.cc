@@ -335,8 +335,9 @@ training: {global_batch: 8}
   EXPECT_EQ(load_scenario_text(text, "s.yaml").model.moe->top_k, 64);
   EXPECT_EQ(
       error_of(replace(text, "top_k: 64", "top_k: 72")),
-      "s.yaml:4:37: parallelism.ep_dispatcher = deduplicated with group-limited routing takes "
-      "model.moe.top_k up to 64; here 72 (of 32 groups, 4 drawn)");
+      "s.yaml:4:37: parallelism.ep_dispatcher = deduplicated takes model.moe.top_k up to 64 where "
+      "a token draws fewer than all groups and two or more experts a group; here top_k 72 from 4 "
+      "of 32 groups (all_to_all takes any)");
   // Drawing every group, the draws are counted without covering them.
   EXPECT_EQ(load_scenario_text(replace(replace(text, "top_k: 64", "top_k: 72"), "group_top_k: 4",
                                        "group_top_k: 32"),

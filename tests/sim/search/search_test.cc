@@ -306,6 +306,26 @@ TEST(Search, BadScenariosStillSayWhere) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "bad.yaml:3:26: training.global_batch = 0 must be at least 1");
   }
+  // A setting its layouts would refuse: deduplicated exchanges of a routing that covers its
+  // groups take a top_k of at most 64 (Scenario.DeduplicatedExchangesOfGroupLimitedRouting...).
+  try {
+    search_layouts(
+        {R"(model: {name: wide, layers: 2, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000,
+        seq_len: 2048, moe: {experts: 256, top_k: 72, groups: 8, group_top_k: 4}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {ep_dispatcher: deduplicated}
+training: {global_batch: 8}
+)",
+         "bad.yaml"});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind("bad.yaml:4:30: parallelism.ep_dispatcher = deduplicated takes "
+                                    "model.moe.top_k up to 64",
+                                    0),
+        0u)
+        << e.what();
+  }
 }
 
 TEST(Search, LayerCountsThatDependOnTheLayoutAreSweptNotSearched) {
