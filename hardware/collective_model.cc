@@ -285,6 +285,10 @@ LogPolynomial log_product(const LogPolynomial& a, const LogPolynomial& b) {
   return product;
 }
 
+// Of the experts a GPU or domain holds, by how many a group holds: how many groups hold that
+// many. Both draws below depend on this alone.
+using GroupHoldings = std::map<int, int>;
+
 // (1 + x)^available − 1: the ways to take i ≥ 1 of a group's `available` experts, by i.
 LogPolynomial log_ways_to_take_some(int available, int degree) {
   LogPolynomial ways(degree + 1, kLogZero);
@@ -302,15 +306,13 @@ LogPolynomial log_ways_to_take_some(int available, int degree) {
 // takes the rest of the routings. The ways to take top_k experts that cover every drawn group
 // and miss the held ones are the x^top_k coefficient of Π over the drawn groups of (1 + x)^(free
 // experts) − 1; summed over the drawn sets of groups, counted by groups of like holdings, and
-// divided by the ways that cover them, all in logarithms (the counts outgrow a double).
-double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
-  PACELINE_CHECK(routing.covers_drawn_groups(),
-                 "a routing whose draws need not cover their groups");
+// divided by the draws that cover them (log_count_covering_draws), all in logarithms (the counts
+// outgrow a double).
+double covering_chance_of_one_of(const TokenRouting& routing, const GroupHoldings& groups_holding,
+                                 double log_covering_draws) {
   const int drawn = routing.group_top_k;
   const int top_k = routing.top_k;
   const int per_group = routing.experts / routing.groups;
-  std::map<int, int> groups_holding;  // by how many of the experts a group holds
-  for (const int in_group : held) ++groups_holding[in_group];
   // missing[j]: over the sets of j groups drawn so far, the ways to take experts missing the held.
   std::vector<LogPolynomial> missing(drawn + 1, LogPolynomial(top_k + 1, kLogZero));
   missing[0][0] = 0.0;
@@ -331,30 +333,37 @@ double covering_chance_of_one_of(const TokenRouting& routing, const std::vector<
     }
     missing = std::move(next);
   }
-  LogPolynomial covering(top_k + 1, kLogZero);
-  covering[0] = 0.0;
-  const LogPolynomial any = log_ways_to_take_some(per_group, top_k);
-  for (int g = 0; g < drawn; ++g) covering = log_product(covering, any);
   const double log_missed = missing[drawn][top_k];
   if (log_missed == kLogZero) return 1.0;
-  return std::clamp(
-      1.0 - std::exp(log_missed - log_choose(routing.groups, drawn) - covering[top_k]), 0.0, 1.0);
+  return std::clamp(1.0 - std::exp(log_missed - log_covering_draws), 0.0, 1.0);
+}
+
+// The log of how many draws cover their groups: the sets of group_top_k groups times the ways to
+// take top_k experts with some from each, the x^top_k coefficient of ((1 + x)^(experts a group)
+// − 1)^group_top_k.
+double log_count_covering_draws(const TokenRouting& routing) {
+  PACELINE_CHECK(routing.covers_drawn_groups(),
+                 "a routing whose draws need not cover their groups");
+  LogPolynomial covering(routing.top_k + 1, kLogZero);
+  covering[0] = 0.0;
+  const LogPolynomial any = log_ways_to_take_some(routing.experts / routing.groups, routing.top_k);
+  for (int g = 0; g < routing.group_top_k; ++g) covering = log_product(covering, any);
+  return log_choose(routing.groups, routing.group_top_k) + covering[routing.top_k];
 }
 
 // As covering_chance_of_one_of, but a token's top_k experts are drawn from all its drawn groups'
 // experts alike (with one group, 1 − C(experts − held, top_k)/C(experts, top_k)): where it draws
 // every group, or takes fewer than two experts a group.
-double uniform_chance_of_one_of(const TokenRouting& routing, const std::vector<int>& held) {
+double uniform_chance_of_one_of(const TokenRouting& routing, const GroupHoldings& groups_holding) {
   // The drawn sets differ only in how many groups of each holding they take, the empty groups
   // filling the rest: counted in logarithms, as C(groups, group_top_k) outgrows a double.
-  std::map<int, int> groups_holding;  // by how many of the experts a group holds
-  for (const int in_group : held) ++groups_holding[in_group];
-  const int empty = groups_holding.contains(0) ? groups_holding[0] : 0;
-  groups_holding.erase(0);
+  const auto none_held = groups_holding.find(0);
+  const int empty = none_held == groups_holding.end() ? 0 : none_held->second;
   const int drawn = routing.group_top_k;
   // The log of how many sets of groups there are by (groups drawn, experts they hold).
   std::map<std::pair<int, int>, double> log_sets{{{0, 0}, 0.0}};
   for (const auto& [in_group, groups] : groups_holding) {
+    if (in_group == 0) continue;
     std::map<std::pair<int, int>, double> next;
     for (const auto& [key, log_count] : log_sets) {
       for (int taken = 0; taken <= std::min(groups, drawn - key.first); ++taken) {
@@ -379,25 +388,30 @@ double uniform_chance_of_one_of(const TokenRouting& routing, const std::vector<i
   return 1.0 - missed;
 }
 
-// Both draws depend only on how many groups hold how many of the experts: GPUs and domains
-// alike share one count.
+// A token's chance to need a GPU or a domain that holds `held[g]` of the experts of group g,
+// counted once for each distinct GroupHoldings: GPUs and domains alike share them.
 class ChanceOfOneOf {
  public:
-  explicit ChanceOfOneOf(const TokenRouting& routing) : routing_(routing) {}
+  explicit ChanceOfOneOf(const TokenRouting& routing)
+      : routing_(routing),
+        log_covering_draws_(routing.covers_drawn_groups() ? log_count_covering_draws(routing)
+                                                          : 0.0) {}
   double operator()(const std::vector<int>& held) {
-    std::vector<int> holdings = held;
-    std::sort(holdings.begin(), holdings.end());
-    const auto [it, inserted] = chances_.emplace(std::move(holdings), 0.0);
+    GroupHoldings groups_holding;
+    for (const int in_group : held) ++groups_holding[in_group];
+    const auto [it, inserted] = chances_.emplace(std::move(groups_holding), 0.0);
     if (inserted) {
-      it->second = routing_.covers_drawn_groups() ? covering_chance_of_one_of(routing_, held)
-                                                  : uniform_chance_of_one_of(routing_, held);
+      it->second = routing_.covers_drawn_groups()
+                       ? covering_chance_of_one_of(routing_, it->first, log_covering_draws_)
+                       : uniform_chance_of_one_of(routing_, it->first);
     }
     return it->second;
   }
 
  private:
   TokenRouting routing_;
-  std::map<std::vector<int>, double> chances_;
+  double log_covering_draws_;
+  std::map<GroupHoldings, double> chances_;
 };
 
 }  // namespace

@@ -1126,8 +1126,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
         std::move(name), Collective::kAllToAll, Collective::kAllToAll, CommGroup::kExpert,
         deduplicated ? elements(Ts * H * rank_tokens / routed, d.e) : exchanged, {tokens});
     if (deduplicated) {
-      op.op.comm.routing = op.backward_comm.routing =
-          TokenRouting{moe.experts, moe.top_k, moe.groups, moe.group_top_k};
+      op.op.comm.routing = op.backward_comm.routing = moe.token_routing();
       op.op.transient = op.backward_transient = exchanged;
     }
     return op;

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/kernel_shapes.h"
+
 namespace paceline {
 
 class YamlMap;
@@ -39,6 +41,9 @@ struct MoeSpec {
   // nodes a token is sent to where groups lie on nodes.
   int groups = 1;
   int group_top_k = 1;
+
+  // How its tokens are routed, as a deduplicated exchange sends them.
+  TokenRouting token_routing() const { return TokenRouting{experts, top_k, groups, group_top_k}; }
 
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
 };

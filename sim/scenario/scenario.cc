@@ -500,8 +500,7 @@ void check_expert_exchanges(
   constexpr int kMostCoveringTopK = 64;
   if (parallelism.ep_dispatcher != TokenDispatcher::kDeduplicated || !model.moe) return;
   const MoeSpec& moe = *model.moe;
-  if (TokenRouting{moe.experts, moe.top_k, moe.groups, moe.group_top_k}.covers_drawn_groups() &&
-      moe.top_k > kMostCoveringTopK) {
+  if (moe.token_routing().covers_drawn_groups() && moe.top_k > kMostCoveringTopK) {
     fail("ep_dispatcher", fmt::format("= deduplicated takes model.moe.top_k up to {} where a token "
                                       "draws fewer than all groups "
                                       "and two or more experts a group; here top_k {} from {} of "
