@@ -132,11 +132,20 @@ LinkSpec read_link(YamlMap& parent, std::string_view key, const std::optional<Li
   link.nvls_latency = nvls_latency.value_or(base ? base->nvls_latency : Seconds(0));
   const auto mesh_links = internal::read_sourced<int>(map, "mesh_links", unused, "");
   link.mesh_links = mesh_links.value_or(base ? base->mesh_links : 0);
-  // Figures of its own make the link another one; a catalog link's own figures keep its name.
-  if (!base || link.bandwidth != base->bandwidth || link.latency != base->latency ||
-      link.bandwidth_efficiency != base->bandwidth_efficiency ||
-      link.nvls_bus_efficiency != base->nvls_bus_efficiency || link.nvls_latency != base->nvls_latency ||
-      link.mesh_links != base->mesh_links) {
+  // Figures of its own make the link another one, unless they are every figure of the named link
+  // or of the GPU's default link: the echo of another link names none, so a link with the
+  // default's figures must be the default wherever it was read, or it would read back otherwise.
+  auto same_figures = [&link](const std::optional<LinkSpec>& catalog_link) {
+    return catalog_link && link.bandwidth == catalog_link->bandwidth &&
+           link.latency == catalog_link->latency &&
+           link.bandwidth_efficiency == catalog_link->bandwidth_efficiency &&
+           link.nvls_bus_efficiency == catalog_link->nvls_bus_efficiency &&
+           link.nvls_latency == catalog_link->nvls_latency &&
+           link.mesh_links == catalog_link->mesh_links;
+  };
+  if (same_figures(defaults)) {
+    link.name = defaults->name;
+  } else if (!same_figures(base)) {
     link.name = "inline";
   }
   check_link(map, link);

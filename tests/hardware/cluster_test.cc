@@ -45,6 +45,26 @@ TEST(Cluster, InlineBandwidthKeepsTheCatalogLatency) {
   EXPECT_DOUBLE_EQ(c.inter_node->nic.bandwidth / GbitPerSecond(1), 200.0);
 }
 
+// The echo of another link names none, so a link with every figure of the GPU's default link
+// is that link wherever it was read; other figures keep only a named link's name, their own.
+TEST(Cluster, ALinkWithTheDefaultLinksFiguresIsTheDefaultLink) {
+  const std::string nvlink4_figures =
+      "bandwidth: 450 GB/s, latency: 3.4 us, bandwidth_efficiency: 0.82, nvls_bus_efficiency: "
+      "1.067, "
+      "nvls_latency: 25 us, mesh_links: 0";
+  for (const char* named : {"", "link: nvlink3, ", "link: nvlink4, "}) {
+    EXPECT_EQ(cluster_of("gpu: h100-sxm5-80gb\nintra_node: {" + std::string(named) +
+                         nvlink4_figures + "}\n")
+                  .intra_node.name,
+              "nvlink4")
+        << named;
+  }
+  EXPECT_EQ(cluster_of("gpu: h100-sxm5-80gb\nintra_node: {bandwidth: 300 GB/s}\n").intra_node.name,
+            "inline");
+  EXPECT_EQ(cluster_of("gpu: h100-sxm5-80gb\nintra_node: {link: nvlink3}\n").intra_node.name,
+            "nvlink3");
+}
+
 TEST(Cluster, MultiNodeNeedsANetwork) {
   EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 4\ngpus_per_node: 8\n"),
             "c.yaml:1:1: cluster.inter_node is required for 4 nodes");
