@@ -434,6 +434,21 @@ ModelSpec spec_from_document(const YamlDocument& document) {
     m.mla = mla;
   }
   if (family.moe != MoeKeys::kNone) m.moe = read_moe(reader, family, m.ffn_hidden, m.layers);
+  // DeepSeek-V3's multi-token prediction modules, which its checkpoint holds after the layers.
+  const int64_t mtp_layers = reader.get<int64_t>("num_nextn_predict_layers", 0);
+  if (mtp_layers < 0 || mtp_layers > m.layers) {
+    reader.fail("num_nextn_predict_layers",
+                fmt::format("= {} must be in [0, num_hidden_layers = {}]", mtp_layers, m.layers));
+  }
+  if (mtp_layers > 0 && m.position == Position::kLearned) {
+    reader.fail(
+        "num_nextn_predict_layers",
+        fmt::format(
+            "= {} needs rotary positions: multi-token prediction is modelled without a learned "
+            "position table",
+            mtp_layers));
+  }
+  m.mtp_layers = static_cast<int>(mtp_layers);
   if (!checked_parameter_count(m)) {
     config.fail_here(
         fmt::format("the config describes more than {} parameters; no model that large can be counted", INT64_MAX));

@@ -76,6 +76,13 @@ class LayerGraphBuilder {
   // begin on its chunk, the ops reading theirs also wait for `rest`.
   void complete_beside(int first, int rest) { completions_.emplace_back(first, rest); }
 
+  // Names the ops added from `first` on as parts of `prefix` (a multi-token prediction module).
+  void prefix_names(int first, const std::string& prefix) {
+    for (size_t i = first; i < forwards_.size(); ++i)
+      forwards_[i].op.name = prefix + forwards_[i].op.name;
+  }
+  int size() const { return static_cast<int>(forwards_.size()); }
+
   // The block's input is held by `holder` (its first reader) under full recompute.
   void set_input_holder(int holder, Bytes input_bytes) {
     input_holder_ = holder;
@@ -1303,22 +1310,9 @@ std::vector<int64_t> layer_weight_tensors(const ModelSpec& m, const LayerShard& 
   return tensors;
 }
 
-// Recomputation checkpoints transformer layers only (Megatron-LM, torchtitan): the blocks around
-// them keep what their backward needs.
-LayerShard without_recompute(LayerShard shard) {
-  shard.recompute = Recompute::kNone;
-  return shard;
-}
-
-}  // namespace
-
-LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
-  PACELINE_CHECK(!moe || m.moe.has_value(), "an MoE block of a dense model");
-  LayerGraphBuilder b(shard);
-  const Dims d = dims_of(shard);
-  // The block input: a placeholder holding the residual stream (no kernel, no gradient).
-  Forward input = collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {});
-  const int residual = b.add(input);
+// One transformer block reading the residual stream `residual`; returns the op writing its output.
+int add_transformer_layer(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard,
+                          const Dims& d, int residual, bool moe) {
   int after_attention = 0;
   add_attention(b, m, shard, d, residual, after_attention);
   const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe, /*overlap_gather=*/true);
@@ -1331,26 +1325,24 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
                                   /*num_weight_holders=*/1, "mlp");
     mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2, /*beside_gemm=*/true);
   }
-  add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);
-  // Under full recompute the block keeps only its input, held by its first reader.
-  b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
-  const ParameterCount count = count_parameters(m);
-  LayerGraph graph = b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
-                             layer_weight_tensors(m, shard, moe));
-  // Under sequence parallelism every whole-held weight trains on the rank's own tokens.
-  if (d.sp) graph.tp_summed_parameters = tp_whole_parameters(m, count, moe);
-  if (m.qk_norm && shard.tp > 1) graph.tp_summed_parameters += 2 * m.head_dim;
-  return graph;
+  return add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);
 }
 
-LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(without_recompute(shard));
-  const Dims d = dims_of(shard);
+// Of a block's parameters, those whose gradients are summed over the tensor-parallel group.
+int64_t layer_tp_summed_parameters(const ModelSpec& m, const LayerShard& shard, const Dims& d,
+                                   bool moe) {
+  // Under sequence parallelism every whole-held weight trains on the rank's own tokens.
+  int64_t summed = d.sp ? tp_whole_parameters(m, count_parameters(m), moe) : 0;
+  if (m.qk_norm && shard.tp > 1) summed += 2 * m.head_dim;
+  return summed;
+}
+
+// The token (and learned position) embedding, vocab-parallel over TP: each TP rank gathers the
+// rows of its vocabulary shard (zeros elsewhere), then the partial embeddings are summed over TP.
+// Backward scatter-adds the gradient into the fp32 embedding gradient. Returns the last op.
+int add_token_embedding(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d) {
   const double T = static_cast<double>(d.tokens);
   const double H = static_cast<double>(m.hidden);
-  // Vocab-parallel lookup: each TP rank gathers the rows of its vocabulary shard (zeros
-  // elsewhere), then the partial embeddings are summed over TP. Backward scatter-adds the
-  // gradient into the fp32 embedding gradient.
   Forward lookup = memory_op("embedding.lookup", MemoryKernel::kEmbedding, elements(T * H, 2.0 * d.e), Bytes(0),
                              Bytes(T * H * (d.e + 8.0)), {});
   int last = b.add(lookup);
@@ -1361,25 +1353,19 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
   last = add_row_parallel_exit(b, m, d, "embedding", last);
   if (m.dropout > 0.0) {
     const double rows = static_cast<double>(d.sp_tokens) * H;
-    b.add(memory_op("embedding.dropout", MemoryKernel::kElementwise, Bytes(rows * (2.0 * d.e + 1.0)), Bytes(rows),
-                    Bytes(rows * (2.0 * d.e + 1.0)), {last}));
+    last = b.add(memory_op("embedding.dropout", MemoryKernel::kElementwise,
+                           Bytes(rows * (2.0 * d.e + 1.0)), Bytes(rows),
+                           Bytes(rows * (2.0 * d.e + 1.0)), {last}));
   }
-  // The word embedding is split over TP by vocabulary; learned positions are whole on every rank.
-  const ParameterCount count = count_parameters(m);
-  const int64_t positions = m.position == Position::kLearned ? m.seq_len * m.hidden : 0;
-  std::vector<int64_t> tensors = {m.vocab * m.hidden / shard.tp};
-  if (positions > 0) tensors.push_back(positions);
-  return b.build((count.embedding - positions) / shard.tp + positions, count.embedding, std::move(tensors));
+  return last;
 }
 
-LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(without_recompute(shard));
-  const Dims d = dims_of(shard);
+// Final norm, output projection and softmax cross-entropy loss reading `input`.
+void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard,
+                    const Dims& d, int input) {
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;
-  Forward input = collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {});
-  const int residual = b.add(input);
-  const int norm = add_norm(b, m, shard, d, "head.norm", residual, d.sp);
+  const int norm = add_norm(b, m, shard, d, "head.norm", input, d.sp);
   const int entry = add_column_parallel_entry(b, m, d, "head.logits", norm);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(
@@ -1411,20 +1397,142 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
     b.add(collective("head.cross_entropy.allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor,
                      Bytes(T * 3.0 * 4.0), {loss_id}));
   }
+}
+
+// A multi-token prediction module as Megatron-Core's MultiTokenPredictionLayer runs it, reading
+// `hidden` (the last layer's output, or the module's before): the shifted tokens' embedding and
+// `hidden` each normalised, their concatenation (2·hidden wide) projected back by a
+// column-parallel GEMM whose output is gathered over TP (and split again over the sequence under
+// sequence parallelism), one transformer layer, and a prediction with a norm of its own. Its norms
+// write no fp8 copy: the concatenation, not a GEMM, reads them. Returns the layer's output.
+int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
+                   int hidden) {
+  LayerShard unfused = shard;
+  unfused.fp8 = false;
+  const int embedded = add_token_embedding(b, m, d);
+  const int embedding_norm = add_norm(b, m, unfused, d, "enorm", embedded, false);
+  const int hidden_norm = add_norm(b, m, unfused, d, "hnorm", hidden, false);
+  const double rows = static_cast<double>(d.sp_tokens * 2 * m.hidden);
+  // Backward splits the gradient into the two norms' contiguous inputs.
+  const int joined =
+      b.add(memory_op("concat", MemoryKernel::kElementwise, elements(rows, 2.0 * d.e), Bytes(0),
+                      elements(rows, 2.0 * d.e), {embedding_norm, hidden_norm}));
+  const int entry = add_tensor_parallel_entry(b, d, "eh_proj", 2 * m.hidden, {joined});
+  const int cast =
+      add_input_cast(b, shard, d.e, "eh_proj", static_cast<double>(d.tokens * 2 * m.hidden), entry);
+  int projected =
+      add_column_parallel_gemm(b, shard, d, "eh_proj", m.hidden / shard.tp, 2 * m.hidden, cast);
+  if (shard.tp > 1) {
+    const Bytes output = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+    projected =
+        b.add(collective("eh_proj.gather", Collective::kAllGather, Collective::kReduceScatter,
+                         CommGroup::kTensor, output, {projected}));
+    if (d.sp) {
+      projected = b.add(collective("eh_proj.scatter", Collective::kNone, Collective::kAllGather,
+                                   CommGroup::kTensor, output, {projected}));
+    }
+  }
+  const int output = add_transformer_layer(b, m, shard, d, projected, m.mtp_layer_is_moe());
+  add_prediction(b, m, shard, d, output);
+  return output;
+}
+
+// Recomputation checkpoints transformer layers only (Megatron-LM, torchtitan): the blocks around
+// them keep what their backward needs.
+LayerShard without_recompute(LayerShard shard) {
+  shard.recompute = Recompute::kNone;
+  return shard;
+}
+
+// Of a layer's parameters, the routed experts one rank holds.
+int64_t layer_expert_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  return moe ? count_parameters(m).routed_experts / shard.ep : 0;
+}
+
+}  // namespace
+
+LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  PACELINE_CHECK(!moe || m.moe.has_value(), "an MoE block of a dense model");
+  LayerGraphBuilder b(shard);
+  const Dims d = dims_of(shard);
+  // The block input: a placeholder holding the residual stream (no kernel, no gradient).
+  const int residual = b.add(
+      collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {}));
+  add_transformer_layer(b, m, shard, d, residual, moe);
+  // Under full recompute the block keeps only its input, held by its first reader.
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
-  const int64_t norm_params = m.norm_parameters();
-  const int64_t output = output_projection_parameters(m, shard.head_apart_from_embedding);
-  std::vector<int64_t> tensors;
-  add_norm_tensors(tensors, m);
-  if (output > 0) tensors.push_back(output / shard.tp);
-  LayerGraph graph = b.build(output / shard.tp + norm_params, output + norm_params, std::move(tensors));
-  if (d.sp) graph.tp_summed_parameters = norm_params;
+  const ParameterCount count = count_parameters(m);
+  LayerGraph graph =
+      b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
+              layer_weight_tensors(m, shard, moe));
+  graph.tp_summed_parameters = layer_tp_summed_parameters(m, shard, d, moe);
+  graph.expert_parameters = layer_expert_parameters(m, shard, moe);
   return graph;
 }
 
-int64_t output_projection_parameters(const ModelSpec& m, bool apart_from_embedding) {
-  const int64_t own = count_parameters(m).output;
-  return own > 0 || !apart_from_embedding ? own : m.vocab * m.hidden;
+LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
+  LayerGraphBuilder b(without_recompute(shard));
+  add_token_embedding(b, m, dims_of(shard));
+  // The word embedding is split over TP by vocabulary; learned positions are whole on every rank.
+  const ParameterCount count = count_parameters(m);
+  const int64_t positions = m.position == Position::kLearned ? m.seq_len * m.hidden : 0;
+  std::vector<int64_t> tensors = {m.vocab * m.hidden / shard.tp};
+  if (positions > 0) tensors.push_back(positions);
+  return b.build((count.embedding - positions) / shard.tp + positions, count.embedding,
+                 std::move(tensors));
+}
+
+LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
+  LayerGraphBuilder b(without_recompute(shard));
+  const Dims d = dims_of(shard);
+  const int residual = b.add(
+      collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {}));
+  int hidden = residual;
+  for (int module = 1; module <= m.mtp_layers; ++module) {
+    const int first = b.size();
+    hidden = add_mtp_module(b, m, shard, d, hidden);
+    b.prefix_names(first, fmt::format("mtp{}.", module));
+  }
+  const int main_head = b.size();
+  add_prediction(b, m, shard, d, residual);
+  b.set_input_holder(main_head, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
+
+  const int64_t norm_params = m.norm_parameters();
+  const int64_t vocabulary = head_vocabulary_parameters(m, shard.head_apart_from_embedding);
+  std::vector<int64_t> tensors;
+  add_norm_tensors(tensors, m);
+  // The output projection and the embedding's copy, each vocab-parallel.
+  for (int64_t copy = 0; copy < vocabulary / (m.vocab * m.hidden); ++copy)
+    tensors.push_back(m.vocab * m.hidden / shard.tp);
+  int64_t parameters = vocabulary / shard.tp + norm_params;
+  int64_t tp_summed = d.sp ? norm_params : 0;
+  const bool mtp_moe = m.mtp_layer_is_moe();
+  for (int module = 0; module < m.mtp_layers; ++module) {
+    const std::vector<int64_t> layer = layer_weight_tensors(m, shard, mtp_moe);
+    tensors.insert(tensors.end(), layer.begin(), layer.end());
+    for (int norm = 0; norm < 3; ++norm) add_norm_tensors(tensors, m);
+    tensors.push_back(2 * m.hidden * m.hidden / shard.tp);
+    parameters += sharded_parameters(m, shard, mtp_moe) + 3 * norm_params +
+                  2 * m.hidden * m.hidden / shard.tp;
+    tp_summed += layer_tp_summed_parameters(m, shard, d, mtp_moe) + (d.sp ? 3 * norm_params : 0);
+  }
+  const ParameterCount count = count_parameters(m);
+  LayerGraph graph =
+      b.build(parameters, vocabulary + norm_params + m.mtp_layers * count.per_mtp_module,
+              std::move(tensors));
+  graph.tp_summed_parameters = tp_summed;
+  graph.expert_parameters = m.mtp_layers * layer_expert_parameters(m, shard, mtp_moe);
+  return graph;
+}
+
+bool head_copies_word_embedding(const ModelSpec& m) {
+  return m.tied_embeddings || m.mtp_layers > 0;
+}
+
+int64_t head_vocabulary_parameters(const ModelSpec& m, bool apart_from_embedding) {
+  const int64_t copy =
+      apart_from_embedding && head_copies_word_embedding(m) ? m.vocab * m.hidden : 0;
+  return count_parameters(m).output + copy;
 }
 
 std::string_view to_string(CommGroup group) {

@@ -163,6 +163,8 @@ class LayerGraph {
   // gradients are summed over the tensor-parallel group before the step (Megatron-LM's
   // finalize_model_grads).
   int64_t tp_summed_parameters = 0;
+  // Of `parameters`, the routed experts' weights (reduced over the expert-data group).
+  int64_t expert_parameters = 0;
   // The weights this rank holds of GEMMs that run in fp8 (not the embedding, output head, norms
   // or router, which stay in 16 or 32 bits): Transformer Engine keeps an fp8 copy of each.
   int64_t fp8_gemm_parameters = 0;
@@ -207,12 +209,16 @@ static_assert(std::is_nothrow_move_constructible_v<LayerGraph>);
 LayerGraph build_transformer_layer(const ModelSpec& model, const LayerShard& shard, bool moe);
 // Token (and learned position) embedding, vocab-parallel over TP.
 LayerGraph build_embedding(const ModelSpec& model, const LayerShard& shard);
-// Final norm, output projection (vocab-parallel over TP) and softmax cross-entropy loss.
+// The model's multi-token prediction modules (ModelSpec::mtp_layers), then the final norm, output
+// projection (vocab-parallel over TP) and softmax cross-entropy loss.
 LayerGraph build_output_head(const ModelSpec& model, const LayerShard& shard);
-// The output projection's weights, whole (before tensor parallelism): the model's own, or with
-// tied embeddings, where the head sits apart from the embedding (LayerShard::
-// head_apart_from_embedding), its copy of the embedding's; else none.
-int64_t output_projection_parameters(const ModelSpec& model, bool apart_from_embedding);
+// Where the head sits apart from the embedding (LayerShard::head_apart_from_embedding), it
+// keeps a copy of the word embedding for tied embeddings' output projection or for multi-token
+// prediction's lookups, whose gradient is summed with the embedding's.
+bool head_copies_word_embedding(const ModelSpec& model);
+// The head's weights of the word embedding's size, whole (before tensor parallelism): the
+// model's own output projection, and the copy of the embedding where it keeps one.
+int64_t head_vocabulary_parameters(const ModelSpec& model, bool apart_from_embedding);
 
 }  // namespace paceline
 

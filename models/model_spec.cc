@@ -88,8 +88,9 @@ namespace {
 __extension__ typedef __int128 Wide;
 
 struct WideCount {
-  Wide total = 0, active = 0, embedding = 0, output = 0, per_dense_layer = 0, per_moe_layer = 0, per_expert = 0,
-       routed_experts = 0, tp_replicated_per_layer = 0, attention_matmuls_per_layer = 0;
+  Wide total = 0, active = 0, embedding = 0, output = 0, per_dense_layer = 0, per_moe_layer = 0,
+       per_expert = 0, per_mtp_module = 0, routed_experts = 0, tp_replicated_per_layer = 0,
+       attention_matmuls_per_layer = 0;
 };
 
 WideCount wide_count(const ModelSpec& m) {
@@ -147,6 +148,15 @@ WideCount wide_count(const ModelSpec& m) {
   const Wide outside_layers = count.embedding + count.output + norm_params;
   count.total = outside_layers + dense_layers * count.per_dense_layer + moe_layers * count.per_moe_layer;
   count.active = outside_layers + dense_layers * count.per_dense_layer + moe_layers * active_moe_layer;
+  // Multi-token prediction: the embedded tokens' and hidden states' norms, the projection of
+  // their concatenation and the prediction's norm around a layer.
+  const Wide mtp_outside_layer = 3 * norm_params + 2 * hidden * hidden;
+  const bool mtp_moe = m.mtp_layer_is_moe();
+  count.per_mtp_module =
+      mtp_outside_layer + (mtp_moe ? count.per_moe_layer : count.per_dense_layer);
+  count.total += Wide{m.mtp_layers} * count.per_mtp_module;
+  count.active += Wide{m.mtp_layers} *
+                  (mtp_outside_layer + (mtp_moe ? active_moe_layer : count.per_dense_layer));
   return count;
 }
 
@@ -159,9 +169,16 @@ std::optional<ParameterCount> checked_parameter_count(const ModelSpec& m) {
     fits = fits && value <= INT64_MAX;
     return static_cast<int64_t>(value);
   };
-  const ParameterCount count{narrow(w.total),           narrow(w.active),          narrow(w.embedding),
-                             narrow(w.output),          narrow(w.per_dense_layer), narrow(w.per_moe_layer),
-                             narrow(w.per_expert),      narrow(w.routed_experts),  narrow(w.tp_replicated_per_layer),
+  const ParameterCount count{narrow(w.total),
+                             narrow(w.active),
+                             narrow(w.embedding),
+                             narrow(w.output),
+                             narrow(w.per_dense_layer),
+                             narrow(w.per_moe_layer),
+                             narrow(w.per_expert),
+                             narrow(w.per_mtp_module),
+                             narrow(w.routed_experts),
+                             narrow(w.tp_replicated_per_layer),
                              narrow(w.attention_matmuls_per_layer)};
   if (!fits) return std::nullopt;
   return count;
@@ -248,6 +265,19 @@ ModelSpec read_model(YamlMap& map) {
       moe->fail("first_dense_layers", fmt::format("= {} leaves no MoE layer of layers = {} at every = {}",
                                                   m.moe->first_dense_layers, m.layers, m.moe->every));
     }
+  }
+  m.mtp_layers = map.get<int>("mtp_layers", 0);
+  if (m.mtp_layers < 0 || m.mtp_layers > m.layers) {
+    map.fail("mtp_layers",
+             fmt::format("= {} must be in [0, layers = {}]: the multi-token prediction modules "
+                         "after the last layer",
+                         m.mtp_layers, m.layers));
+  }
+  if (m.mtp_layers > 0 && m.position == Position::kLearned) {
+    map.fail("mtp_layers",
+             fmt::format("= {} needs position rope or alibi: multi-token prediction is modelled "
+                         "without a learned position table",
+                         m.mtp_layers));
   }
   map.finish();
   if (!checked_parameter_count(m)) {

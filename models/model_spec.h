@@ -99,9 +99,16 @@ struct ModelSpec {
   double dropout = 0.0;         // attention and hidden dropout probability during training
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;   // multi-head latent attention in place of (grouped-query) attention
+  // Multi-token prediction modules after the last layer (DeepSeek-V3's num_nextn_predict_layers,
+  // Megatron-Core's mtp_num_layers). Module k embeds the tokens k + 1 ahead with the model's
+  // embedding, joins them with the hidden states before it through a projection, runs one
+  // transformer layer (MoE where the last layer is) and predicts through a norm of its own and
+  // the model's output projection, with a loss of its own.
+  int mtp_layers = 0;
   std::string source;           // where the architecture is published
 
   bool is_moe_layer(int layer) const;
+  bool mtp_layer_is_moe() const { return is_moe_layer(layers - 1); }
   int num_moe_layers() const;
   bool gated_mlp() const { return activation == Activation::kSwiglu; }
   int64_t value_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
@@ -120,6 +127,9 @@ struct ParameterCount {
   int64_t per_dense_layer = 0;
   int64_t per_moe_layer = 0;
   int64_t per_expert = 0;
+  // One multi-token prediction module: its transformer layer, projection and three norms (the
+  // embedding and output projection are the model's).
+  int64_t per_mtp_module = 0;
   int64_t routed_experts = 0;  // the routed experts of one MoE layer
   // Of a layer's parameters, those every tensor-parallel rank holds whole besides its norms:
   // multi-head latent attention's down-projections and their norms.

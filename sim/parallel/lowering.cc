@@ -87,15 +87,16 @@ Bytes pipeline_transfer_bytes(const Scenario& s) {
       static_cast<double>(s.model.hidden) * bytes_per_element(s.compute_dtype()));
 }
 
-Bytes tied_embedding_gradient_bytes(const ModelSpec& model, int tp, double gradient_bytes) {
+Bytes word_embedding_gradient_bytes(const ModelSpec& model, int tp, double gradient_bytes) {
   return Bytes(static_cast<double>(model.vocab) / tp * static_cast<double>(model.hidden) *
                gradient_bytes);
 }
 
 Bytes FsdpGathers::total() const { return std::accumulate(sizes.begin(), sizes.end(), experts); }
 
-FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph, int64_t expert_parameters) {
+FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
   const Parallelism& p = scenario.parallelism;
+  const int64_t expert_parameters = graph.expert_parameters;
   const double weight_bytes = parameter_bytes(scenario.training).weight;
   FsdpGathers gathers;
   if (p.fsdp_gather == FsdpGather::kBlock) {
@@ -187,12 +188,12 @@ struct Context {
   bool zero_bubble = false;
 };
 
-BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::string& name, int64_t expert_parameters) {
+BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::string& name) {
   BlockPlans block;
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.parameters = block.graph->parameters;
-  block.expert_parameters = expert_parameters;
-  block.gathers = fsdp_gathers(c.scenario, *block.graph, expert_parameters);
+  block.expert_parameters = block.graph->expert_parameters;
+  block.gathers = fsdp_gathers(c.scenario, *block.graph);
   block.gathered_bytes = static_cast<int64_t>(block.gathers.total() / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
     c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
@@ -959,12 +960,12 @@ void StageBuilder::step() {
           GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket_ready));
     }
   }
-  // Tied embeddings split over the first and last stage: their gradients are summed.
-  if (s.model.tied_embeddings && p.pp > 1 && (stage_ == 0 || stage_ == p.pp - 1)) {
+  // The word embedding held by the first and last stage: their gradients are summed.
+  if (head_copies_word_embedding(s.model) && p.pp > 1 && (stage_ == 0 || stage_ == p.pp - 1)) {
     const int32_t holder = stage_ == 0 ? -1 : -2;
     const int chunk = stage_ == 0 ? 0 : p.virtual_stages - 1;
     reductions.push_back(step_collective(
-        Collective::kAllReduce, tied_embedding_gradient_bytes(s.model, p.tp, bytes.gradient),
+        Collective::kAllReduce, word_embedding_gradient_bytes(s.model, p.tp, bytes.gradient),
         GroupKind::kEmbedding, "pp.embedding_gradient_all_reduce",
         {last_backward_.at({chunk, holder})}));
   }
@@ -1127,18 +1128,18 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   // The distinct blocks, planned once.
   const LayerShard shard = layer_shard(s);
   const LayerShard kept = kept_layer_shard(s);
-  const ParameterCount count = count_parameters(s.model);
-  const int64_t expert_parameters = count.routed_experts / p.ep;
-  c.blocks[BlockKind::kEmbedding] = plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding", 0);
-  c.blocks[BlockKind::kHead] = plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head", 0);
+  c.blocks[BlockKind::kEmbedding] =
+      plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding");
+  c.blocks[BlockKind::kHead] =
+      plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head");
   for (const auto& blocks : c.virtual_stage_blocks) {
     for (const BlockRef& b : blocks) {
       if (c.blocks.count(b.kind)) continue;  // planned, or the embedding or head
       const bool moe = b.kind == BlockKind::kMoe || b.kind == BlockKind::kMoeKept;
       const bool keeps = b.kind == BlockKind::kDenseKept || b.kind == BlockKind::kMoeKept;
       const std::string name = fmt::format("{}{}layer", keeps ? "kept_" : "", moe ? "moe_" : "");
-      c.blocks[b.kind] = plan_block(c, b.kind, build_transformer_layer(s.model, keeps ? kept : shard, moe), name,
-                                    moe ? expert_parameters : 0);
+      c.blocks[b.kind] =
+          plan_block(c, b.kind, build_transformer_layer(s.model, keeps ? kept : shard, moe), name);
     }
   }
 

@@ -137,11 +137,12 @@ std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> bl
 // parallelism, over the tensor-parallel ones.
 Bytes pipeline_transfer_bytes(const Scenario& scenario);
 
-// The tied embedding's gradient that the first and last pipeline stages sum between them once
-// their passes have run: a vocab/tp × hidden shard at `gradient_bytes` a parameter.
-Bytes tied_embedding_gradient_bytes(const ModelSpec& model, int tp, double gradient_bytes);
+// The word embedding's gradient that the first and last pipeline stages sum between them once
+// their passes have run (the last stage's copy: head_copies_word_embedding): a vocab/tp × hidden
+// shard at `gradient_bytes` a parameter.
+Bytes word_embedding_gradient_bytes(const ModelSpec& model, int tp, double gradient_bytes);
 
-// The all-gathers of a block's weights under ZeRO-3: one of all of them (its `expert_parameters`
+// The all-gathers of a block's weights under ZeRO-3: one of all of them (its expert weights
 // apart, over the ranks holding the same experts, where their states are sharded), or with
 // fsdp_gather: tensor one per weight tensor above the persistence threshold; and, with that and
 // full recompute, the tensors released after the recomputed forward and gathered again for
@@ -153,7 +154,7 @@ struct FsdpGathers {
   Bytes experts;  // over the expert-data group
   Bytes total() const;
 };
-FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph, int64_t expert_parameters);
+FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph);
 
 Lowering lower(const Scenario& scenario, const OpTimer& timer, const CollectiveModel& collectives,
                const LoweringOptions& options);

@@ -152,13 +152,19 @@ Json to_json(const Breakdown& b) {
 Flop model_flop_per_iteration(const Scenario& s) {
   const ModelSpec& m = s.model;
   const ParameterCount count = count_parameters(m);
-  double per_token = 0.0;
+  const double attention = 6.0 * static_cast<double>(m.heads * (m.head_dim + m.value_head_dim())) *
+                           static_cast<double>(s.training.seq_len);
+  const double h = static_cast<double>(m.hidden);
+  const double logits = 6.0 * static_cast<double>(m.vocab) * h;
+  double per_token = logits;
   for (int layer = 0; layer < m.layers; ++layer) {
-    per_token += 6.0 * active_matmul_parameters(m, count, m.is_moe_layer(layer)) +
-                 6.0 * static_cast<double>(m.heads * (m.head_dim + m.value_head_dim())) *
-                     static_cast<double>(s.training.seq_len);
+    per_token += 6.0 * active_matmul_parameters(m, count, m.is_moe_layer(layer)) + attention;
   }
-  per_token += 6.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  // Each multi-token prediction module: its projection, layer and logits.
+  const double mtp_module =
+      6.0 * (2.0 * h * h + active_matmul_parameters(m, count, m.mtp_layer_is_moe())) + attention +
+      logits;
+  per_token += m.mtp_layers * mtp_module;
   return Flop(per_token * static_cast<double>(s.tokens_per_iteration()));
 }
 
@@ -236,6 +242,7 @@ Json to_json(const Scenario& s) {
   model.set("norm", to_string(m.norm)).set("position", to_string(m.position));
   model.set("tied_embeddings", m.tied_embeddings).set("bias", m.linear_bias).set("qkv_bias", m.qkv_bias);
   model.set("qk_norm", m.qk_norm).set("dropout", m.dropout);
+  if (m.mtp_layers > 0) model.set("mtp_layers", m.mtp_layers);
   if (m.moe) {
     Json moe = Json::object();
     moe.set("experts", m.moe->experts).set("top_k", m.moe->top_k).set("ffn_hidden", m.moe->ffn_hidden);

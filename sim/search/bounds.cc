@@ -34,9 +34,6 @@ LayoutBounds::LayoutBounds(const Scenario& base)
   for (int layer = 0; layer < base.model.layers; ++layer) {
     moe_before_[layer + 1] = moe_before_[layer] + (base.model.is_moe_layer(layer) ? 1 : 0);
   }
-  if (base.model.moe) {
-    expert_parameters_ = count_parameters(base.model).routed_experts;
-  }
 }
 
 LayoutBounds::ShardKey LayoutBounds::shard_key(const Layout& l) const {
@@ -92,10 +89,11 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->forward_exit = g.forward_exit();
     facts->backward_exits = g.backward_exits();
     facts->parameters = g.parameters;
+    facts->expert_parameters = g.expert_parameters;
     facts->fp8_gemm_parameters = g.fp8_gemm_parameters;
     // Tensor by tensor, experts' too, whatever experts a block holds.
     if (scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
-      facts->tensor_gathers = fsdp_gathers(scenario, g, 0);
+      facts->tensor_gathers = fsdp_gathers(scenario, g);
     }
     for (OpId id = 0; id < n; ++id) {
       // A layer graph only adds edges forward in insertion order: ids are a topological order.
@@ -387,7 +385,7 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
       if (v.count[kind] == 0) continue;
       const double held = static_cast<double>(parameters[kind]);
-      const double experts = kind == kMoe ? static_cast<double>(expert_parameters_ / l.ep) : 0.0;
+      const double experts = static_cast<double>(facts[kind]->expert_parameters);
       if (tensor_gathers) {
         const FsdpGathers& tensors = facts[kind]->tensor_gathers;
         for (const Bytes size : tensors.sizes) {
@@ -421,12 +419,11 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
     const Parallelism parallelism = layout_parallelism(l, base_);
     const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
     const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
-    const int64_t experts = expert_parameters_ / l.ep;
     const bool alone = base_.simulation.fidelity == Fidelity::kFull;
-    // As sim/parallel/lowering.cc builds them: the head holds its copy of tied embeddings apart
-    // from the embedding's stage, which the shard's graphs leave out.
-    const int64_t head = facts[kHead]->parameters - output_projection_parameters(m, false) / l.tp +
-                         output_projection_parameters(m, l.pp > 1) / l.tp;
+    // As sim/parallel/lowering.cc builds them: the head holds its copy of the word embedding
+    // apart from the embedding's stage, which the shard's graphs leave out.
+    const int64_t head = facts[kHead]->parameters - head_vocabulary_parameters(m, false) / l.tp +
+                         head_vocabulary_parameters(m, l.pp > 1) / l.tp;
     const std::vector<int> split = default_layers_per_stage(m.layers, l.pp * l.virtual_stages);
     std::vector<int> first_layer(split.size() + 1, 0);
     for (size_t vs = 0; vs < split.size(); ++vs) first_layer[vs + 1] = first_layer[vs] + split[vs];
@@ -442,11 +439,14 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
       for (int chunk = l.virtual_stages - 1; chunk >= 0; --chunk) {
         const int vs = chunk * l.pp + stage;
         first_chunk_from = blocks_backward.size();
-        if (vs + 1 == l.pp * l.virtual_stages) blocks_backward.push_back({head, 0});
+        if (vs + 1 == l.pp * l.virtual_stages) {
+          blocks_backward.push_back({head, facts[kHead]->expert_parameters});
+        }
         for (int layer = first_layer[vs + 1] - 1; layer >= first_layer[vs]; --layer) {
-          blocks_backward.push_back(m.is_moe_layer(layer)
-                                        ? BlockParameters{facts[kMoe]->parameters, experts}
-                                        : BlockParameters{facts[kDense]->parameters, 0});
+          blocks_backward.push_back(
+              m.is_moe_layer(layer)
+                  ? BlockParameters{facts[kMoe]->parameters, facts[kMoe]->expert_parameters}
+                  : BlockParameters{facts[kDense]->parameters, 0});
         }
         if (vs == 0) blocks_backward.push_back({facts[kEmbedding]->parameters, 0});
       }
@@ -485,13 +485,13 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
                    static_cast<double>(bucket.expert) * bytes.gradient, GroupKind::kExpertData);
         }
       }
-      // Tied embeddings split over the first and last stage: their gradients are summed once the
-      // pass holding the embedding (or the head, the last stage's first chunk without
+      // The word embedding held by the first and last stage: their gradients are summed once
+      // the pass holding the embedding (or the head, the last stage's first chunk without
       // interleaving) has run, after the buckets.
-      if (m.tied_embeddings && l.pp > 1 &&
+      if (head_copies_word_embedding(m) && l.pp > 1 &&
           (stage == 0 || (stage == l.pp - 1 && l.virtual_stages == 1))) {
         after_last_pass_s += time(Collective::kAllReduce,
-                                  tied_embedding_gradient_bytes(m, l.tp, bytes.gradient) / Bytes(1),
+                                  word_embedding_gradient_bytes(m, l.tp, bytes.gradient) / Bytes(1),
                                   GroupKind::kEmbedding);
       }
       per_stage[stage] = after_last_pass_s;
@@ -573,13 +573,13 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
         kept[chunk] += count[kind] * block.kept_bytes;
         // Experts whose states are not sharded are held whole, not gathered.
         const int64_t whole_experts =
-            kind == kMoe && parallelism.expert_zero_shard() <= 1 ? expert_parameters_ / l.ep : 0;
+            parallelism.expert_zero_shard() <= 1 ? block.expert_parameters : 0;
+        expert += count[kind] * block.expert_parameters;
         weights[chunk] +=
             count[kind] *
             static_cast<int64_t>(Bytes(static_cast<double>(block.parameters - whole_experts) * bytes.weight) /
                                  Bytes(1));
       }
-      expert += count[kMoe] * (expert_parameters_ / l.ep);
     }
     const StaticMemory states =
         rank_static_memory(training, parallelism, parameters, expert, fp8_gemm);

@@ -122,6 +122,7 @@ class LayoutBounds {
     OpId forward_exit = 0;
     std::vector<OpId> backward_exits;
     int64_t parameters = 0;  // held by the rank
+    int64_t expert_parameters = 0;    // LayerGraph::expert_parameters
     int64_t fp8_gemm_parameters = 0;  // LayerGraph::fp8_gemm_parameters
     int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
     FsdpGathers tensor_gathers;  // ZeRO-3's gathers with fsdp_gather: tensor
@@ -206,8 +207,7 @@ class LayoutBounds {
   CollectiveModel collectives_;
   RankLayout neutral_layout_;  // base's own layout: placements do not matter for kernels
   OpPricer kernel_pricer_;
-  std::vector<int> moe_before_;    // MoE layers among the first i layers
-  int64_t expert_parameters_ = 0;  // all experts of one MoE layer
+  std::vector<int> moe_before_;  // MoE layers among the first i layers
   // Graphs: those prepared, shared by forks (read-only), then those this instance built.
   std::shared_ptr<const std::map<ShardKey, ShardFacts>> prepared_;
   std::map<ShardKey, ShardFacts> shards_;

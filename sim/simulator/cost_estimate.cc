@@ -81,16 +81,16 @@ CostEstimate estimate_cost(const Scenario& s) {
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const bool experts_reduced = p.expert_data_ranks() > 1;
   const bool hybrid = p.hybrid_sharded();  // each block's shard all-reduced across replicas
-  auto block_tasks = [&](const LayerGraph& graph, bool moe) {
+  auto block_tasks = [&](const LayerGraph& graph) {
+    const bool experts = graph.expert_parameters > 0;
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
         zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
     double fsdp = reduce_per_microbatch && reduce_scatter
-                      ? 1.0 + (moe && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
+                      ? 1.0 + (experts && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
                       : 0.0;
     if (fsdp_per_microbatch) {
-      const int64_t experts = moe ? count_parameters(s.model).routed_experts / p.ep : 0;
-      const FsdpGathers gathers = fsdp_gathers(s, graph, experts);
+      const FsdpGathers gathers = fsdp_gathers(s, graph);
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
       fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
               (gathers.experts > Bytes(0) ? 2.0 : 0.0);
@@ -99,8 +99,8 @@ CostEstimate estimate_cost(const Scenario& s) {
   };
   const LayerGraph embedding_graph = build_embedding(s.model, shard);
   const LayerGraph head_graph = build_output_head(s.model, shard);
-  const double embedding = block_tasks(embedding_graph, false);
-  const double head = block_tasks(head_graph, false);
+  const double embedding = block_tasks(embedding_graph);
+  const double head = block_tasks(head_graph);
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is
   // recomputed: each kind counted once, on first use.
   std::map<std::pair<bool, bool>, std::pair<double, double>> layer_counts;
@@ -109,7 +109,7 @@ CostEstimate estimate_cost(const Scenario& s) {
     if (added) {
       const LayerShard graph_shard = recomputed ? shard : kept_layer_shard(s);
       const LayerGraph graph = build_transformer_layer(s.model, graph_shard, moe);
-      it->second = {block_tasks(graph, moe), static_cast<double>(graph.parameters)};
+      it->second = {block_tasks(graph), static_cast<double>(graph.parameters)};
     }
     return it->second;
   };

@@ -54,6 +54,7 @@ void expect_same_architecture(const ModelSpec& imported, const ModelSpec& catalo
   EXPECT_EQ(imported.qk_norm, catalog.qk_norm);
   EXPECT_EQ(imported.dropout, catalog.dropout);
   EXPECT_EQ(imported.mla, catalog.mla);
+  EXPECT_EQ(imported.mtp_layers, catalog.mtp_layers);
   ASSERT_EQ(imported.moe.has_value(), catalog.moe.has_value());
   if (imported.moe) {
     EXPECT_EQ(imported.moe->experts, catalog.moe->experts);
@@ -106,6 +107,7 @@ TEST(HfConfig, DeepSeekV3MatchesTheCatalog) {
   EXPECT_EQ(imported.moe->shared_experts, 1);
   EXPECT_EQ(imported.moe->groups, 8);  // n_group, topk_group under topk_method noaux_tc
   EXPECT_EQ(imported.moe->group_top_k, 4);
+  EXPECT_EQ(imported.mtp_layers, 1);  // num_nextn_predict_layers
   expect_same_architecture(imported, catalog_model("deepseek-v3"));
 }
 

@@ -178,6 +178,60 @@ TEST(LayerGraph, AHeadOnAnotherStageKeepsItsOwnCopyOfATiedEmbedding) {
   EXPECT_EQ(build_output_head(m, s).parameters, m.vocab * m.hidden / 2 + norm);
 }
 
+// Sums the FLOPs of a graph's forward GEMMs.
+double forward_gemm_flop(const LayerGraph& g) {
+  double flop = 0.0;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    if (g.op(id).kind == OpKind::kGemm) flop += g.op(id).flop / Flop(1);
+  }
+  return flop;
+}
+
+TEST(LayerGraph, MultiTokenPredictionRunsAModuleBeforeTheHead) {
+  // One module, tp 2 with sequence parallelism: the shifted tokens' embedding, two norms, the
+  // projection of their concatenation 2h → h, a transformer layer and a prediction of its own.
+  ModelSpec m = llama_like();
+  const LayerShard s = shard(2, /*sp=*/true);
+  const LayerGraph head = build_output_head(m, s);
+  m.mtp_layers = 1;
+  const LayerGraph with_mtp = build_output_head(m, s);
+  const LayerGraph layer = build_transformer_layer(m, s, false);
+  const double tokens = 2.0 * 2048;
+  const double h = 1024;
+  const double projection = 2.0 * tokens * (h / 2) * (2 * h);
+  const double logits = 2.0 * tokens * (32000 / 2) * h;
+  EXPECT_DOUBLE_EQ(forward_gemm_flop(with_mtp) - forward_gemm_flop(head) - forward_gemm_flop(layer),
+                   projection + logits);
+  // The layer's weights, three RMSNorms and the projection's half; the embedding's copy where the
+  // head sits apart from it.
+  const int64_t module = layer.parameters + 3 * 1024 + 2 * 1024 * 1024 / 2;
+  EXPECT_EQ(with_mtp.parameters - head.parameters, module);
+  LayerShard apart = s;
+  apart.head_apart_from_embedding = true;
+  EXPECT_EQ(build_output_head(m, apart).parameters - with_mtp.parameters, 32000 * 1024 / 2);
+  // Under sequence parallelism the norms and the layer's whole-held weights train on the rank's
+  // own tokens.
+  EXPECT_EQ(with_mtp.tp_summed_parameters - head.tp_summed_parameters,
+            layer.tp_summed_parameters + 3 * 1024);
+  // The module keeps its activations (recomputation checkpoints the model's layers only).
+  EXPECT_GE(with_mtp.saved_activations(), head.saved_activations() + layer.saved_activations());
+  // Its ops are named as its parts; the model's own prediction comes last.
+  bool named = false;
+  for (const OpId id : with_mtp.ops(Phase::kForward))
+    named = named || with_mtp.op(id).name == "mtp1.eh_proj";
+  EXPECT_TRUE(named);
+  EXPECT_EQ(with_mtp.op(with_mtp.forward_exit()).name, "head.cross_entropy.allreduce");
+  EXPECT_EQ(with_mtp.expert_parameters, 0);
+  // Where the last layer is an MoE layer, so is the module's, with its routed experts.
+  m.moe = MoeSpec{.experts = 8, .top_k = 2, .ffn_hidden = 512};
+  LayerShard experts = s;
+  experts.ep = 4;
+  const LayerGraph moe_head = build_output_head(m, experts);
+  EXPECT_EQ(moe_head.expert_parameters, 2 * 3 * 1024 * 512);
+  EXPECT_EQ(moe_head.expert_parameters,
+            build_transformer_layer(m, experts, true).expert_parameters);
+}
+
 TEST(LayerGraph, SelectiveRecomputeRunsTheFusedAttentionCoreTwice) {
   // Flash attention under selective recompute: the core's forward runs again before its
   // backward; the layer keeps Q, K, V and the attention output as without, and not the softmax

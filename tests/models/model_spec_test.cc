@@ -156,14 +156,20 @@ TEST(CountParameters, DeepSeekV3TotalAndActive) {
   // of 3·7168·2048 = 44,040,192.
   EXPECT_EQ(count.per_expert, 44'040'192);
   EXPECT_EQ(count.per_moe_layer, 11'507'286'016);
+  // The multi-token prediction module: an MoE layer (as the last layer is), three norms 21,504
+  // and the projection 2·7168·7168 = 102,760,448.
+  EXPECT_TRUE(model.mtp_layer_is_moe());
+  EXPECT_EQ(count.per_mtp_module, 11'610'067'968);
   // 3 dense and 58 MoE layers, embedding and head 129280·7168 each, the final norm: 671.0B, the
-  // report's 671B (its 685B checkpoint adds the 14B multi-token-prediction module).
+  // report's 671B; with the module 682.6B (the 685B checkpoint also holds the module's copies of
+  // the embedding and head, 1.85B).
   EXPECT_EQ(model.num_moe_layers(), 58);
   EXPECT_FALSE(model.is_moe_layer(2));
   EXPECT_TRUE(model.is_moe_layer(3));
-  EXPECT_EQ(count.total, 671'026'404'352);
-  // Active: 8 routed experts and the shared one a token → 37.6B, the report's 37B.
-  EXPECT_EQ(count.active, 37'552'282'624);
+  EXPECT_EQ(count.total, 671'026'404'352 + 11'610'067'968);
+  // Active: 8 routed experts and the shared one a token → 37.6B, the report's 37B; the module's
+  // layer 585,318,400 of them, with its projection and norms 688,100,352 more.
+  EXPECT_EQ(count.active, 37'552'282'624 + 688'100'352);
 }
 
 TEST(CountParameters, Gpt3_175bMatchesNarayanansFormula) {
@@ -291,11 +297,25 @@ TEST(ReadModel, UnknownActivationListsTheAlternatives) {
             "squared-relu");
 }
 
+TEST(ReadModel, MultiTokenPredictionModulesFollowRotaryLayers) {
+  const std::string rope = std::string(kRequired) + "position: rope\n";
+  EXPECT_EQ(read_text(rope + "mtp_layers: 2\n").mtp_layers, 2);
+  EXPECT_EQ(error_of([&] { read_text(rope + "mtp_layers: -1\n"); }),
+            "m.yaml:8:13: model.mtp_layers = -1 must be in [0, layers = 2]: the multi-token "
+            "prediction modules "
+            "after the last layer");
+  EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "mtp_layers: 1\n"); }),
+            "m.yaml:7:13: model.mtp_layers = 1 needs position rope or alibi: multi-token "
+            "prediction is modelled "
+            "without a learned position table");
+}
+
 TEST(ReadModel, UnknownKeyListsTheKnownOnes) {
   // The misspelt key starts line 7; the list is every key read_model asks for, sorted.
   EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "tied_embedding: true\n"); }),
             "m.yaml:7:1: unknown key 'tied_embedding' in model; expected one of: activation, bias, "
-            "dropout, ffn_hidden, head_dim, heads, hidden, kv_heads, layers, mla, moe, name, norm, "
+            "dropout, ffn_hidden, head_dim, heads, hidden, kv_heads, layers, mla, moe, mtp_layers, "
+            "name, norm, "
             "position, qk_norm, qkv_bias, seq_len, source, tied_embeddings, vocab");
 }
 

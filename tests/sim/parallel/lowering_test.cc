@@ -615,6 +615,44 @@ training: {global_batch: 16, seq_len: 4096}
   EXPECT_EQ(ep.stages[0].weight_bytes, 2 * (count.total - experts + experts / 8));
 }
 
+TEST(Lowering, MultiTokenPredictionRunsOnTheLastStageWithACopyOfTheEmbedding) {
+  const std::string text =
+      R"(model: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000,
+        seq_len: 2048, position: rope, activation: swiglu, norm: rmsnorm, mtp_layers: 1}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {pp: 2, dp: 2}
+training: {global_batch: 8, micro_batch: 1}
+)";
+  const Prediction mtp = simulate(scenario_of(text));
+  const Prediction plain = simulate(scenario_of(std::string(text).replace(
+      text.find(", mtp_layers: 1"), std::string(", mtp_layers: 1").size(), "")));
+  // The last stage holds the module and a copy of the word embedding for its lookups, in bf16;
+  // the first stage is as before.
+  const ModelSpec& m = mtp.result.scenario->model;
+  const int64_t module = count_parameters(m).per_mtp_module;
+  EXPECT_EQ(module, 3 * 1024 + 2 * 1024 * 1024 + count_parameters(m).per_dense_layer);
+  EXPECT_EQ(mtp.result.stages[1].weight_bytes - plain.result.stages[1].weight_bytes,
+            2 * (module + 32000 * 1024));
+  EXPECT_EQ(mtp.result.stages[0].weight_bytes, plain.result.stages[0].weight_bytes);
+  // whose gradient is summed with the first stage's, as a tied embedding's would be.
+  const auto all_reduces = [](const Prediction& p) {
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+    int found = 0;
+    for (size_t i = 0; i < t.size(); ++i)
+      found += t.names[t.name[i]] == "pp.embedding_gradient_all_reduce";
+    return found;
+  };
+  EXPECT_EQ(all_reduces(plain), 0);
+  EXPECT_EQ(all_reduces(mtp), 2);  // both stages (one rank of each simulated)
+  EXPECT_GT(mtp.result.iteration_time, plain.result.iteration_time);
+  // Model FLOPs count the module's projection, layer and logits.
+  const double tokens = 8.0 * 2048;
+  const double layer = 6.0 * (4.0 * 1024 * 1024 + 3.0 * 1024 * 4096) + 6.0 * 8 * (128 + 128) * 2048;
+  EXPECT_DOUBLE_EQ(
+      (mtp.result.model_flop_per_iteration - plain.result.model_flop_per_iteration) / Flop(1),
+      tokens * (6.0 * 2 * 1024 * 1024 + layer + 6.0 * 32000 * 1024));
+}
+
 // Qwen3-30B-A3B in fp8 on `nodes` DGX H100s, its experts over `ep` ranks.
 std::string qwen3_30b_a3b(int nodes, int ep, int global_batch) {
   return fmt::format(R"(model: qwen3-30b-a3b

@@ -239,6 +239,18 @@ TEST(Bounds, NeverExceedTheSimulationWhereSettingsChangeWhatRuns) {
   // the head sit on stages in different nodes, summing their gradients takes long after the
   // last passes.
   expect_bounds_hold(load_scenario({kSlowTiedEmbeddings, "tied.yaml"}), 2, 300);
+  // A multi-token prediction module after the last layer, an MoE layer as it is: the head's
+  // stage runs it, holds its experts and a copy of the word embedding, whose gradient is summed
+  // with the first stage's over the slow NIC.
+  expect_bounds_hold(load_scenario({R"(name: mtp
+model: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 128000, seq_len: 2048,
+        position: rope, mtp_layers: 1, moe: {experts: 8, top_k: 2, every: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4,
+          inter_node: {nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, bandwidth_efficiency: 1}}
+training: {global_batch: 16}
+)",
+                                    "mtp.yaml"}),
+                     2, 300);
   // Unfused attention on one GPU, whose step is its kernels: its GEMMs of two activations have
   // weight-gradient layout but never add into a gradient buffer.
   expect_bounds_hold(
