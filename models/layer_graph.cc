@@ -1402,7 +1402,8 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
 // A multi-token prediction module as Megatron-Core's MultiTokenPredictionLayer runs it, reading
 // `hidden` (the last layer's output, or the module's before): the shifted tokens' embedding and
 // `hidden` each normalised, their concatenation (2·hidden wide) projected back by a
-// column-parallel GEMM whose output is gathered over TP (and split again over the sequence under
+// column-parallel GEMM whose output is gathered over TP (gather_from_tensor_model_parallel_region,
+// whose backward keeps the rank's columns and sends nothing; split again over the sequence under
 // sequence parallelism), one transformer layer, and a prediction with a norm of its own. Its norms
 // write no fp8 copy: the concatenation, not a GEMM, reads them. Returns the layer's output.
 int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
@@ -1424,9 +1425,8 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       add_column_parallel_gemm(b, shard, d, "eh_proj", m.hidden / shard.tp, 2 * m.hidden, cast);
   if (shard.tp > 1) {
     const Bytes output = elements(static_cast<double>(d.tokens * m.hidden), d.e);
-    projected =
-        b.add(collective("eh_proj.gather", Collective::kAllGather, Collective::kReduceScatter,
-                         CommGroup::kTensor, output, {projected}));
+    projected = b.add(collective("eh_proj.output_gather", Collective::kAllGather, Collective::kNone,
+                                 CommGroup::kTensor, output, {projected}));
     if (d.sp) {
       projected = b.add(collective("eh_proj.scatter", Collective::kNone, Collective::kAllGather,
                                    CommGroup::kTensor, output, {projected}));
@@ -1437,8 +1437,9 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   return output;
 }
 
-// Recomputation checkpoints transformer layers only (Megatron-LM, torchtitan): the blocks around
-// them keep what their backward needs.
+// Recomputation checkpoints the model's transformer layers only (Megatron-LM, torchtitan): the
+// blocks around them keep what their backward needs. A multi-token prediction module inside the
+// head keeps its activations too (Megatron-Core recomputes its layer under full recomputation).
 LayerShard without_recompute(LayerShard shard) {
   shard.recompute = Recompute::kNone;
   return shard;

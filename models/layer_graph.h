@@ -109,9 +109,9 @@ struct LayerShard {
   // The loss: one vocab-parallel softmax cross-entropy kernel over an fp32 copy of the logits
   // (Megatron-LM), or PyTorch's log_softmax then nll_loss on it.
   Fusion cross_entropy = Fusion::kFused;
-  // The output head runs on another pipeline stage than the embedding: with tied embeddings it
-  // keeps its own copy of the word embedding (Megatron-LM's), whose gradient is summed with the
-  // first stage's.
+  // The output head runs on another pipeline stage than the embedding: with tied embeddings or
+  // multi-token prediction it keeps its own copy of the word embedding (Megatron-LM's), whose
+  // gradient is summed with the first stage's.
   bool head_apart_from_embedding = false;
   // The persistent buffer that weight-gradient GEMMs add into, in its dtype (Megatron-LM's
   // gradient-accumulation fusion into main_grad). None under FSDP, or where each micro-batch's
@@ -140,7 +140,8 @@ class LayerGraph {
   OpId forward_exit() const { return forward_exit_; }
   // Recompute/backward ops that need the gradient of the block's output.
   std::vector<OpId> backward_entries() const;
-  // Input-gradient ops producing the gradient of the block's input.
+  // Input-gradient ops producing the gradient of the block's input, and those that end in a
+  // gradient of no input (a multi-token prediction module's embedding lookup, inside the head).
   std::vector<OpId> backward_exits() const;
 
   // Totals over a phase.

@@ -100,10 +100,10 @@ struct ModelSpec {
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;   // multi-head latent attention in place of (grouped-query) attention
   // Multi-token prediction modules after the last layer (DeepSeek-V3's num_nextn_predict_layers,
-  // Megatron-Core's mtp_num_layers). Module k embeds the tokens k + 1 ahead with the model's
-  // embedding, joins them with the hidden states before it through a projection, runs one
-  // transformer layer (MoE where the last layer is) and predicts through a norm of its own and
-  // the model's output projection, with a loss of its own.
+  // Megatron-Core's mtp_num_layers). Module k predicts the token k + 1 ahead: it embeds the
+  // tokens k ahead with the model's embedding, joins them with the hidden states before it through
+  // a projection, runs one transformer layer (MoE where the last layer is) and predicts through a
+  // norm of its own and the model's output projection, with a loss of its own.
   int mtp_layers = 0;
   std::string source;           // where the architecture is published
 

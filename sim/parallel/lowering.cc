@@ -906,7 +906,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
   if (per_microbatch_reduce()) reduce_gradient_bucket();
 }
 
-// After the last backward: data-parallel gradient reduction, the tied-embedding gradient
+// After the last backward: data-parallel gradient reduction, the word-embedding gradient
 // exchange, the gradient norm and the optimizer step.
 void StageBuilder::step() {
   const Scenario& s = c_.scenario;

@@ -51,7 +51,7 @@ enum class GroupKind : uint32_t {
   kDataReplica,   // dp·cp / zero_shard ranks: HSDP replicas of one shard
   kExpertData,    // tp·dp·cp / ep ranks: expert gradient reduction
   kModel,         // tp·pp ranks: gradient-norm reduction before the step
-  kEmbedding,     // first and last stage: tied embedding gradients
+  kEmbedding,     // first and last stage: word embedding gradients
   kForwardSend,   // this stage → next stage (activations)
   kForwardRecv,   // previous stage → this stage
   kBackwardSend,  // this stage → previous stage (gradients)
@@ -76,7 +76,7 @@ class RankLayout {
   // member in `stage` (in any stage by default), the one spread over the most NVLink domains,
   // whose collectives are the slowest and pace the rest; the lowest-ranked of those. Where the
   // groups do not fit the domains alike (a context-parallel group of 3 on nodes of 4), some
-  // straddle two. The groups spanning stages (gradient norm, tied embedding) are the same for
+  // straddle two. The groups spanning stages (gradient norm, word embedding) are the same for
   // every stage.
   static constexpr int kEveryStage = -1;
   std::vector<int> placement(GroupKind kind, int stage = kEveryStage) const;

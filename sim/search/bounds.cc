@@ -75,8 +75,8 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
   const Scenario scenario = with_layout(base_, layout);
   LayerShard shard = layer_shard(scenario);
   shard.gradient_buffer = gradient_buffer(base_.training, /*zero=*/0, /*pp=*/1);
-  // Shared by layouts with and without pipelining: without the head's copy of a tied embedding,
-  // which only adds.
+  // Shared by layouts with and without pipelining: without the head's copy of the word
+  // embedding, which only adds.
   shard.head_apart_from_embedding = false;
   auto facts_of = [&](const LayerGraph& g) {
     auto facts = std::make_shared<BlockFacts>();

@@ -117,7 +117,7 @@ CostEstimate estimate_cost(const Scenario& s) {
   // Each stage runs its virtual stages' blocks for every micro-batch. Outside the blocks, per
   // micro-batch and virtual stage: at most four pipeline transfers; per step and block: at most
   // two weight gathers (its experts' apart) and three gradient reductions (reducing per
-  // micro-batch with reduce-scatters, the gathers alone); per step: the tied embedding exchange,
+  // micro-batch with reduce-scatters, the gathers alone); per step: the word embedding exchange,
   // the gradient norm, the optimizer and a final weight gather (two, with experts).
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
   const double expert_gathers = s.model.moe && experts_reduced ? 1.0 : 0.0;

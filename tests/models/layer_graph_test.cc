@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <string>
 
 #include "models/model_catalog.h"
@@ -215,11 +215,19 @@ TEST(LayerGraph, MultiTokenPredictionRunsAModuleBeforeTheHead) {
             layer.tp_summed_parameters + 3 * 1024);
   // The module keeps its activations (recomputation checkpoints the model's layers only).
   EXPECT_GE(with_mtp.saved_activations(), head.saved_activations() + layer.saved_activations());
-  // Its ops are named as its parts; the model's own prediction comes last.
-  bool named = false;
-  for (const OpId id : with_mtp.ops(Phase::kForward))
-    named = named || with_mtp.op(id).name == "mtp1.eh_proj";
-  EXPECT_TRUE(named);
+  // Its ops are named as its parts; the model's own prediction comes last. The projection's output
+  // is gathered over TP, whose backward keeps the rank's columns, and split over the sequence
+  // again, whose backward gathers the gradient.
+  std::map<std::string, const Op*> ops;
+  for (OpId id = 0; id < with_mtp.num_ops(); ++id) ops[with_mtp.op(id).name] = &with_mtp.op(id);
+  ASSERT_TRUE(ops.count("mtp1.eh_proj"));
+  EXPECT_EQ(ops["mtp1.eh_proj"]->gemm.k, 2 * 1024);
+  ASSERT_TRUE(ops.count("mtp1.eh_proj.output_gather"));
+  EXPECT_EQ(ops["mtp1.eh_proj.output_gather"]->comm.collective, Collective::kAllGather);
+  EXPECT_DOUBLE_EQ(ops["mtp1.eh_proj.output_gather"]->comm.size / Bytes(1), tokens * h * 2);
+  EXPECT_FALSE(ops.count("mtp1.eh_proj.output_gather.bwd"));
+  ASSERT_TRUE(ops.count("mtp1.eh_proj.scatter.bwd"));
+  EXPECT_EQ(ops["mtp1.eh_proj.scatter.bwd"]->comm.collective, Collective::kAllGather);
   EXPECT_EQ(with_mtp.op(with_mtp.forward_exit()).name, "head.cross_entropy.allreduce");
   EXPECT_EQ(with_mtp.expert_parameters, 0);
   // Where the last layer is an MoE layer, so is the module's, with its routed experts.
