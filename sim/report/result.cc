@@ -233,8 +233,7 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
   return r;
 }
 
-Json to_json(const Scenario& s) {
-  const ModelSpec& m = s.model;
+Json to_json(const ModelSpec& m) {
   Json model = Json::object();
   model.set("name", m.name).set("layers", m.layers).set("hidden", m.hidden).set("heads", m.heads);
   model.set("kv_heads", m.kv_heads).set("head_dim", m.head_dim).set("ffn_hidden", m.ffn_hidden);
@@ -259,6 +258,11 @@ Json to_json(const Scenario& s) {
     mla.set("rope_head_dim", m.mla->rope_head_dim).set("v_head_dim", m.mla->v_head_dim);
     model.set("mla", std::move(mla));
   }
+  return model;
+}
+
+Json to_json(const Scenario& s) {
+  Json model = to_json(s.model);
   const ClusterSpec& c = s.cluster;
   Json cluster = Json::object();
   // In the scenario format (quantities as plain SI numbers), so that it reads back as the same

@@ -107,6 +107,8 @@ Result read_result(const std::string& json_text, const std::string& name);
 Json to_json(const Breakdown& breakdown);
 // The resolved scenario, every default filled in.
 Json to_json(const Scenario& scenario);
+// A model in the scenario's inline form, every default filled in.
+Json to_json(const ModelSpec& model);
 // A readable summary for the terminal.
 std::string to_text(const Result& result);
 

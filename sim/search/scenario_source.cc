@@ -9,6 +9,8 @@
 
 #include "base/input_error.h"
 #include "base/yaml_reader.h"
+#include "models/model_catalog.h"
+#include "sim/report/result.h"
 
 namespace paceline {
 namespace {
@@ -99,6 +101,13 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
       parent[parts[i]] = YAML::Node(YAML::NodeType::Map);
       child.reset(parent[parts[i]]);
       if (origins != nullptr) origins->emplace(walked, origin);
+    } else if (i == 0 && parts[0] == "model" && child.IsScalar()) {
+      // A model named by catalog name or file takes overrides of its fields as the mapping it
+      // stands for.
+      const ModelSpec named =
+          resolve_model(child.Scalar(), default_model_catalog(), location_of(child, file));
+      parent["model"] = without_marks(YAML::Load(to_json(named).dump()));
+      child.reset(parent["model"]);
     } else if (!child.IsMap()) {
       throw InputError(location_of(child, file),
                        fmt::format("override {}: {} is {}, not a mapping", override.path, walked,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/input_error.h"
+#include "models/model_spec.h"
 
 namespace paceline {
 namespace {
@@ -95,6 +96,23 @@ TEST(ScenarioSource, AnOverriddenValueIsCitedByItsOverride) {
   const std::string cut = error_of({kBase, "s.yaml"}, {{"parallelism.tp", std::string(5000, 'x'), "--set"}});
   EXPECT_EQ(cut, "--set parallelism.tp=" + std::string(77, 'x') + "...: parallelism.tp = '" + std::string(77, 'x') +
                      "...' is not an integer");
+}
+
+TEST(ScenarioSource, ANamedModelTakesOverridesOfItsFields) {
+  // gpt3-175b from the catalog, 96 layers, with fewer: every other field stays the catalog's.
+  const Scenario named = load_scenario({kBase, "s.yaml"}, {});
+  const Scenario fewer = load_scenario({kBase, "s.yaml"}, {{"model.layers", "48"}});
+  EXPECT_EQ(fewer.model.layers, 48);
+  ModelSpec expected = named.model;
+  expected.layers = 48;
+  expected.source = "";  // the mapping it is written out as names no source
+  EXPECT_EQ(fewer.model, expected);
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"model.layers", "0", "--set"}}),
+            "--set model.layers=0: model.layers = 0 must be at least 1");
+  EXPECT_EQ(
+      error_of({std::string(kBase).replace(18, 9, "gpt3-999b"), "s.yaml"}, {{"model.layers", "2"}})
+          .rfind("s.yaml:2:8: model = 'gpt3-999b' is not in the model catalog", 0),
+      0u);
 }
 
 TEST(ScenarioSource, ErrorsInTheTextKeepTheirLine) {
