@@ -1450,6 +1450,13 @@ int64_t layer_expert_parameters(const ModelSpec& m, const LayerShard& shard, boo
   return moe ? count_parameters(m).routed_experts / shard.ep : 0;
 }
 
+// Of those, the weights of the experts' GEMMs where they run in fp8 (not their biases).
+int64_t layer_fp8_expert_gemm_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
+  if (!moe || !shard.fp8) return 0;
+  const int64_t matrices = m.gated_mlp() ? 3 : 2;
+  return m.moe->experts / shard.ep * matrices * m.hidden * m.moe->ffn_hidden;
+}
+
 }  // namespace
 
 LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
@@ -1468,6 +1475,7 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
               layer_weight_tensors(m, shard, moe));
   graph.tp_summed_parameters = layer_tp_summed_parameters(m, shard, d, moe);
   graph.expert_parameters = layer_expert_parameters(m, shard, moe);
+  graph.fp8_gemm_expert_parameters = layer_fp8_expert_gemm_parameters(m, shard, moe);
   return graph;
 }
 
@@ -1523,6 +1531,8 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
               std::move(tensors));
   graph.tp_summed_parameters = tp_summed;
   graph.expert_parameters = m.mtp_layers * layer_expert_parameters(m, shard, mtp_moe);
+  graph.fp8_gemm_expert_parameters =
+      m.mtp_layers * layer_fp8_expert_gemm_parameters(m, shard, mtp_moe);
   return graph;
 }
 

@@ -169,6 +169,8 @@ class LayerGraph {
   // The weights this rank holds of GEMMs that run in fp8 (not the embedding, output head, norms
   // or router, which stay in 16 or 32 bits): Transformer Engine keeps an fp8 copy of each.
   int64_t fp8_gemm_parameters = 0;
+  // Of `fp8_gemm_parameters`, the routed experts' weights.
+  int64_t fp8_gemm_expert_parameters = 0;
 
  private:
   friend class LayerGraphBuilder;

@@ -4,12 +4,35 @@
 
 namespace paceline {
 
+HeldWeights& HeldWeights::operator+=(const HeldWeights& other) {
+  parameters += other.parameters;
+  experts += other.experts;
+  fp8_gemm += other.fp8_gemm;
+  fp8_gemm_experts += other.fp8_gemm_experts;
+  return *this;
+}
+
+HeldWeights HeldWeights::operator*(int64_t times) const {
+  return {parameters * times, experts * times, fp8_gemm * times, fp8_gemm_experts * times};
+}
+
+HeldWeights held_weights(const LayerGraph& graph) {
+  return {graph.parameters, graph.expert_parameters, graph.fp8_gemm_parameters,
+          graph.fp8_gemm_expert_parameters};
+}
+
+double ParameterBytes::weights_bytes(const HeldWeights& weights) const {
+  return static_cast<double>(weights.parameters - weights.fp8_gemm) * weight +
+         static_cast<double>(weights.fp8_gemm) * fp8_gemm_weight;
+}
+
 ParameterBytes parameter_bytes(const Training& training) {
   ParameterBytes bytes;
   const bool fp32 = training.precision == Precision::kFp32;
-  // fp8 parameters are the working copy; otherwise Transformer Engine keeps an fp8 copy of each
-  // GEMM weight between micro-batches beside the 16-bit one.
-  bytes.weight = fp32 ? 4.0 : training.fp8_param_gather ? 1.0 : 2.0;
+  // fp8 parameters are the working copy of the fp8 GEMMs' weights; otherwise Transformer Engine
+  // keeps an fp8 copy of each between micro-batches beside the 16-bit one.
+  bytes.weight = fp32 ? 4.0 : 2.0;
+  bytes.fp8_gemm_weight = training.fp8_param_gather ? 1.0 : bytes.weight;
   bytes.fp8_weight = training.precision == Precision::kFp8 && !training.fp8_param_gather ? 1.0 : 0.0;
   bytes.gradient = training.gradients_in_bf16 ? 2.0 : 4.0;
   // Adam: master weights (mixed precision only) and two fp32 moments; SGD: momentum.
@@ -18,29 +41,29 @@ ParameterBytes parameter_bytes(const Training& training) {
   return bytes;
 }
 
-StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
-                           int shard) {
+StaticMemory static_memory(const Training& training, const Sharding& sharding,
+                           const HeldWeights& weights, int shard) {
   const ParameterBytes bytes = parameter_bytes(training);
-  const double p = static_cast<double>(parameters);
+  const double p = static_cast<double>(weights.parameters);
   const double n = shard;
   StaticMemory memory;
-  memory.weight_bytes = static_cast<int64_t>((sharding.weights ? p / n : p) * bytes.weight);
+  memory.weight_bytes =
+      static_cast<int64_t>(bytes.weights_bytes(weights) / (sharding.weights ? n : 1.0));
   memory.gradient_bytes = static_cast<int64_t>((sharding.gradients ? p / n : p) * bytes.gradient);
   memory.optimizer_bytes = static_cast<int64_t>((sharding.optimizer ? p / n : p) * bytes.optimizer);
   return memory;
 }
 
-StaticMemory rank_static_memory(const Training& training, const Parallelism& p, int64_t parameters,
-                                int64_t expert_parameters, int64_t fp8_gemm_parameters) {
+StaticMemory rank_static_memory(const Training& training, const Parallelism& p,
+                                const HeldWeights& weights) {
   const int expert_shard = p.expert_zero_shard();
   const Sharding sharding{p.zero >= 3, p.reduces_gradients_per_microbatch(), p.zero >= 1};
-  const int64_t dense_parameters = parameters - expert_parameters;
-  const StaticMemory dense = static_memory(training, sharding, dense_parameters, p.zero_shard);
-  const StaticMemory experts = static_memory(training, sharding, expert_parameters, expert_shard);
+  const StaticMemory dense = static_memory(training, sharding, weights.dense(), p.zero_shard);
+  const StaticMemory experts = static_memory(training, sharding, weights.expert(), expert_shard);
   // The fp8 copies are of the weights a rank computes with, which ZeRO-3 gathers, so they are
   // counted whole. Where a framework casts each gathered layer's weights anew (torchao's float8
   // under FSDP) it holds them only while that layer runs, which this overstates.
-  const auto fp8_copies = static_cast<int64_t>(static_cast<double>(fp8_gemm_parameters) *
+  const auto fp8_copies = static_cast<int64_t>(static_cast<double>(weights.fp8_gemm) *
                                                parameter_bytes(training).fp8_weight);
   return StaticMemory{dense.weight_bytes + experts.weight_bytes + fp8_copies,
                       dense.gradient_bytes + experts.gradient_bytes,

@@ -8,15 +8,31 @@
 // the 4-byte gradient Megatron allocates). ZeRO-1 shards the 12, ZeRO-2 also the gradients,
 // ZeRO-3 also the weights. fp32 training has 4-byte weights and no master copy. fp8 training
 // adds an fp8 copy of the weight of each GEMM that runs in fp8, or with fp8 parameters holds
-// that byte alone.
+// that byte alone; the other weights (embedding, output head, norms, router) stay 16-bit.
 #ifndef PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 #define PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 
 #include <cstdint>
 
+#include "models/layer_graph.h"
 #include "sim/scenario/scenario.h"
 
 namespace paceline {
+
+// The weights a rank holds: all of them, the routed experts' among them, and of each the
+// weights of GEMMs that run in fp8 (LayerGraph::fp8_gemm_parameters).
+struct HeldWeights {
+  int64_t parameters = 0;
+  int64_t experts = 0;
+  int64_t fp8_gemm = 0;
+  int64_t fp8_gemm_experts = 0;
+
+  HeldWeights& operator+=(const HeldWeights& other);
+  HeldWeights operator*(int64_t times) const;
+  HeldWeights dense() const { return {parameters - experts, 0, fp8_gemm - fp8_gemm_experts, 0}; }
+  HeldWeights expert() const { return {experts, experts, fp8_gemm_experts, fp8_gemm_experts}; }
+};
+HeldWeights held_weights(const LayerGraph& graph);
 
 struct StaticMemory {
   int64_t weight_bytes = 0;
@@ -28,9 +44,13 @@ struct StaticMemory {
 // Per-parameter byte counts of a scenario's precision and optimizer.
 struct ParameterBytes {
   double weight = 2.0;     // the working copy the kernels read
+  double fp8_gemm_weight = 2.0;  // of a weight of an fp8 GEMM: 1 with fp8 parameters, else `weight`
   double fp8_weight = 0.0;  // fp8 copies of GEMM weights (fp8 training)
   double gradient = 4.0;   // accumulation buffer, reduced in this precision
   double optimizer = 12.0;  // master copy and moments
+
+  // The working copies of `weights`.
+  double weights_bytes(const HeldWeights& weights) const;
 };
 ParameterBytes parameter_bytes(const Training& training);
 
@@ -41,20 +61,17 @@ struct Sharding {
   bool optimizer = false;  // ZeRO-1 and up
 };
 
-// `parameters`: held by the rank after tensor/pipeline/expert sharding; `shard`: the size of
-// the group the sharded states are divided over.
-StaticMemory static_memory(const Training& training, const Sharding& sharding, int64_t parameters,
-                           int shard);
+// `weights`: held by the rank after tensor/pipeline/expert sharding; `shard`: the size of the
+// group the sharded states are divided over.
+StaticMemory static_memory(const Training& training, const Sharding& sharding,
+                           const HeldWeights& weights, int shard);
 
-// The static memory of a rank holding `parameters` (of which `expert_parameters` belong to
-// experts) under the ZeRO stage of `parallelism`: dense states are divided over its zero_shard
-// group, expert states over at most the expert-data group, and ZeRO-2 and ZeRO-3 with pipelining
-// keep unsharded gradients, accumulated over the micro-batches. `fp8_gemm_parameters` are the
-// weights it holds of GEMMs that run in fp8 (LayerGraph::fp8_gemm_parameters): without fp8
-// parameters each has an fp8 copy, kept whole.
+// The static memory of a rank holding `weights` under the ZeRO stage of `parallelism`: dense
+// states are divided over its zero_shard group, expert states over at most the expert-data
+// group, and ZeRO-2 and ZeRO-3 with pipelining keep unsharded gradients, accumulated over the
+// micro-batches. Without fp8 parameters each weight of an fp8 GEMM has an fp8 copy, kept whole.
 StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism,
-                                int64_t parameters, int64_t expert_parameters,
-                                int64_t fp8_gemm_parameters);
+                                const HeldWeights& weights);
 
 }  // namespace paceline
 

@@ -96,15 +96,19 @@ Bytes FsdpGathers::total() const { return std::accumulate(sizes.begin(), sizes.e
 
 FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
   const Parallelism& p = scenario.parallelism;
-  const int64_t expert_parameters = graph.expert_parameters;
-  const double weight_bytes = parameter_bytes(scenario.training).weight;
+  const ParameterBytes bytes = parameter_bytes(scenario.training);
+  const HeldWeights weights = held_weights(graph);
   FsdpGathers gathers;
   if (p.fsdp_gather == FsdpGather::kBlock) {
-    const int64_t sharded_experts = p.expert_zero_shard() > 1 ? expert_parameters : 0;
-    gathers.sizes = {Bytes(static_cast<double>(graph.parameters - expert_parameters) * weight_bytes)};
-    gathers.experts = Bytes(static_cast<double>(sharded_experts) * weight_bytes);
+    gathers.sizes = {Bytes(bytes.weights_bytes(weights.dense()))};
+    if (p.expert_zero_shard() > 1) gathers.experts = Bytes(bytes.weights_bytes(weights.expert()));
     return gathers;
   }
+  // Tensor by tensor, each at the block's mean bytes a weight: the tensors do not say which are
+  // fp8 GEMM weights (they differ only with fp8 parameters).
+  const double weight_bytes =
+      graph.parameters > 0 ? bytes.weights_bytes(weights) / static_cast<double>(graph.parameters)
+                           : bytes.weight;
   const std::vector<int64_t>& tensors = graph.weight_tensors;
   const bool recomputed = scenario.training.recompute == Recompute::kFull && graph.flop(Phase::kRecompute) > Flop(0);
   // DeepSpeed traces the modules in use order: after a tensor's use in the recomputed forward
@@ -427,7 +431,7 @@ class StageBuilder {
 
   // All-gathers weights updated in shards: the dense over the data-parallel shard group, the
   // experts' over the ranks holding the same experts (the last of them is returned).
-  TaskId gather_updated_weights(int64_t parameters, int64_t expert_parameters, std::vector<TaskId> deps);
+  TaskId gather_updated_weights(const HeldWeights& weights, std::vector<TaskId> deps);
   void forward(int microbatch, int chunk);
   void backward(int microbatch, int chunk, PipelineAction::Kind kind);
   void forward_backward(const PipelineAction& forward_action, const PipelineAction& backward_action);
@@ -972,15 +976,13 @@ void StageBuilder::step() {
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
-  int64_t parameters = 0;
-  int64_t expert_parameters = 0;
+  HeldWeights weights;
   int64_t largest_weight = 0;
   int64_t tp_summed = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) {
       const BlockPlans& plans = plans_of(block);
-      parameters += plans.parameters;
-      expert_parameters += plans.expert_parameters;
+      weights += held_weights(*plans.graph);
       largest_weight = std::max(largest_weight, plans.graph->largest_weight());
       tp_summed += plans.graph->tp_summed_parameters;
     }
@@ -999,11 +1001,17 @@ void StageBuilder::step() {
   // them).
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
   const double expert_shard = p.zero >= 1 ? p.expert_zero_shard() : 1.0;
-  const double held = static_cast<double>(parameters - expert_parameters) / shard +
-                      static_cast<double>(expert_parameters) / expert_shard;
-  const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, bytes.weight);
+  const double held = static_cast<double>(weights.parameters - weights.experts) / shard +
+                      static_cast<double>(weights.experts) / expert_shard;
+  // Written back at each weight's own bytes (fp8 parameters: one for an fp8 GEMM's, two else).
+  const double mean_weight_bytes =
+      weights.parameters > 0
+          ? bytes.weights_bytes(weights) / static_cast<double>(weights.parameters)
+          : bytes.weight;
+  const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, mean_weight_bytes);
   // The step also zeroes the gradient buffer for the next one.
-  const double zeroed = (per_microbatch_reduce() ? held : static_cast<double>(parameters)) * bytes.gradient;
+  const double zeroed =
+      (per_microbatch_reduce() ? held : static_cast<double>(weights.parameters)) * bytes.gradient;
   LoneTask optimizer;
   optimizer.stream = StreamKind::kCompute;
   optimizer.duration =
@@ -1017,19 +1025,18 @@ void StageBuilder::step() {
   last_compute_ = update;
   // ZeRO-1/2 without overlap: the updated weights are gathered before the step ends.
   if (p.zero >= 1 && !fsdp() && !s.training.overlap_param_gather) {
-    gather_updated_weights(parameters, expert_parameters, {update});
+    gather_updated_weights(weights, {update});
   }
 }
 
-TaskId StageBuilder::gather_updated_weights(int64_t parameters, int64_t expert_parameters, std::vector<TaskId> deps) {
-  const double weight = parameter_bytes(c_.scenario.training).weight;
-  TaskId last = step_collective(Collective::kAllGather,
-                                Bytes(static_cast<double>(parameters - expert_parameters) * weight),
+TaskId StageBuilder::gather_updated_weights(const HeldWeights& weights, std::vector<TaskId> deps) {
+  const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
+  TaskId last = step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.dense())),
                                 GroupKind::kDataShard, "dp.weight_all_gather", deps);
   // Experts' weights are sharded over (at most) the ranks holding the same experts, and
   // gathered there.
-  if (expert_parameters > 0 && c_.scenario.parallelism.expert_zero_shard() > 1) {
-    last = step_collective(Collective::kAllGather, Bytes(static_cast<double>(expert_parameters) * weight),
+  if (weights.experts > 0 && c_.scenario.parallelism.expert_zero_shard() > 1) {
+    last = step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.expert())),
                            GroupKind::kExpertData, "dp.expert_weight_all_gather", deps);
   }
   return last;
@@ -1048,7 +1055,7 @@ StageProgram StageBuilder::build() {
         // fsdp_gather: tensor needs ZeRO-3 without pipelining, so each block here is one gather
         // (two, with the experts').
         const BlockPlans& plans = plans_of(block);
-        start_gathers_[block.block] = gather_updated_weights(plans.parameters, plans.expert_parameters, {});
+        start_gathers_[block.block] = gather_updated_weights(held_weights(*plans.graph), {});
         if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(plans.gathered_bytes));
       }
     }
@@ -1078,18 +1085,13 @@ StageProgram StageBuilder::build() {
   stage.lone_comms = std::move(lone_comms_);
   stage.names = std::move(names_);
   stage.lone_names = std::move(lone_names_);
-  int64_t parameters = 0;
-  int64_t expert = 0;
-  int64_t fp8_gemm = 0;
+  HeldWeights weights;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    for (const BlockRef& block : chunk_blocks(chunk)) {
-      parameters += plans_of(block).parameters;
-      expert += plans_of(block).expert_parameters;
-      fp8_gemm += plans_of(block).graph->fp8_gemm_parameters;
-    }
+    for (const BlockRef& block : chunk_blocks(chunk))
+      weights += held_weights(*plans_of(block).graph);
   }
-  stage.parameters = parameters;
-  stage.static_memory = rank_static_memory(s.training, p, parameters, expert, fp8_gemm);
+  stage.parameters = weights.parameters;
+  stage.static_memory = rank_static_memory(s.training, p, weights);
   stage.executed_flop = executed_;
   stage.recompute_flop = recomputed_;
   stage.program = std::move(builder_).build();

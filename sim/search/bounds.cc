@@ -88,9 +88,7 @@ LayoutBounds::ShardFacts LayoutBounds::build_shard(const Layout& layout) const {
     facts->persistent.assign(n, false);
     facts->forward_exit = g.forward_exit();
     facts->backward_exits = g.backward_exits();
-    facts->parameters = g.parameters;
-    facts->expert_parameters = g.expert_parameters;
-    facts->fp8_gemm_parameters = g.fp8_gemm_parameters;
+    facts->weights = held_weights(g);
     // Tensor by tensor, experts' too, whatever experts a block holds.
     if (scenario.parallelism.fsdp_gather == FsdpGather::kTensor) {
       facts->tensor_gathers = fsdp_gathers(scenario, g);
@@ -351,7 +349,7 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   const ShardFacts& facts = shard_facts(l);
   std::array<int64_t, kNumBlockKinds> parameters{};
   for (int kind = 0; kind < kNumBlockKinds; ++kind) {
-    parameters[kind] = facts[kind] ? facts[kind]->parameters : 0;
+    parameters[kind] = facts[kind] ? facts[kind]->weights.parameters : 0;
   }
   const bool gathers = l.zero >= 3;
   // Recomputation decides which tensors are gathered again (fsdp_gather: tensor); whole blocks
@@ -384,8 +382,7 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   for (const VirtualStage& v : blocks_of(l.virtual_stages)) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
       if (v.count[kind] == 0) continue;
-      const double held = static_cast<double>(parameters[kind]);
-      const double experts = static_cast<double>(facts[kind]->expert_parameters);
+      const HeldWeights& held = facts[kind]->weights;
       if (tensor_gathers) {
         const FsdpGathers& tensors = facts[kind]->tensor_gathers;
         for (const Bytes size : tensors.sizes) {
@@ -395,14 +392,18 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
           run(Collective::kAllGather, size / Bytes(1), shard, v.count[kind]);
         }
       } else if (gathers) {
-        run(Collective::kAllGather, (held - experts) * bytes.weight, shard, 2 * v.count[kind]);
+        run(Collective::kAllGather, bytes.weights_bytes(held.dense()), shard, 2 * v.count[kind]);
         if (experts_gathered) {
-          run(Collective::kAllGather, experts * bytes.weight, expert_data, 2 * v.count[kind]);
+          run(Collective::kAllGather, bytes.weights_bytes(held.expert()), expert_data,
+              2 * v.count[kind]);
         }
       }
       if (reduce_scattered) {
-        run(Collective::kReduceScatter, (held - experts) * bytes.gradient, shard, v.count[kind]);
-        run(Collective::kReduceScatter, experts * bytes.gradient, expert_data, v.count[kind]);
+        run(Collective::kReduceScatter,
+            static_cast<double>(held.parameters - held.experts) * bytes.gradient, shard,
+            v.count[kind]);
+        run(Collective::kReduceScatter, static_cast<double>(held.experts) * bytes.gradient,
+            expert_data, v.count[kind]);
       }
     }
   }
@@ -422,7 +423,8 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
     const bool alone = base_.simulation.fidelity == Fidelity::kFull;
     // As sim/parallel/lowering.cc builds them: the head holds its copy of the word embedding
     // apart from the embedding's stage, which the shard's graphs leave out.
-    const int64_t head = facts[kHead]->parameters - head_vocabulary_parameters(m, false) / l.tp +
+    const int64_t head = facts[kHead]->weights.parameters -
+                         head_vocabulary_parameters(m, false) / l.tp +
                          head_vocabulary_parameters(m, l.pp > 1) / l.tp;
     const std::vector<int> split = default_layers_per_stage(m.layers, l.pp * l.virtual_stages);
     std::vector<int> first_layer(split.size() + 1, 0);
@@ -440,15 +442,15 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
         const int vs = chunk * l.pp + stage;
         first_chunk_from = blocks_backward.size();
         if (vs + 1 == l.pp * l.virtual_stages) {
-          blocks_backward.push_back({head, facts[kHead]->expert_parameters});
+          blocks_backward.push_back({head, facts[kHead]->weights.experts});
         }
         for (int layer = first_layer[vs + 1] - 1; layer >= first_layer[vs]; --layer) {
           blocks_backward.push_back(
               m.is_moe_layer(layer)
-                  ? BlockParameters{facts[kMoe]->parameters, facts[kMoe]->expert_parameters}
-                  : BlockParameters{facts[kDense]->parameters, 0});
+                  ? BlockParameters{facts[kMoe]->weights.parameters, facts[kMoe]->weights.experts}
+                  : BlockParameters{facts[kDense]->weights.parameters, 0});
         }
-        if (vs == 0) blocks_backward.push_back({facts[kEmbedding]->parameters, 0});
+        if (vs == 0) blocks_backward.push_back({facts[kEmbedding]->weights.parameters, 0});
       }
       // Priced as the step prices them: over the groups sharing the NICs, or alone under full
       // fidelity, whose network times them beside only the transfers that run with them.
@@ -558,9 +560,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
   int64_t bound = 0;
   for (const int stage : {0, 1, l.pp - 1}) {
     if (stage >= l.pp) continue;
-    int64_t parameters = 0;
-    int64_t expert = 0;
-    int64_t fp8_gemm = 0;
+    HeldWeights held;
     std::vector<int64_t> kept(l.virtual_stages, 0);
     std::vector<int64_t> weights(l.virtual_stages, 0);  // gathered, per chunk
     for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
@@ -568,29 +568,23 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
       for (int kind = 0; kind < kNumBlockKinds; ++kind) {
         if (count[kind] == 0) continue;
         const BlockFacts& block = *facts[kind];
-        parameters += count[kind] * block.parameters;
-        fp8_gemm += count[kind] * block.fp8_gemm_parameters;
+        held += block.weights * count[kind];
         kept[chunk] += count[kind] * block.kept_bytes;
         // Experts whose states are not sharded are held whole, not gathered.
-        const int64_t whole_experts =
-            parallelism.expert_zero_shard() <= 1 ? block.expert_parameters : 0;
-        expert += count[kind] * block.expert_parameters;
-        weights[chunk] +=
-            count[kind] *
-            static_cast<int64_t>(Bytes(static_cast<double>(block.parameters - whole_experts) * bytes.weight) /
-                                 Bytes(1));
+        const HeldWeights gathered_weights =
+            parallelism.expert_zero_shard() <= 1 ? block.weights.dense() : block.weights;
+        weights[chunk] += count[kind] * static_cast<int64_t>(bytes.weights_bytes(gathered_weights));
       }
     }
-    const StaticMemory states =
-        rank_static_memory(training, parallelism, parameters, expert, fp8_gemm);
+    const StaticMemory states = rank_static_memory(training, parallelism, held);
     int64_t transient = 0;
     for (const std::vector<int>& state : in_flight(l, stage)) {
-      int64_t held = 0;
+      int64_t in_flight_bytes = 0;
       for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
-        held += state[chunk] * kept[chunk];
-        if (gathered && chunk <= state.back()) held += weights[chunk];
+        in_flight_bytes += state[chunk] * kept[chunk];
+        if (gathered && chunk <= state.back()) in_flight_bytes += weights[chunk];
       }
-      transient = std::max(transient, held);
+      transient = std::max(transient, in_flight_bytes);
     }
     bound = std::max(bound, states.total() + transient);
   }

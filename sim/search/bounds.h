@@ -59,6 +59,7 @@
 #include "hardware/topology.h"
 #include "models/layer_graph.h"
 #include "sim/engine/engine.h"
+#include "sim/memory/static_memory.h"
 #include "sim/parallel/lowering.h"
 #include "sim/parallel/rank_layout.h"
 #include "sim/parallel/task_plan.h"
@@ -121,9 +122,7 @@ class LayoutBounds {
     std::vector<BufferedWgrad> buffered_wgrads;
     OpId forward_exit = 0;
     std::vector<OpId> backward_exits;
-    int64_t parameters = 0;  // held by the rank
-    int64_t expert_parameters = 0;    // LayerGraph::expert_parameters
-    int64_t fp8_gemm_parameters = 0;  // LayerGraph::fp8_gemm_parameters
+    HeldWeights weights;     // held by the rank
     int64_t kept_bytes = 0;  // activations of compute kernels kept for backward
     FsdpGathers tensor_gathers;  // ZeRO-3's gathers with fsdp_gather: tensor
 

@@ -9,7 +9,8 @@ namespace {
 TEST(StaticMemory, MixedPrecisionAdamKeepsEighteenBytesPerParameter) {
   // 2 (bf16 weights) + 4 (fp32 gradients) + 12 (fp32 master, two moments) = 18 bytes.
   const Training training;
-  const StaticMemory m = static_memory(training, Sharding{}, 1'000'000, 1);
+  const StaticMemory m =
+      static_memory(training, Sharding{}, HeldWeights{.parameters = 1'000'000}, 1);
   EXPECT_EQ(m.weight_bytes, 2'000'000);
   EXPECT_EQ(m.gradient_bytes, 4'000'000);
   EXPECT_EQ(m.optimizer_bytes, 12'000'000);
@@ -19,17 +20,18 @@ TEST(StaticMemory, ZeroStagesShardMoreAndMore) {
   // Over 8 ranks: ZeRO-1 → 2 + 4 + 12/8; ZeRO-2 → 2 + (4 + 12)/8; ZeRO-3 → 18/8.
   const Training training;
   const int64_t p = 8'000'000;
-  EXPECT_EQ(static_memory(training, {false, false, true}, p, 8).total(),
+  EXPECT_EQ(static_memory(training, {false, false, true}, {.parameters = p}, 8).total(),
             2 * p + 4 * p + 12 * p / 8);
-  EXPECT_EQ(static_memory(training, {false, true, true}, p, 8).total(), 2 * p + 16 * p / 8);
-  EXPECT_EQ(static_memory(training, {true, true, true}, p, 8).total(), 18 * p / 8);
+  EXPECT_EQ(static_memory(training, {false, true, true}, {.parameters = p}, 8).total(),
+            2 * p + 16 * p / 8);
+  EXPECT_EQ(static_memory(training, {true, true, true}, {.parameters = p}, 8).total(), 18 * p / 8);
 }
 
 TEST(StaticMemory, Fp32TrainingHasNoMasterCopy) {
   Training training;
   training.precision = Precision::kFp32;
   // 4 (weights) + 4 (gradients) + 8 (moments).
-  EXPECT_EQ(static_memory(training, Sharding{}, 1000, 1).total(), 16'000);
+  EXPECT_EQ(static_memory(training, Sharding{}, {.parameters = 1000}, 1).total(), 16'000);
 }
 
 TEST(StaticMemory, Fp8KeepsWholeCopiesOfItsGemmWeightsOnly) {
@@ -38,30 +40,52 @@ TEST(StaticMemory, Fp8KeepsWholeCopiesOfItsGemmWeightsOnly) {
   Training training;
   training.precision = Precision::kFp8;
   Parallelism parallelism;
-  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 2000 + 800);
+  EXPECT_EQ(
+      rank_static_memory(training, parallelism, {.parameters = 1000, .fp8_gemm = 800}).weight_bytes,
+      2000 + 800);
   parallelism.zero = 3;
   parallelism.zero_shard = 4;
-  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 500 + 800);
+  EXPECT_EQ(
+      rank_static_memory(training, parallelism, {.parameters = 1000, .fp8_gemm = 800}).weight_bytes,
+      500 + 800);
   training.precision = Precision::kBf16;
-  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 500);
+  EXPECT_EQ(
+      rank_static_memory(training, parallelism, {.parameters = 1000, .fp8_gemm = 800}).weight_bytes,
+      500);
 }
 
-TEST(StaticMemory, Fp8ParametersAreTheWorkingCopy) {
-  // One fp8 byte per weight in place of the 16-bit weight and its fp8 copy; ZeRO-3 shards it.
+TEST(StaticMemory, Fp8ParametersAreTheWorkingCopyOfTheFp8GemmsWeights) {
+  // One fp8 byte per weight of an fp8 GEMM in place of the 16-bit weight and its fp8 copy; the
+  // other 200 weights (embedding, norms, router) stay 16-bit. ZeRO-3 shards both.
   Training training;
   training.precision = Precision::kFp8;
   training.fp8_param_gather = true;
   Parallelism parallelism;
-  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 1000);
+  EXPECT_EQ(
+      rank_static_memory(training, parallelism, {.parameters = 1000, .fp8_gemm = 800}).weight_bytes,
+      200 * 2 + 800);
   parallelism.zero = 3;
   parallelism.zero_shard = 4;
-  EXPECT_EQ(rank_static_memory(training, parallelism, 1000, 0, 800).weight_bytes, 250);
+  EXPECT_EQ(
+      rank_static_memory(training, parallelism, {.parameters = 1000, .fp8_gemm = 800}).weight_bytes,
+      (200 * 2 + 800) / 4);
+  // Experts' states are divided over their own group: 400 expert weights, all of fp8 GEMMs, over 2.
+  parallelism.ep = 2;
+  parallelism.dp = 4;
+  parallelism.zero_shard = 4;
+  const HeldWeights held{
+      .parameters = 1000, .experts = 400, .fp8_gemm = 800, .fp8_gemm_experts = 400};
+  EXPECT_EQ(parallelism.expert_zero_shard(), 2);
+  EXPECT_EQ(rank_static_memory(training, parallelism, held).weight_bytes,
+            (200 * 2 + 400) / 4 + 400 / 2);
 }
 
 TEST(StaticMemory, Bf16GradientsTakeTwoBytes) {
   Training training;
   training.gradients_in_bf16 = true;
-  EXPECT_EQ(static_memory(training, Sharding{}, 1'000'000, 1).gradient_bytes, 2'000'000);
+  EXPECT_EQ(
+      static_memory(training, Sharding{}, HeldWeights{.parameters = 1'000'000}, 1).gradient_bytes,
+      2'000'000);
 }
 
 }  // namespace

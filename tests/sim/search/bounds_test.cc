@@ -45,6 +45,8 @@ void expect_bounds_hold(const Scenario& base, size_t stride, size_t at_least) {
   for (size_t k = 0; k < picked.size(); ++k) {
     EXPECT_LE(time[picked[k]], results[k].iteration_time / Seconds(1))
         << base.name << ": " << to_string(layouts[picked[k]]);
+    EXPECT_LE(bounds.peak_memory_lower_bound(layouts[picked[k]]), results[k].peak_memory_bytes)
+        << base.name << ": " << to_string(layouts[picked[k]]);
   }
 }
 
@@ -250,6 +252,18 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4,
 training: {global_batch: 16}
 )",
                                     "mtp.yaml"}),
+                     2, 300);
+  // The same in fp8 with fp8 parameters: the distributed optimizer and ZeRO-3 gather the fp8
+  // GEMMs' weights in one byte, the rest in two.
+  expect_bounds_hold(load_scenario({R"(name: fp8_parameters
+model: {name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 128000, seq_len: 2048,
+        position: rope, mtp_layers: 1, moe: {experts: 8, top_k: 2, every: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4,
+          inter_node: {nics_per_node: 1, nic_bandwidth: 25 Gb/s, latency: 5 us, bandwidth_efficiency: 1}}
+parallelism: {zero: 1}
+training: {global_batch: 16, precision: fp8, fp8_param_gather: true}
+)",
+                                    "fp8_parameters.yaml"}),
                      2, 300);
   // Unfused attention on one GPU, whose step is its kernels: its GEMMs of two activations have
   // weight-gradient layout but never add into a gradient buffer.
