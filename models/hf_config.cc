@@ -286,6 +286,12 @@ MoeSpec read_moe(ConfigReader& reader, const Family& family, int64_t dense_ffn, 
       moe.shared_ffn_hidden = reader.size("shared_expert_intermediate_size");
     }
   }
+  if (moe.experts > kMostExperts) {
+    const char* key = family.moe == MoeKeys::kMixtral    ? "num_local_experts"
+                      : family.moe == MoeKeys::kDeepSeek ? "n_routed_experts"
+                                                         : "num_experts";
+    reader.fail(key, fmt::format("= {} is more than {}", moe.experts, kMostExperts));
+  }
   // Without shared experts their width is the routed one, as read_model defaults it.
   if (moe.shared_experts == 0) moe.shared_ffn_hidden = moe.ffn_hidden;
   moe.top_k = static_cast<int>(reader.size("num_experts_per_tok"));

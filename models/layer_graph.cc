@@ -1457,6 +1457,15 @@ int64_t layer_fp8_expert_gemm_parameters(const ModelSpec& m, const LayerShard& s
   return m.moe->experts / shard.ep * matrices * m.hidden * m.moe->ffn_hidden;
 }
 
+// Sets the routed experts' share of a graph's weights. Their fp8 GEMM weights come from the
+// experts' shapes, not the graph's ops, so they are checked against the graph's fp8 GEMMs.
+void set_expert_parameters(LayerGraph& graph, int64_t experts, int64_t fp8_gemm_experts) {
+  PACELINE_CHECK(fp8_gemm_experts <= std::min(experts, graph.fp8_gemm_parameters),
+                 "fp8 expert GEMM weights beyond the experts' or the fp8 GEMMs'");
+  graph.expert_parameters = experts;
+  graph.fp8_gemm_expert_parameters = fp8_gemm_experts;
+}
+
 }  // namespace
 
 LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
@@ -1474,8 +1483,8 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
       b.build(sharded_parameters(m, shard, moe), moe ? count.per_moe_layer : count.per_dense_layer,
               layer_weight_tensors(m, shard, moe));
   graph.tp_summed_parameters = layer_tp_summed_parameters(m, shard, d, moe);
-  graph.expert_parameters = layer_expert_parameters(m, shard, moe);
-  graph.fp8_gemm_expert_parameters = layer_fp8_expert_gemm_parameters(m, shard, moe);
+  set_expert_parameters(graph, layer_expert_parameters(m, shard, moe),
+                        layer_fp8_expert_gemm_parameters(m, shard, moe));
   return graph;
 }
 
@@ -1530,9 +1539,8 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
       b.build(parameters, vocabulary + norm_params + m.mtp_layers * count.per_mtp_module,
               std::move(tensors));
   graph.tp_summed_parameters = tp_summed;
-  graph.expert_parameters = m.mtp_layers * layer_expert_parameters(m, shard, mtp_moe);
-  graph.fp8_gemm_expert_parameters =
-      m.mtp_layers * layer_fp8_expert_gemm_parameters(m, shard, mtp_moe);
+  set_expert_parameters(graph, m.mtp_layers * layer_expert_parameters(m, shard, mtp_moe),
+                        m.mtp_layers * layer_fp8_expert_gemm_parameters(m, shard, mtp_moe));
   return graph;
 }
 

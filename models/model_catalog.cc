@@ -29,6 +29,13 @@ ModelSpec load_model_file(const std::string& path) {
 
 ModelSpec resolve_model(const std::string& reference, const std::string& catalog_dir,
                         const SourceLocation& where) {
+  const std::string file = model_file(reference, catalog_dir, where);
+  return std::filesystem::path(file).extension() == ".json" ? load_hf_config(file)
+                                                            : load_model_file(file);
+}
+
+std::string model_file(const std::string& reference, const std::string& catalog_dir,
+                       const SourceLocation& where) {
   const std::filesystem::path path(reference);
   const std::string extension = path.extension().string();
   if (extension == ".json" || extension == ".yaml" || extension == ".yml") {
@@ -37,12 +44,12 @@ ModelSpec resolve_model(const std::string& reference, const std::string& catalog
     if (!std::ifstream(file)) {
       throw InputError(where, fmt::format("model = '{}' cannot be opened (missing or unreadable)", reference));
     }
-    return extension == ".json" ? load_hf_config(file) : load_model_file(file);
+    return file;
   }
   // The non-throwing check: a reference too long for a file name is simply not in the catalog.
   const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";
   std::error_code error;
-  if (std::filesystem::exists(catalog_file, error)) return load_model_file(catalog_file);
+  if (std::filesystem::exists(catalog_file, error)) return catalog_file;
   throw InputError(where, fmt::format("model = '{}' is not in the model catalog ({}) and is not a path "
                                       "to a .yaml or config .json; known models: {}",
                                       reference, catalog_dir, fmt::join(catalog_models(catalog_dir), ", ")));

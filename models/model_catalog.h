@@ -23,6 +23,10 @@ ModelSpec load_model_file(const std::string& path);
 // Hugging Face config .json. Throws InputError at `where`, listing the catalog, on a miss.
 ModelSpec resolve_model(const std::string& reference, const std::string& catalog_dir,
                         const SourceLocation& where);
+// The file a `model:` string names (a catalog file, or the path relative to `where`), which
+// resolve_model reads; throws as it does.
+std::string model_file(const std::string& reference, const std::string& catalog_dir,
+                       const SourceLocation& where);
 
 }  // namespace paceline
 

@@ -21,8 +21,6 @@ int64_t positive(YamlMap& map, std::string_view key, int64_t value) {
 MoeSpec read_moe(YamlMap& map, int64_t dense_ffn_hidden) {
   MoeSpec moe;
   moe.experts = static_cast<int>(positive(map, "experts", map.required<int>("experts")));
-  // Per-expert tables are built for every expert: bounded well above any published model's 256.
-  constexpr int kMostExperts = 1 << 16;
   if (moe.experts > kMostExperts) map.fail("experts", fmt::format("= {} is more than {}", moe.experts, kMostExperts));
   moe.top_k = static_cast<int>(positive(map, "top_k", map.get<int>("top_k", 2)));
   if (moe.top_k > moe.experts) {

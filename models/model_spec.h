@@ -23,6 +23,9 @@ enum class Activation { kGelu, kSwiglu, kSquaredRelu };
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class Position { kLearned, kRope, kAlibi };
 
+// Per-expert tables are built for every expert: bounded well above any published model's 256.
+inline constexpr int kMostExperts = 1 << 16;
+
 // Mixture-of-experts feed-forward, replacing the dense MLP in MoE layers.
 struct MoeSpec {
   int experts = 0;

@@ -1004,10 +1004,9 @@ void StageBuilder::step() {
   const double held = static_cast<double>(weights.parameters - weights.experts) / shard +
                       static_cast<double>(weights.experts) / expert_shard;
   // Written back at each weight's own bytes (fp8 parameters: one for an fp8 GEMM's, two else).
-  const double mean_weight_bytes =
-      weights.parameters > 0
-          ? bytes.weights_bytes(weights) / static_cast<double>(weights.parameters)
-          : bytes.weight;
+  const double written_bytes = bytes.weights_bytes(weights.dense()) / shard +
+                               bytes.weights_bytes(weights.expert()) / expert_shard;
+  const double mean_weight_bytes = held > 0.0 ? written_bytes / held : bytes.weight;
   const OptimizerStep step_bytes = optimizer_step(s.training, bytes.gradient, mean_weight_bytes);
   // The step also zeroes the gradient buffer for the next one.
   const double zeroed =

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <memory>
 #include <string_view>
 
@@ -102,12 +103,18 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
       child.reset(parent[parts[i]]);
       if (origins != nullptr) origins->emplace(walked, origin);
     } else if (i == 0 && parts[0] == "model" && child.IsScalar()) {
-      // A model named by catalog name or file takes overrides of its fields as the mapping it
-      // stands for.
-      const ModelSpec named =
-          resolve_model(child.Scalar(), default_model_catalog(), location_of(child, file));
-      parent["model"] = without_marks(YAML::Load(to_json(named).dump()));
+      // A model named by catalog name or file takes overrides of its fields as if its mapping
+      // were written inline: a model file's own (the fields it leaves out still follow the
+      // others), a Hugging Face config's model as paceline reads it, every field given. Errors
+      // in the fields not overridden cite the line naming the model.
+      const SourceLocation named_at = location_of(child, file);
+      const std::string model = model_file(child.Scalar(), default_model_catalog(), named_at);
+      const ModelSpec named = resolve_model(child.Scalar(), default_model_catalog(), named_at);
+      const bool hf_config = std::filesystem::path(model).extension() == ".json";
+      parent["model"] =
+          without_marks(hf_config ? YAML::Load(to_json(named).dump()) : load_yaml_file(model).root);
       child.reset(parent["model"]);
+      if (origins != nullptr) origins->emplace("model", named_at);
     } else if (!child.IsMap()) {
       throw InputError(location_of(child, file),
                        fmt::format("override {}: {} is {}, not a mapping", override.path, walked,

@@ -53,8 +53,8 @@ bool paths_overlap(std::string_view a, std::string_view b);
 // `origins`, when given, where the value and the mappings it created came from. Throws
 // InputError when the path is not keys of letters, digits, '_' and '-' joined by dots, when a
 // key on the path holds something other than a mapping, or when the value is not valid YAML. A
-// model named by catalog name or file (`model: deepseek-v3`) is first written out as the mapping
-// it stands for, so that `model.mtp_layers` and the like override one of its fields.
+// model named by catalog name or file (`model: deepseek-v3`) is first written inline, so that
+// `model.mtp_layers` and the like override one of its fields.
 void apply_override(YAML::Node& root, const std::string& file, const Override& override,
                     FieldOrigins* origins = nullptr);
 

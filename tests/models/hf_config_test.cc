@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/input_error.h"
+#include "base/yaml_reader.h"
 #include "models/model_catalog.h"
 
 namespace paceline {
@@ -87,6 +88,15 @@ TEST(HfConfig, Mixtral8x7bMatchesTheCatalog) {
   EXPECT_EQ(imported.moe->top_k, 2);
   EXPECT_EQ(imported.moe->ffn_hidden, 14336);
   expect_same_architecture(imported, catalog_model("mixtral-8x7b"));
+}
+
+TEST(HfConfig, ExpertsAreBoundedAsInTheModelFormat) {
+  std::string text = read_text_file(std::string(kData) + "/Mixtral-8x7B-v0.1.json");
+  const std::string key = "\"num_local_experts\": 8";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "\"num_local_experts\": 70000");
+  const std::string error = error_of([&] { parse_hf_config(text, "m.json"); });
+  EXPECT_NE(error.find("num_local_experts = 70000 is more than 65536"), std::string::npos) << error;
 }
 
 TEST(HfConfig, Qwen3_30bA3bMatchesTheCatalog) {

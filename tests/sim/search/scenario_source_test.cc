@@ -105,8 +105,14 @@ TEST(ScenarioSource, ANamedModelTakesOverridesOfItsFields) {
   EXPECT_EQ(fewer.model.layers, 48);
   ModelSpec expected = named.model;
   expected.layers = 48;
-  expected.source = "";  // the mapping it is written out as names no source
   EXPECT_EQ(fewer.model, expected);
+  // As if the catalog file were written inline: the head width it leaves out follows the heads.
+  EXPECT_EQ(load_scenario({kBase, "s.yaml"}, {{"model.heads", "48"}, {"model.kv_heads", "48"}})
+                .model.head_dim,
+            12288 / 48);
+  // A field the override leaves alone is cited where the model is named.
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"model.heads", "48", "--set"}}),
+            "s.yaml:2:8: model.kv_heads = 96 must divide heads = 48");
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"model.layers", "0", "--set"}}),
             "--set model.layers=0: model.layers = 0 must be at least 1");
   EXPECT_EQ(
