@@ -216,6 +216,11 @@ GpuSpec load_gpu_file(const std::string& path) {
 }
 
 GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where) {
+  return load_gpu_file(gpu_file(reference, catalog_dir, where));
+}
+
+std::string gpu_file(const std::string& reference, const std::string& catalog_dir,
+                     const SourceLocation& where) {
   const std::string extension = std::filesystem::path(reference).extension().string();
   if (extension == ".yaml" || extension == ".yml") {
     const std::string file = path_from(reference, where.file);
@@ -223,12 +228,12 @@ GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir
     if (!std::ifstream(file)) {
       throw InputError(where, fmt::format("gpu = '{}' cannot be opened (missing or unreadable)", reference));
     }
-    return load_gpu_file(file);
+    return file;
   }
   // The non-throwing check: a reference too long for a file name is simply not in the catalog.
   const std::string catalog_file = catalog_dir + "/" + reference + ".yaml";
   std::error_code error;
-  if (std::filesystem::exists(catalog_file, error)) return load_gpu_file(catalog_file);
+  if (std::filesystem::exists(catalog_file, error)) return catalog_file;
   throw InputError(where, fmt::format("gpu = '{}' is not in the GPU catalog ({}) and is not a path to a .yaml; "
                                       "known GPUs: {}",
                                       reference, catalog_dir, fmt::join(catalog_gpus(catalog_dir), ", ")));

@@ -131,6 +131,10 @@ std::vector<std::string> catalog_gpus(const std::string& catalog_dir);
 GpuSpec load_gpu_file(const std::string& path);
 // A catalog name or a path to a GPU YAML file; throws InputError at `where` listing the catalog.
 GpuSpec resolve_gpu(const std::string& reference, const std::string& catalog_dir, const SourceLocation& where);
+// The file a `gpu:` string names (a catalog file, or the path relative to `where`), which
+// resolve_gpu reads; throws as it does.
+std::string gpu_file(const std::string& reference, const std::string& catalog_dir,
+                     const SourceLocation& where);
 
 }  // namespace paceline
 

@@ -6,10 +6,13 @@
 #include <cctype>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "base/input_error.h"
 #include "base/yaml_reader.h"
+#include "hardware/cluster.h"
+#include "hardware/gpu_spec.h"
 #include "models/model_catalog.h"
 #include "sim/report/result.h"
 
@@ -57,6 +60,47 @@ std::vector<std::string> split_path(const std::string& file, const Override& ove
   }
 }
 
+struct NamedMapping {
+  YAML::Node mapping;
+  SourceLocation named_at;
+};
+
+// The mapping that the catalog name or file at field `walked` stands for, so that overrides of
+// its fields apply as if it were written inline; nothing where `walked` names none. A model
+// file's own mapping (the fields it leaves out still follow the others); a Hugging Face config's
+// model as paceline reads it, every field given; a GPU file's mapping; where only the system
+// names the GPU, the system's GPU with the system's memory capacity. Errors in the fields not
+// overridden cite the line naming it.
+std::optional<NamedMapping> named_mapping(const std::string& walked, const YAML::Node& parent,
+                                          const YAML::Node& child, const std::string& file) {
+  if (walked == "model" && child.IsScalar()) {
+    const SourceLocation named_at = location_of(child, file);
+    const std::string model = model_file(child.Scalar(), default_model_catalog(), named_at);
+    if (std::filesystem::path(model).extension() == ".json") {
+      const ModelSpec read = resolve_model(child.Scalar(), default_model_catalog(), named_at);
+      return NamedMapping{without_marks(YAML::Load(to_json(read).dump())), named_at};
+    }
+    return NamedMapping{without_marks(load_yaml_file(model).root), named_at};
+  }
+  if (walked != "cluster.gpu") return std::nullopt;
+  if (child.IsScalar()) {
+    const SourceLocation named_at = location_of(child, file);
+    return NamedMapping{
+        without_marks(
+            load_yaml_file(gpu_file(child.Scalar(), default_gpu_catalog(), named_at)).root),
+        named_at};
+  }
+  const YAML::Node system_name = parent["system"];
+  if ((child.IsDefined() && !child.IsNull()) || !system_name.IsScalar()) return std::nullopt;
+  const SourceLocation named_at = location_of(system_name, file);
+  const SystemSpec system = load_system(system_name.Scalar(), default_system_catalog(), named_at);
+  YAML::Node gpu =
+      without_marks(load_yaml_file(gpu_file(system.gpu, default_gpu_catalog(), named_at)).root);
+  if (system.gpu_memory_capacity)
+    gpu["memory_capacity"] = fmt::format("{} B", *system.gpu_memory_capacity / Bytes(1));
+  return NamedMapping{gpu, named_at};
+}
+
 }  // namespace
 
 ScenarioSource read_scenario_source(const std::string& path) { return ScenarioSource{read_text_file(path), path}; }
@@ -97,24 +141,15 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     walked += (walked.empty() ? "" : ".") + parts[i];
     YAML::Node child = parent[parts[i]];
-    if (!child.IsDefined() || child.IsNull()) {
+    if (std::optional<NamedMapping> named = named_mapping(walked, parent, child, file)) {
+      parent[parts[i]] = named->mapping;
+      child.reset(parent[parts[i]]);
+      if (origins != nullptr) origins->emplace(walked, named->named_at);
+    } else if (!child.IsDefined() || child.IsNull()) {
       // A mapping the override creates has no line either: a misspelt section is its doing.
       parent[parts[i]] = YAML::Node(YAML::NodeType::Map);
       child.reset(parent[parts[i]]);
       if (origins != nullptr) origins->emplace(walked, origin);
-    } else if (i == 0 && parts[0] == "model" && child.IsScalar()) {
-      // A model named by catalog name or file takes overrides of its fields as if its mapping
-      // were written inline: a model file's own (the fields it leaves out still follow the
-      // others), a Hugging Face config's model as paceline reads it, every field given. Errors
-      // in the fields not overridden cite the line naming the model.
-      const SourceLocation named_at = location_of(child, file);
-      const std::string model = model_file(child.Scalar(), default_model_catalog(), named_at);
-      const ModelSpec named = resolve_model(child.Scalar(), default_model_catalog(), named_at);
-      const bool hf_config = std::filesystem::path(model).extension() == ".json";
-      parent["model"] =
-          without_marks(hf_config ? YAML::Load(to_json(named).dump()) : load_yaml_file(model).root);
-      child.reset(parent["model"]);
-      if (origins != nullptr) origins->emplace("model", named_at);
     } else if (!child.IsMap()) {
       throw InputError(location_of(child, file),
                        fmt::format("override {}: {} is {}, not a mapping", override.path, walked,

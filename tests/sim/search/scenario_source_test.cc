@@ -121,6 +121,45 @@ TEST(ScenarioSource, ANamedModelTakesOverridesOfItsFields) {
       0u);
 }
 
+TEST(ScenarioSource, ANamedGpuTakesOverridesOfItsFields) {
+  const Scenario named = load_scenario({kBase, "s.yaml"}, {});
+  const Scenario faster =
+      load_scenario({kBase, "s.yaml"}, {{"cluster.gpu.memory_bandwidth", "3 TB/s"}});
+  EXPECT_EQ(faster.cluster.gpu.memory_bandwidth, BytesPerSecond(3e12));
+  EXPECT_NE(named.cluster.gpu.memory_bandwidth, faster.cluster.gpu.memory_bandwidth);
+  EXPECT_EQ(faster.cluster.gpu.name, named.cluster.gpu.name);
+  EXPECT_EQ(faster.cluster.gpu.memory_capacity, named.cluster.gpu.memory_capacity);
+  EXPECT_EQ(faster.cluster.gpu.kernels.gemm_max_efficiency,
+            named.cluster.gpu.kernels.gemm_max_efficiency);
+  EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"cluster.gpu.sm_count", "0", "--set"}}),
+            "--set cluster.gpu.sm_count=0: cluster.gpu.sm_count = 0 must be at least 1");
+  EXPECT_EQ(error_of({std::string(kBase).replace(44, 14, "a100-sxm9"), "s.yaml"},
+                     {{"cluster.gpu.sm_count", "2"}})
+                .rfind("s.yaml:4:8: gpu = 'a100-sxm9' is not in the GPU catalog", 0),
+            0u);
+}
+
+TEST(ScenarioSource, TheGpuOfANamedSystemTakesOverridesOfItsFields) {
+  // GB200 NVL72 names the B200 and gives it the GB200's memory; an override keeps that memory.
+  constexpr const char* kSystem = R"(model: llama3-8b
+cluster:
+  system: gb200-nvl72
+training:
+  global_batch: 64
+)";
+  const Scenario named = load_scenario({kSystem, "s.yaml"}, {});
+  const Scenario slower =
+      load_scenario({kSystem, "s.yaml"}, {{"cluster.gpu.memory_bandwidth", "4 TB/s"}});
+  EXPECT_EQ(slower.cluster.gpu.memory_bandwidth, BytesPerSecond(4e12));
+  EXPECT_EQ(slower.cluster.gpu.memory_capacity, named.cluster.gpu.memory_capacity);
+  EXPECT_EQ(slower.cluster.gpu.name, named.cluster.gpu.name);
+  EXPECT_EQ(slower.cluster.intra_node.name, named.cluster.intra_node.name);
+  EXPECT_EQ(error_of({std::string(kSystem).replace(36, 11, "dgx-z100"), "s.yaml"},
+                     {{"cluster.gpu.sm_count", "2"}})
+                .rfind("s.yaml:3:11: system 'dgx-z100' is not in the system catalog", 0),
+            0u);
+}
+
 TEST(ScenarioSource, ErrorsInTheTextKeepTheirLine) {
   // The base has 12 lines; the unknown key is the 13th.
   EXPECT_EQ(error_of({std::string(kBase) + "foo: 1\n", "s.yaml"}, {})
