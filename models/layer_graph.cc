@@ -1466,15 +1466,19 @@ void set_expert_parameters(LayerGraph& graph, int64_t experts, int64_t fp8_gemm_
   graph.fp8_gemm_expert_parameters = fp8_gemm_experts;
 }
 
+// The block input: a placeholder holding the residual stream (no kernel, no gradient).
+int add_block_input(LayerGraphBuilder& b) {
+  return b.add(
+      collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {}));
+}
+
 }  // namespace
 
 LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, bool moe) {
   PACELINE_CHECK(!moe || m.moe.has_value(), "an MoE block of a dense model");
   LayerGraphBuilder b(shard);
   const Dims d = dims_of(shard);
-  // The block input: a placeholder holding the residual stream (no kernel, no gradient).
-  const int residual = b.add(
-      collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {}));
+  const int residual = add_block_input(b);
   add_transformer_layer(b, m, shard, d, residual, moe);
   // Under full recompute the block keeps only its input, held by its first reader.
   b.set_input_holder(1, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
@@ -1503,8 +1507,7 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   LayerGraphBuilder b(without_recompute(shard));
   const Dims d = dims_of(shard);
-  const int residual = b.add(
-      collective("input", Collective::kNone, Collective::kNone, CommGroup::kTensor, Bytes(0), {}));
+  const int residual = add_block_input(b);
   int hidden = residual;
   for (int module = 1; module <= m.mtp_layers; ++module) {
     const int first = b.size();

@@ -160,8 +160,6 @@ struct BlockPlans {
   uint32_t backward = kNoId;
   uint32_t backward_input = kNoId;
   uint32_t backward_weight = kNoId;
-  int64_t parameters = 0;         // held by one rank after TP and EP
-  int64_t expert_parameters = 0;  // of which expert weights (reduced over the expert-data group)
   // The bytes each all-gather of its weights moves, and the gathers again for backward; the
   // sum of the first.
   FsdpGathers gathers;
@@ -195,8 +193,6 @@ struct Context {
 BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::string& name) {
   BlockPlans block;
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
-  block.parameters = block.graph->parameters;
-  block.expert_parameters = block.graph->expert_parameters;
   block.gathers = fsdp_gathers(c.scenario, *block.graph);
   block.gathered_bytes = static_cast<int64_t>(block.gathers.total() / Bytes(1));
   auto add = [&](PassKind pass, const char* suffix) {
@@ -333,7 +329,8 @@ class StageBuilder {
   void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
     const Parallelism& p = c_.scenario.parallelism;
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
-      const Bytes dense = gradient_bytes(plans.parameters - plans.expert_parameters);
+      const LayerGraph& graph = *plans.graph;
+      const Bytes dense = gradient_bytes(graph.parameters - graph.expert_parameters);
       const TaskId scattered = reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                                          "fsdp.gradient_reduce_scatter", {backward_done}));
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
@@ -345,9 +342,10 @@ class StageBuilder {
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
-      if (plans.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
-        reduction(step_collective(Collective::kReduceScatter, gradient_bytes(plans.expert_parameters),
-                                  GroupKind::kExpertData, "fsdp.expert_gradient_reduce_scatter", {backward_done}));
+      if (graph.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
+        reduction(step_collective(Collective::kReduceScatter,
+                                  gradient_bytes(graph.expert_parameters), GroupKind::kExpertData,
+                                  "fsdp.expert_gradient_reduce_scatter", {backward_done}));
       }
       return;
     }
@@ -403,6 +401,15 @@ class StageBuilder {
     return c_.virtual_stage_blocks[chunk * c_.scenario.parallelism.pp + stage_];
   }
   const BlockPlans& plans_of(const BlockRef& b) const { return c_.blocks.at(b.kind); }
+  // The weights this rank holds of all its blocks.
+  HeldWeights stage_weights() const {
+    HeldWeights weights;
+    for (int chunk = 0; chunk < c_.scenario.parallelism.virtual_stages; ++chunk) {
+      for (const BlockRef& block : chunk_blocks(chunk))
+        weights += held_weights(*plans_of(block).graph);
+    }
+    return weights;
+  }
   int virtual_stage(int chunk) const { return chunk * c_.scenario.parallelism.pp + stage_; }
   int previous_stage() const { return (stage_ + c_.scenario.parallelism.pp - 1) % c_.scenario.parallelism.pp; }
 
@@ -932,7 +939,7 @@ void StageBuilder::step() {
     std::reverse(blocks.begin(), blocks.end());
     for (const BlockRef& block : blocks) {
       const BlockPlans& plans = plans_of(block);
-      blocks_backward.push_back({plans.parameters, plans.expert_parameters});
+      blocks_backward.push_back({plans.graph->parameters, plans.graph->expert_parameters});
       ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block})
                                                      : last_compute_);
     }
@@ -976,15 +983,14 @@ void StageBuilder::step() {
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
-  HeldWeights weights;
+  const HeldWeights weights = stage_weights();
   int64_t largest_weight = 0;
   int64_t tp_summed = 0;
   for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
     for (const BlockRef& block : chunk_blocks(chunk)) {
-      const BlockPlans& plans = plans_of(block);
-      weights += held_weights(*plans.graph);
-      largest_weight = std::max(largest_weight, plans.graph->largest_weight());
-      tp_summed += plans.graph->tp_summed_parameters;
+      const LayerGraph& graph = *plans_of(block).graph;
+      largest_weight = std::max(largest_weight, graph.largest_weight());
+      tp_summed += graph.tp_summed_parameters;
     }
   }
   // Weights every tensor-parallel rank trained on its own tokens or heads are summed over the group
@@ -1084,11 +1090,7 @@ StageProgram StageBuilder::build() {
   stage.lone_comms = std::move(lone_comms_);
   stage.names = std::move(names_);
   stage.lone_names = std::move(lone_names_);
-  HeldWeights weights;
-  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
-    for (const BlockRef& block : chunk_blocks(chunk))
-      weights += held_weights(*plans_of(block).graph);
-  }
+  const HeldWeights weights = stage_weights();
   stage.parameters = weights.parameters;
   stage.static_memory = rank_static_memory(s.training, p, weights);
   stage.executed_flop = executed_;
