@@ -44,7 +44,14 @@ class LayerGraphBuilder {
     // kWeightGemm: the ranks that each hold a part of the weight it computes with (shared
     // experts, computed whole on a rank's own tokens, are held over the tensor-parallel group).
     int num_weight_holders = 1;
-    bool recompute_selective = false; // recomputed under selective recompute
+    // Under selective recompute, recomputed when any of these modules is, from the input of the
+    // module (RecomputeModules) ...
+    RecomputeModules recompute_in;
+    // ... which this op keeps (`checkpoint_bytes`) when recomputed for a module it enters.
+    RecomputeModules checkpoint_of;
+    // Under selective recompute with any of these modules, computed again before the backward of
+    // the weight GEMMs reading its output, which keep none of it (output-discarding checkpoints).
+    RecomputeModules discards_output_in;
     // Under per-operator recomputation: the output this op keeps (zero: it is recomputed), and
     // for a GEMM that keeps part of its output, the output columns it recomputes.
     Bytes per_op_output;
@@ -52,6 +59,11 @@ class LayerGraphBuilder {
     // Kept from forward even when selectively recomputed: the inputs the recomputation starts
     // from (released with the rest by the op's backward).
     Bytes checkpoint_bytes;
+    // A part of the attention core, which keeps its `checkpoint_bytes` when recomputed.
+    void recompute_in_core_attention() {
+      recompute_in.add(RecomputeModule::kCoreAttention);
+      checkpoint_of.add(RecomputeModule::kCoreAttention);
+    }
     // kWeightGemm: forward ops whose backward also delivers part of this GEMM's output gradient,
     // which the weight gradient needs whole (a reduce-scatter split beside the GEMM).
     std::vector<int> wgrad_also_after;
@@ -82,6 +94,26 @@ class LayerGraphBuilder {
       forwards_[i].op.name = prefix + forwards_[i].op.name;
   }
   int size() const { return static_cast<int>(forwards_.size()); }
+
+  // The ops from `first` on form `module`, recomputed from the `input` bytes `first` reads.
+  void recompute_from(int first, RecomputeModule module, Bytes input) {
+    for (size_t i = first; i < forwards_.size(); ++i) forwards_[i].recompute_in.add(module);
+    PACELINE_CHECK(forwards_[first].checkpoint_of.empty(), "an op entering two recomputed modules");
+    forwards_[first].checkpoint_of.add(module);
+    forwards_[first].checkpoint_bytes = input;
+  }
+  // `ops` form `module`, which discards its output (output-discarding): run without autograd, an
+  // op reading only the module's inputs keeps what it kept (them), the others keep nothing in
+  // forward, and all run again before the backward of the readers that kept their outputs.
+  void discard_outputs(const std::vector<int>& ops, RecomputeModule module) {
+    for (const int op : ops) {
+      Forward& f = forwards_[op];
+      f.discards_output_in.add(module);
+      if (std::ranges::any_of(
+              f.inputs, [&](int input) { return std::ranges::find(ops, input) != ops.end(); }))
+        f.recompute_in.add(module);
+    }
+  }
 
   // The block's input is held by `holder` (its first reader) under full recompute.
   void set_input_holder(int holder, Bytes input_bytes) {
@@ -134,11 +166,35 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   const bool full = shard_.recompute == Recompute::kFull;
   const bool per_op = shard_.recompute == Recompute::kSelectiveOp;
   const bool from_input = full || per_op;  // the recomputation starts from the block's input
+  const RecomputeModules modules =
+      shard_.recompute == Recompute::kSelective ? shard_.recompute_modules : RecomputeModules{};
   std::vector<bool> recomputed(n, false);
+  // What a recomputed op keeps of its forward: its checkpoint when it enters a module recomputed.
+  const auto checkpoint = [&](size_t i) {
+    return forwards_[i].checkpoint_of.intersects(modules) ? forwards_[i].checkpoint_bytes
+                                                          : Bytes(0);
+  };
+  // Output-discarding: the readers that keep the output (`rereads`: weight GEMMs, an attention
+  // kernel's queries, keys and values, a recomputed module's checkpoint) keep none of it in
+  // forward; the op that made it is recomputed and holds it for them. An op of such a module that
+  // reads only its inputs keeps what it kept and runs again (`discarding`).
+  std::vector<bool> discarded(n, false);
+  std::vector<bool> discarding(n, false);
+  std::vector<std::vector<int>> rereads(n);
+  std::vector<Bytes> kept_by_reader(n);  // what a reader keeps of the discarded outputs
   for (size_t i = 0; i < n; ++i) {
     const Forward& f = forwards_[i];
-    recomputed[i] = full || (shard_.recompute == Recompute::kSelective && f.recompute_selective) ||
+    recomputed[i] = full || f.recompute_in.intersects(modules) ||
                     (per_op && (f.per_op_output <= Bytes(0) || f.per_op_recompute_columns > 0));
+    discarded[i] = !full && f.discards_output_in.intersects(modules);
+    discarding[i] = discarded[i] && !recomputed[i];
+    kept_by_reader[i] = recomputed[i]                     ? checkpoint(i)
+                        : f.recipe == Recipe::kWeightGemm ? f.op.saved
+                        : f.recipe == Recipe::kAttention  ? f.checkpoint_bytes
+                                                          : Bytes(0);
+    for (const int input : f.inputs) {
+      if (discarded[input] && kept_by_reader[i] > Bytes(0)) rereads[i].push_back(input);
+    }
   }
 
   // Forward ops. A recomputed op keeps only its checkpoint (nothing when the block re-runs from
@@ -151,8 +207,9 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     if (per_op) {
       op.saved = forwards_[i].per_op_output;
     } else if (recomputed[i]) {
-      op.saved = full ? Bytes(0) : forwards_[i].checkpoint_bytes;
+      op.saved = full ? Bytes(0) : checkpoint(i);
     }
+    if (!rereads[i].empty()) op.saved -= kept_by_reader[i];
     if (from_input && static_cast<int>(i) == input_holder_) op.saved = input_bytes_;
     std::vector<OpId> after;
     for (const int input : forwards_[i].inputs) after.push_back(forward_id[input]);
@@ -163,11 +220,22 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   // Recompute copies, in forward order, right before the backward pass needs them.
   std::vector<OpId> recompute_id(n, UINT32_MAX);
   for (size_t i = 0; i < n; ++i) {
-    if (!recomputed[i]) continue;
+    if (!recomputed[i] && !discarding[i]) continue;
     Op op = forwards_[i].op;
     op.phase = Phase::kRecompute;
     op.name += ".recompute";
-    if (!from_input) op.saved = op.saved - forwards_[i].checkpoint_bytes;
+    if (discarding[i]) {
+      op.saved = Bytes(0);
+    } else if (!from_input) {
+      // A checkpointed module's input may be wider than what its first op keeps (an fp8 GEMM
+      // keeps its fp8 cast).
+      op.saved = std::max(Bytes(0), op.saved - checkpoint(i));
+    }
+    // It holds what the readers of its discarded output read again, until they release it.
+    for (size_t reader = i + 1; reader < n; ++reader) {
+      if (std::ranges::find(rereads[reader], static_cast<int>(i)) != rereads[reader].end())
+        op.saved += kept_by_reader[reader];
+    }
     if (per_op && forwards_[i].per_op_recompute_columns > 0) {
       // Only the columns not kept are computed again; the copy keeps the GEMM's input.
       const double share = static_cast<double>(forwards_[i].per_op_recompute_columns) / static_cast<double>(op.gemm.n);
@@ -178,7 +246,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     }
     std::vector<OpId> after;
     for (const int input : forwards_[i].inputs) {
-      if (recomputed[input]) after.push_back(recompute_id[input]);
+      if (recompute_id[input] != UINT32_MAX) after.push_back(recompute_id[input]);
     }
     recompute_id[i] = add_vertex(g, op, after);
   }
@@ -218,7 +286,8 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     std::vector<OpId> after = grad_out;
     // A backward op needs what its forward op kept, recomputed (a collective's backward needs
     // nothing of it).
-    if (recompute_id[r] != UINT32_MAX && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
+    if (recomputed[r] && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
+    for (const int input : rereads[r]) after.push_back(recompute_id[input]);
     if (f.recipe != Recipe::kCommunication) after.insert(after.end(), recomputed_inputs[r].begin(), recomputed_inputs[r].end());
     if (f.backward_after_weight_gradients) {
       // The ops reading this one's output, directly or through others, come after it in forward.
@@ -230,7 +299,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       }
     }
     // The op whose saved tensors a backward op consumes (and then frees).
-    const OpId saver = recompute_id[r] != UINT32_MAX ? recompute_id[r] : forward_id[r];
+    const OpId saver = recomputed[r] ? recompute_id[r] : forward_id[r];
 
     auto backward_op = [&](std::string suffix, Phase phase, OpKind kind) {
       Op op;
@@ -356,6 +425,17 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     for (const DelayedWeightGradient& w : delayed[r]) {
       const OpId id = add_vertex(g, w.op, w.after);
       for (const OpId kept : w.frees) g.mutable_op(kept).released_by = id;
+    }
+  }
+  // A discarded output computed again is freed with what its readers keep, or with what its
+  // own backward needs, whichever is released last (ops are added in the order they run).
+  for (size_t reader = 0; reader < n; ++reader) {
+    const OpId saver = recomputed[reader] ? recompute_id[reader] : forward_id[reader];
+    for (const int input : rereads[reader]) {
+      OpId& released_by = g.mutable_op(recompute_id[input]).released_by;
+      const OpId reader_release = g.op(saver).released_by;
+      released_by =
+          released_by == UINT32_MAX ? reader_release : std::max(released_by, reader_release);
     }
   }
   // Recomputed from its input, the block frees the input after its last input-gradient op.
@@ -741,7 +821,7 @@ Forward attention_core(std::string name, const AttentionShape& shape, double flo
   f.op.flop = Flop(flop);
   f.op.bytes = qkv + output;
   f.recipe = Recipe::kAttention;
-  f.recompute_selective = true;
+  f.recompute_in_core_attention();
   f.per_op_output = output + statistics;
   f.inputs = {input};
   return f;
@@ -856,7 +936,14 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
   const double written = static_cast<double>(heads * (2 * m.head_dim + a.v_head_dim));
   Forward rotary = memory_op("attn.rotary", MemoryKernel::kRotary, elements(T * (read + written), d.e), Bytes(0),
                              elements(T * (read + written), d.e), {q_up, kv_up});
-  return b.add(rotary);
+  const int projected = b.add(rotary);
+  // Megatron-Core's up-projection checkpoint runs the compressed query's and key/value's norms,
+  // the projections and the rotary kernel; under tensor parallelism paceline gathers the
+  // compressed parts after their norms, so the projections keep the gathered input.
+  std::vector<int> up_projection = {kv_norm, q_up, kv_up, projected};
+  if (q_norm >= 0) up_projection.push_back(q_norm);
+  b.discard_outputs(up_projection, RecomputeModule::kLatentUpProjection);
+  return projected;
 }
 
 void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
@@ -870,7 +957,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
 
   int last = 0;
   if (m.mla) {
+    // Apart from the down-projections (TENorm), the norm can discard its output.
     const int norm = add_norm(b, m, shard, d, "attn.norm", residual, /*gather_after=*/false);
+    b.discard_outputs({norm}, RecomputeModule::kLayerNorm);
     last = add_latent_projections(b, m, shard, d, norm, heads);
   } else {
     const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true);
@@ -944,7 +1033,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       // waited for at once. Backward gathers them again.
       Forward gather = collective("attn.kv_gather", Collective::kAllGather, Collective::kAllGather,
                                   CommGroup::kContext, kv_block * static_cast<double>(steps), {last});
-      gather.recompute_selective = true;
+      gather.recompute_in_core_attention();
       kv_in = b.add(gather);
     }
     for (int step = 0; step < steps; ++step) {
@@ -966,7 +1055,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   Collective::kSendRecv, CommGroup::kContext, kv_block,
                                   {kv_in >= 0 ? kv_in : last});
         ring.backward_comm.size = kv_block * 2.0;
-        ring.recompute_selective = true;
+        ring.recompute_in_core_attention();
         if (!beside) ring.inputs.push_back(previous);
         kv_in = b.add(ring);
         if (!beside) f.inputs.push_back(kv_in);
@@ -978,7 +1067,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   CommGroup::kContext,
                                   elements(T * static_cast<double>(attended_kv_width + value_width), 4.0),
                                   {beside ? last : previous});
-        send.recompute_selective = true;
+        send.recompute_in_core_attention();
         f.inputs.push_back(b.add(send));
       }
       int core = b.add(f);
@@ -993,7 +1082,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   elements(T * q_width, d.e + 8.0) +
                                       elements(T * static_cast<double>(attended_kv_width + value_width), 3.0 * d.e),
                                   {core});
-        merge.recompute_selective = true;
+        merge.recompute_in_core_attention();
         core = b.add(merge);
       }
       previous = core;
@@ -1013,17 +1102,17 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     qk.checkpoint_bytes = qk.op.saved;
     qk.op.transient = elements(scores, d.e);
     qk.recipe = Recipe::kActivationGemm;
-    qk.recompute_selective = true;
+    qk.recompute_in_core_attention();
     qk.inputs = {last};
     const int qk_id = b.add(qk);
     Forward softmax = memory_op("attn.softmax", MemoryKernel::kSoftmax, elements(scores, 2.0 * d.e),
                                 elements(scores, d.e), elements(scores, 3.0 * d.e), {qk_id});
-    softmax.recompute_selective = true;
+    softmax.recompute_in_core_attention();
     int probs = b.add(softmax);
     if (m.dropout > 0.0) {
       Forward drop = memory_op("attn.dropout", MemoryKernel::kElementwise, elements(scores, 2.0 * d.e + 1.0),
                                Bytes(scores), elements(scores, 2.0 * d.e + 1.0), {probs});
-      drop.recompute_selective = true;
+      drop.recompute_in_core_attention();
       probs = b.add(drop);
     }
     Forward av;
@@ -1037,7 +1126,7 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     av.checkpoint_bytes = elements(T * attended_kv_width, d.e);
     av.op.saved = av.checkpoint_bytes + (m.dropout > 0.0 ? elements(scores, d.e) : Bytes(0));
     av.recipe = Recipe::kActivationGemm;
-    av.recompute_selective = true;
+    av.recompute_in_core_attention();
     av.inputs = {probs, last};
     last = b.add(av);
   }
@@ -1096,6 +1185,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   // Per operator the router's matmul keeps its output; grouped expert matmuls are recomputed.
   router.per_op_output = elements(Ts * moe.experts, 4.0);
   const int router_id = b.add(router);
+  const Bytes layer_input = elements(Ts * H, d.e);
   const int topk = b.add(memory_op("moe.topk", MemoryKernel::kSoftmax, elements(Ts * moe.experts, 8.0),
                                    elements(Ts * moe.experts, 4.0), elements(Ts * moe.experts, 12.0), {router_id}));
   // Each token is copied to its top-k experts.
@@ -1178,6 +1268,7 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const Bytes probabilities = elements(rows, 4.0);
   Forward activation = elementwise_op("moe.expert_act", activation_kernel(m), rows * f,
                                       activation_cost(m.activation, d.fusion, e), {fc1});
+  const int activation_id = b.size();
   // The op that weights reads the probabilities and keeps them; its backward reads them again
   // and writes their gradient.
   auto weigh = [&](Forward& op) {
@@ -1195,6 +1286,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     act = b.add(weighting);
   }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
+  std::vector<int> activation_ops;
+  for (int op = activation_id; op <= fc2_input; ++op) activation_ops.push_back(op);
+  b.discard_outputs(activation_ops, RecomputeModule::kMoeActivation);
   const int fc2 =
       b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard),
                         e, elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
@@ -1223,12 +1317,15 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     Dims local = d;
     local.tokens = d.sp_tokens;
     local.sp = false;
+    const int shared_first = b.size();
     const int shared =
         add_dense_mlp(b, m, shard, local, input, moe.shared_ffn_hidden * moe.shared_experts,
                       /*tp=*/1, /*num_weight_holders=*/shard.tp, "moe.shared");
+    b.recompute_from(shared_first, RecomputeModule::kSharedExperts, layer_input);
     combined = b.add(memory_op("moe.shared_add", MemoryKernel::kElementwise, elements(3.0 * Ts * H, d.e), Bytes(0),
                                elements(2.0 * Ts * H, d.e), {combined, shared}));
   }
+  b.recompute_from(router_id, RecomputeModule::kMoe, layer_input);
   return combined;
 }
 
@@ -1315,15 +1412,23 @@ int add_transformer_layer(LayerGraphBuilder& b, const ModelSpec& m, const LayerS
                           const Dims& d, int residual, bool moe) {
   int after_attention = 0;
   add_attention(b, m, shard, d, residual, after_attention);
+  const int mlp_first = b.size();
   const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe, /*overlap_gather=*/true);
   int mlp_out = 0;
   if (moe) {
+    // Megatron-Core's MoE layers keep their pre-MLP norm apart from the GEMMs (Transformer
+    // Engine's TENorm), so it can discard its output.
+    b.discard_outputs({norm}, RecomputeModule::kLayerNorm);
     mlp_out = add_moe_mlp(b, m, shard, d, norm);
   } else {
     const int entry = add_column_parallel_entry(b, m, d, "mlp.fc1", norm);
     const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp,
                                   /*num_weight_holders=*/1, "mlp");
     mlp_out = add_row_parallel_exit(b, m, d, "mlp.fc2", fc2, /*beside_gemm=*/true);
+    // The dense MLP's first GEMM normalises its input (Transformer Engine's LayerNormLinear): the
+    // checkpoint keeps the residual stream.
+    b.recompute_from(mlp_first, RecomputeModule::kMlp,
+                     elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
   }
   return add_residual(b, m, d, "mlp.residual", mlp_out, after_attention);
 }
@@ -1438,10 +1543,11 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
 }
 
 // Recomputation checkpoints the model's transformer layers only (Megatron-LM, torchtitan): the
-// blocks around them keep what their backward needs. A multi-token prediction module inside the
-// head keeps its activations too (Megatron-Core recomputes its layer under full recomputation).
-LayerShard without_recompute(LayerShard shard) {
-  shard.recompute = Recompute::kNone;
+// blocks around them keep what their backward needs. Selective recomputation recomputes the parts
+// of a multi-token prediction module's layer it names in every layer, as Megatron-Core does; whole,
+// the module's layer keeps its activations (Megatron-Core recomputes it under full recomputation).
+LayerShard outside_layers(LayerShard shard) {
+  if (shard.recompute != Recompute::kSelective) shard.recompute = Recompute::kNone;
   return shard;
 }
 
@@ -1493,7 +1599,7 @@ LayerGraph build_transformer_layer(const ModelSpec& m, const LayerShard& shard, 
 }
 
 LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(without_recompute(shard));
+  LayerGraphBuilder b(outside_layers(shard));
   add_token_embedding(b, m, dims_of(shard));
   // The word embedding is split over TP by vocabulary; learned positions are whole on every rank.
   const ParameterCount count = count_parameters(m);
@@ -1505,7 +1611,7 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
 }
 
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(without_recompute(shard));
+  LayerGraphBuilder b(outside_layers(shard));
   const Dims d = dims_of(shard);
   const int residual = add_block_input(b);
   int hidden = residual;

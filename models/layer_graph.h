@@ -17,6 +17,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -29,10 +30,49 @@ namespace paceline {
 
 using OpId = uint32_t;
 
-// What backward recomputes: nothing; the attention core (Megatron-LM's selective); every op but
+// What backward recomputes: nothing; parts of each layer (Megatron-LM's selective: by default the
+// attention core; RecomputeModules); every op but
 // the outputs torchtitan's per-operator policy keeps (kSelectiveOp: every other matmul, the
 // attention kernel, reduce-scatters); or whole layers from their input.
 enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
+
+// The parts of a transformer layer selective recomputation recomputes (Megatron-Core's
+// --recompute-modules). From the module's input, which it keeps: the attention core (the
+// default), a dense layer's MLP with its fused norm, an MoE layer whole, or its shared experts.
+// Discarding an output its readers kept and computing it again before their backward: the expert
+// activation (with the weighting and fp8 cast after it), the norms Transformer Engine does not
+// fuse into the GEMM after them (an MoE layer's pre-MLP norm, latent attention's input norm), or
+// latent attention's up-projections with the rotary embedding, whose queries, keys and values
+// the attention kernel kept.
+enum class RecomputeModule {
+  kCoreAttention,
+  kMlp,
+  kMoe,
+  kSharedExperts,
+  kMoeActivation,
+  kLayerNorm,
+  kLatentUpProjection
+};
+inline constexpr int kRecomputeModuleCount = 7;
+
+class RecomputeModules {
+ public:
+  constexpr RecomputeModules() = default;
+  constexpr RecomputeModules(std::initializer_list<RecomputeModule> modules) {
+    for (const RecomputeModule module : modules) add(module);
+  }
+  constexpr bool has(RecomputeModule module) const { return (bits_ & bit(module)) != 0; }
+  constexpr void add(RecomputeModule module) { bits_ |= bit(module); }
+  constexpr bool intersects(RecomputeModules other) const { return (bits_ & other.bits_) != 0; }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr bool operator==(const RecomputeModules&) const = default;
+
+ private:
+  static constexpr uint32_t bit(RecomputeModule module) {
+    return uint32_t{1} << static_cast<int>(module);
+  }
+  uint32_t bits_ = 0;
+};
 
 // How a stretch of elementwise work runs: as fused kernels (Transformer Engine, Apex,
 // torch.compile), or as PyTorch eager mode runs it, one kernel per tensor operation with fp32
@@ -100,6 +140,8 @@ struct LayerShard {
   DType activation_dtype = DType::kBf16;  // bf16 or fp16 activations and weights
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;
+  // Under selective recompute, what it recomputes.
+  RecomputeModules recompute_modules = {RecomputeModule::kCoreAttention};
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
   MoeWeighting moe_weighting = MoeWeighting::kTokens;

@@ -31,6 +31,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.activation_dtype = s.compute_dtype();
   shard.fp8 = s.training.precision == Precision::kFp8;
   shard.recompute = s.training.recompute;
+  shard.recompute_modules = s.training.recompute_modules;
   shard.attention_kernel = s.training.attention;
   shard.repeat_kv = s.training.repeat_kv;
   shard.moe_weighting = s.training.moe_weighting;

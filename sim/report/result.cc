@@ -334,6 +334,14 @@ Json to_json(const Scenario& s) {
   training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);
   training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
   if (t.recompute_layers > 0) training.set("recompute_layers", t.recompute_layers);
+  if (t.recompute == Recompute::kSelective && t.recompute_modules != Training{}.recompute_modules) {
+    Json modules = Json::array();
+    for (int i = 0; i < kRecomputeModuleCount; ++i) {
+      const auto module = static_cast<RecomputeModule>(i);
+      if (t.recompute_modules.has(module)) modules.push(to_string(module));
+    }
+    training.set("recompute_modules", std::move(modules));
+  }
   if (t.activation_offload_layers > 0) training.set("activation_offload_layers", t.activation_offload_layers);
   training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
   if (s.model.moe) {

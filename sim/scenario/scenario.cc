@@ -209,6 +209,40 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                                                t.recompute_layers, recompute));
     }
   }
+  if (map.has("recompute_modules")) {
+    const std::vector<std::string> names = map.list<std::string>(
+        "recompute_modules", "must be a list of layer parts, e.g. [core_attn, moe_act]");
+    if (t.recompute != Recompute::kSelective) {
+      map.fail("recompute_modules",
+               fmt::format("names the parts selective recomputation recomputes; it needs "
+                           "training.recompute: selective (here {})",
+                           recompute));
+    }
+    t.recompute_modules = {};
+    for (const std::string& name : names) {
+      std::optional<RecomputeModule> module;
+      for (int i = 0; i < kRecomputeModuleCount; ++i) {
+        if (to_string(static_cast<RecomputeModule>(i)) == name)
+          module = static_cast<RecomputeModule>(i);
+      }
+      if (!module) {
+        std::vector<std::string> known;
+        for (int i = 0; i < kRecomputeModuleCount; ++i)
+          known.push_back(to_string(static_cast<RecomputeModule>(i)));
+        map.fail("recompute_modules", fmt::format("names '{}', not a layer part; allowed: {}",
+                                                  echoed(name), fmt::join(known, ", ")));
+      }
+      if (t.recompute_modules.has(*module))
+        map.fail("recompute_modules", fmt::format("names {} twice", name));
+      t.recompute_modules.add(*module);
+    }
+    if (t.recompute_modules.has(RecomputeModule::kMoe) &&
+        t.recompute_modules.has(RecomputeModule::kSharedExperts)) {
+      map.fail("recompute_modules",
+               "names moe and shared_experts: recomputing an MoE layer recomputes its shared "
+               "experts (Megatron-Core's nested checkpoint runs them a third time); name one");
+    }
+  }
   t.activation_offload_layers = map.get<int>("activation_offload_layers", 0);
   if (t.activation_offload_layers < 0 || t.activation_offload_layers >= model.layers) {
     map.fail("activation_offload_layers",
@@ -654,6 +688,26 @@ std::string to_string(Recompute recompute) {
     case Recompute::kSelective: return "selective";
     case Recompute::kSelectiveOp: return "selective-op";
     case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string to_string(RecomputeModule module) {
+  switch (module) {
+    case RecomputeModule::kCoreAttention:
+      return "core_attn";
+    case RecomputeModule::kMlp:
+      return "mlp";
+    case RecomputeModule::kMoe:
+      return "moe";
+    case RecomputeModule::kSharedExperts:
+      return "shared_experts";
+    case RecomputeModule::kMoeActivation:
+      return "moe_act";
+    case RecomputeModule::kLayerNorm:
+      return "layernorm";
+    case RecomputeModule::kLatentUpProjection:
+      return "mla_up_proj";
   }
   return "?";
 }

@@ -107,6 +107,9 @@ struct Training {
   // are recomputed and the rest keep their activations (Megatron-LM's --recompute-method block
   // --recompute-num-layers); 0: every layer.
   int recompute_layers = 0;
+  // With selective recompute, the parts of each layer recomputed (Megatron-Core's
+  // --recompute-modules).
+  RecomputeModules recompute_modules = {RecomputeModule::kCoreAttention};
   // Whether the layer at this place in its chunk (0: the chunk's first) is recomputed when
   // recompute is full.
   bool recomputes_layer(int index_in_chunk) const {
@@ -204,6 +207,7 @@ Scenario load_scenario_text(const std::string& text, const std::string& name);
 std::string to_string(Schedule schedule);
 std::string to_string(Precision precision);
 std::string to_string(Recompute recompute);
+std::string to_string(RecomputeModule module);
 std::string to_string(Fidelity fidelity);
 std::string to_string(AttentionKernel kernel);
 std::string to_string(ContextComm comm);

@@ -1248,5 +1248,198 @@ TEST(LayerGraph, BackwardExitsAndEntriesAreTheBlockBoundary) {
   EXPECT_EQ(g.op(g.forward_exit()).name, "mlp.residual");
 }
 
+// Selective recomputation of the named modules: `modules` on top of `base`.
+LayerShard recomputing(LayerShard base, RecomputeModules modules) {
+  base.recompute = Recompute::kSelective;
+  base.recompute_modules = modules;
+  return base;
+}
+
+// The bytes the forward ops of `g` whose names start with `prefix` keep, and their FLOPs.
+Bytes kept_by(const LayerGraph& g, const std::string& prefix) {
+  Bytes kept;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    if (g.op(id).name.starts_with(prefix)) kept += g.op(id).saved;
+  }
+  return kept;
+}
+Flop forward_flop_of(const LayerGraph& g, const std::string& prefix) {
+  Flop flop;
+  for (const OpId id : g.ops(Phase::kForward)) {
+    if (g.op(id).name.starts_with(prefix)) flop += g.op(id).flop;
+  }
+  return flop;
+}
+
+// Every op that keeps bytes names the backward op that frees them.
+void expect_every_kept_activation_freed(const LayerGraph& g, const std::string& label) {
+  for (OpId id = 0; id < g.num_ops(); ++id) {
+    const Op& op = g.op(id);
+    if (op.saved <= Bytes(0)) continue;
+    ASSERT_NE(op.released_by, UINT32_MAX) << label << ": " << op.name;
+    EXPECT_NE(g.op(op.released_by).phase, Phase::kForward) << label << ": " << op.name;
+    EXPECT_NE(g.op(op.released_by).phase, Phase::kRecompute) << label << ": " << op.name;
+  }
+}
+
+TEST(LayerGraph, SelectiveRecomputeOfNoModuleKeepsWhatNoRecomputeKeeps) {
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s = shard(2, /*sp=*/true);
+  s.ep = 8;
+  const LayerGraph none = build_transformer_layer(m, s, /*moe=*/true);
+  const LayerGraph nothing = build_transformer_layer(m, recomputing(s, {}), /*moe=*/true);
+  EXPECT_EQ(nothing.saved_activations(), none.saved_activations());
+  EXPECT_TRUE(nothing.ops(Phase::kRecompute).empty());
+  // The default is the attention core alone.
+  EXPECT_EQ(LayerShard{}.recompute_modules, RecomputeModules{RecomputeModule::kCoreAttention});
+}
+
+TEST(LayerGraph, RecomputedExpertActivationIsDiscardedByTheSecondExpertGemm) {
+  // Mixtral, one expert a rank: 4096 tokens · top-2 = 8192 routed rows; the second expert GEMM
+  // keeps its 14336-wide input, in bf16 or as its fp8 cast.
+  const ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 8;
+  for (const bool fp8 : {false, true}) {
+    s.fp8 = fp8;
+    const double kept_input = 8192.0 * 14336 * (fp8 ? 1.0 : 2.0);
+    const LayerGraph none = build_transformer_layer(m, s, /*moe=*/true);
+    const LayerGraph g =
+        build_transformer_layer(m, recomputing(s, {RecomputeModule::kMoeActivation}), true);
+    EXPECT_EQ(none.saved_activations() - g.saved_activations(), Bytes(kept_input)) << fp8;
+    EXPECT_EQ(g.op(forward_op(g, "moe.expert_fc2")).saved, Bytes(0));
+    // The activation keeps its input as before; its second run holds the GEMM's input again
+    // until the GEMM's weight gradient, which waits for it.
+    EXPECT_EQ(g.op(forward_op(g, "moe.expert_act")).saved,
+              none.op(forward_op(none, "moe.expert_act")).saved);
+    const OpId again =
+        op_in(g, Phase::kRecompute,
+              fp8 ? "moe.expert_fc2.input_cast.recompute" : "moe.expert_act.recompute");
+    EXPECT_EQ(g.op(again).saved, Bytes(kept_input));
+    const OpId wgrad = op_in(g, Phase::kBackwardWeight, "moe.expert_fc2.wgrad");
+    EXPECT_EQ(g.op(again).released_by, wgrad);
+    EXPECT_TRUE(waits_for(g, wgrad, again));
+    EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "moe.expert_fc2.dgrad"), again));
+    // The activation runs again, nothing else.
+    Flop recomputed;
+    for (const OpId id : g.ops(Phase::kRecompute)) recomputed += g.op(id).flop;
+    EXPECT_EQ(recomputed, g.op(forward_op(g, "moe.expert_act")).flop);
+    expect_every_kept_activation_freed(g, fp8 ? "fp8" : "bf16");
+  }
+}
+
+TEST(LayerGraph, ADiscardedNormIsComputedAgainForEveryGemmReadingIt) {
+  // DeepSeek-V3's MoE layer: its pre-MLP norm feeds the router and the shared expert, which keep
+  // it (tp 1, 4096 tokens, bf16); latent attention's input norm feeds the down-projections.
+  const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 64;
+  const double norm_output = 4096.0 * 7168 * 2;
+  const LayerGraph none = build_transformer_layer(m, s, /*moe=*/true);
+  const LayerGraph g =
+      build_transformer_layer(m, recomputing(s, {RecomputeModule::kLayerNorm}), true);
+  const Bytes readers = none.op(forward_op(none, "moe.router")).saved +
+                        none.op(forward_op(none, "moe.shared.fc1")).saved +
+                        none.op(forward_op(none, "attn.q_down")).saved +
+                        none.op(forward_op(none, "attn.kv_down")).saved;
+  EXPECT_EQ(readers, Bytes(3 * norm_output));  // the key/value projection reads the query's copy
+  EXPECT_EQ(none.saved_activations() - g.saved_activations(), readers);
+  for (const char* norm : {"mlp.norm.recompute", "attn.norm.recompute"}) {
+    const OpId again = op_in(g, Phase::kRecompute, norm);
+    EXPECT_GT(g.op(again).saved, Bytes(0)) << norm;
+  }
+  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardWeight, "moe.router.wgrad"),
+                        op_in(g, Phase::kRecompute, "mlp.norm.recompute")));
+  expect_every_kept_activation_freed(g, "layernorm");
+  // A dense layer fuses its norms into the GEMMs after them: nothing to discard.
+  const ModelSpec dense = llama_like();
+  EXPECT_EQ(build_transformer_layer(
+                dense, recomputing(shard(1, false), {RecomputeModule::kLayerNorm}), false)
+                .saved_activations(),
+            build_transformer_layer(dense, shard(1, false), false).saved_activations());
+}
+
+TEST(LayerGraph, RecomputedLatentUpProjectionsLeaveTheAttentionItsStatisticsAndOutput) {
+  // DeepSeek-V3 at tp 2: the attention kernel keeps the queries, keys and values the rotary
+  // kernel writes; discarded, the up-projections and the rotary kernel run again before its
+  // backward.
+  const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.tp = 2;
+  s.sequence_parallel = true;
+  const LayerGraph none = build_transformer_layer(m, s, false);
+  const LayerGraph g =
+      build_transformer_layer(m, recomputing(s, {RecomputeModule::kLatentUpProjection}), false);
+  // 64 heads of queries and keys 192 wide and values 128 wide, bf16.
+  const double qkv = 4096.0 * 64 * (192 + 192 + 128) * 2;
+  EXPECT_EQ(none.saved_activations() - g.saved_activations(), Bytes(qkv));
+  EXPECT_EQ(none.op(forward_op(none, "attn.core")).saved - g.op(forward_op(g, "attn.core")).saved,
+            Bytes(qkv));
+  const OpId rotary = op_in(g, Phase::kRecompute, "attn.rotary.recompute");
+  EXPECT_EQ(g.op(rotary).saved, Bytes(qkv));
+  // The compressed query's and key/value's norms run again too (their inputs stay kept).
+  for (const char* norm : {"attn.q_norm", "attn.kv_norm"}) {
+    EXPECT_EQ(g.op(op_in(g, Phase::kRecompute, std::string(norm) + ".recompute")).saved, Bytes(0))
+        << norm;
+    EXPECT_EQ(g.op(forward_op(g, norm)).saved, none.op(forward_op(none, norm)).saved) << norm;
+  }
+  EXPECT_TRUE(waits_for(g, rotary, op_in(g, Phase::kRecompute, "attn.q_up.recompute")));
+  EXPECT_TRUE(waits_for(g, rotary, op_in(g, Phase::kRecompute, "attn.kv_up.recompute")));
+  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.core.bwd"), rotary));
+  EXPECT_EQ(g.flop(Phase::kRecompute), g.op(forward_op(g, "attn.q_up")).flop +
+                                           g.op(forward_op(g, "attn.kv_up")).flop +
+                                           g.op(forward_op(g, "attn.rotary")).flop);
+  expect_every_kept_activation_freed(g, "mla_up_proj");
+  // With the attention core recomputed too, its checkpoint is what is discarded.
+  const LayerGraph both = build_transformer_layer(
+      m, recomputing(s, {RecomputeModule::kCoreAttention, RecomputeModule::kLatentUpProjection}),
+      false);
+  const LayerGraph core =
+      build_transformer_layer(m, recomputing(s, {RecomputeModule::kCoreAttention}), false);
+  EXPECT_EQ(core.saved_activations() - both.saved_activations(), Bytes(qkv));
+  expect_every_kept_activation_freed(both, "core_attn, mla_up_proj");
+}
+
+TEST(LayerGraph, RecomputedModulesKeepOnlyTheirInput) {
+  // A dense layer's MLP with its fused norm (tp 2 with sequence parallelism: its input is the
+  // rank's 2048-token share of the residual stream); an MoE layer whole; its shared experts.
+  const double e = 2.0;
+  const ModelSpec dense = llama_like();
+  const LayerShard s = shard(2, /*sp=*/true);
+  const LayerGraph none = build_transformer_layer(dense, s, false);
+  const LayerGraph mlp =
+      build_transformer_layer(dense, recomputing(s, {RecomputeModule::kMlp}), false);
+  const Bytes input(sbh(dense, s) / 2 * e);
+  EXPECT_EQ(mlp.saved_activations(), none.saved_activations() - kept_by(none, "mlp.") + input);
+  EXPECT_EQ(mlp.flop(Phase::kRecompute),
+            forward_flop_of(none, "mlp.") - forward_flop_of(none, "mlp.residual"));
+  expect_every_kept_activation_freed(mlp, "mlp");
+
+  const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
+  LayerShard moe_shard;
+  moe_shard.seq_len = 4096;
+  moe_shard.ep = 64;
+  const Bytes layer_input(4096.0 * 7168 * e);
+  const LayerGraph kept = build_transformer_layer(m, moe_shard, true);
+  const LayerGraph moe =
+      build_transformer_layer(m, recomputing(moe_shard, {RecomputeModule::kMoe}), true);
+  EXPECT_EQ(moe.saved_activations(),
+            kept.saved_activations() - kept_by(kept, "moe.") + layer_input);
+  EXPECT_EQ(moe.flop(Phase::kRecompute), forward_flop_of(kept, "moe."));
+  expect_every_kept_activation_freed(moe, "moe");
+  const LayerGraph shared =
+      build_transformer_layer(m, recomputing(moe_shard, {RecomputeModule::kSharedExperts}), true);
+  EXPECT_EQ(shared.saved_activations(),
+            kept.saved_activations() - kept_by(kept, "moe.shared.") + layer_input);
+  EXPECT_EQ(shared.flop(Phase::kRecompute), forward_flop_of(kept, "moe.shared."));
+  // The MLP module is a dense layer's: an MoE layer keeps what it kept.
+  EXPECT_EQ(build_transformer_layer(m, recomputing(moe_shard, {RecomputeModule::kMlp}), true)
+                .saved_activations(),
+            kept.saved_activations());
+}
+
 }  // namespace
 }  // namespace paceline

@@ -46,6 +46,12 @@ training: {{global_batch: 2, seq_len: 2048, {}}}
     return to_json(simulate(scenario).result).at("scenario");
   };
   EXPECT_EQ(echoed("recompute: full, recompute_layers: 6").at("training").at("recompute_layers").dump(-1), "6");
+  EXPECT_TRUE(echoed("recompute: selective").at("training").at("recompute_modules").is_null());
+  EXPECT_EQ(echoed("recompute: selective, recompute_modules: [layernorm, mlp]")
+                .at("training")
+                .at("recompute_modules")
+                .dump(-1),
+            R"(["mlp","layernorm"])");
   const Json offload = echoed("activation_offload_layers: 4");
   EXPECT_EQ(offload.at("training").at("activation_offload_layers").dump(-1), "4");
   EXPECT_EQ(offload.at("cluster").at("host_bandwidth").dump(-1), "25000000000");

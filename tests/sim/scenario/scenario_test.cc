@@ -442,6 +442,43 @@ TEST(ScenarioErrors, RecomputeLayersCountsTheFirstLayersOfEachChunkUnderFullReco
             "recomputed, counted from its first)");
 }
 
+TEST(ScenarioErrors, RecomputeModulesNameTheLayerPartsSelectiveRecomputationRecomputes) {
+  const auto training = [](const std::string& fields) {
+    return replace(kBase, "global_batch: 1536", "global_batch: 1536\n" + fields);
+  };
+  EXPECT_EQ(
+      load_scenario_text(training("  recompute: selective"), "s.yaml").training.recompute_modules,
+      RecomputeModules{RecomputeModule::kCoreAttention});
+  const Scenario s = load_scenario_text(
+      training("  recompute: selective\n  recompute_modules: [moe_act, layernorm, mla_up_proj]"),
+      "s.yaml");
+  EXPECT_EQ(s.training.recompute_modules,
+            (RecomputeModules{RecomputeModule::kMoeActivation, RecomputeModule::kLayerNorm,
+                              RecomputeModule::kLatentUpProjection}));
+  EXPECT_TRUE(
+      load_scenario_text(training("  recompute: selective\n  recompute_modules: []"), "s.yaml")
+          .training.recompute_modules.empty());
+  EXPECT_EQ(error_of(training("  recompute: full\n  recompute_modules: [mlp]")),
+            "s.yaml:15:22: training.recompute_modules names the parts selective recomputation "
+            "recomputes; it needs "
+            "training.recompute: selective (here full)");
+  EXPECT_EQ(error_of(training("  recompute: selective\n  recompute_modules: [mlp, attn]")),
+            "s.yaml:15:22: training.recompute_modules names 'attn', not a layer part; allowed: "
+            "core_attn, mlp, moe, "
+            "shared_experts, moe_act, layernorm, mla_up_proj");
+  EXPECT_EQ(error_of(training("  recompute: selective\n  recompute_modules: [mlp, mlp]")),
+            "s.yaml:15:22: training.recompute_modules names mlp twice");
+  EXPECT_EQ(
+      error_of(training("  recompute: selective\n  recompute_modules: [shared_experts, moe]")),
+      "s.yaml:15:22: training.recompute_modules names moe and shared_experts: recomputing an MoE "
+      "layer "
+      "recomputes its shared experts (Megatron-Core's nested checkpoint runs them a third time); "
+      "name one");
+  EXPECT_EQ(error_of(training("  recompute: selective\n  recompute_modules: mlp")),
+            "s.yaml:15:22: training.recompute_modules = mlp must be a list of layer parts, e.g. "
+            "[core_attn, moe_act]");
+}
+
 TEST(ScenarioErrors, ActivationOffloadNeedsOneStageNoRecomputeAndAHostLink) {
   constexpr const char* kOffload = R"(model: llama3-8b
 cluster: {system: dgx-h100, nodes: 1}

@@ -259,6 +259,13 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 4,
                          "training: {global_batch: 16, precision: fp8, fp8_param_gather: true}\n",
                      "fp8_parameters.yaml"}),
       2, 300);
+  // Selective recomputation of the dense layers' MLPs and, discarding outputs, the expert
+  // activations and MoE norms: the layouts it recomputes selectively keep less.
+  expect_bounds_hold(load_scenario({"name: modules\n" + mtp +
+                                        "training: {global_batch: 16, recompute: selective, "
+                                        "recompute_modules: [mlp, moe_act, layernorm]}\n",
+                                    "modules.yaml"}),
+                     4, 150);
   // Unfused attention on one GPU, whose step is its kernels: its GEMMs of two activations have
   // weight-gradient layout but never add into a gradient buffer.
   expect_bounds_hold(
