@@ -236,6 +236,12 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
         map.fail("recompute_modules", fmt::format("names {} twice", name));
       t.recompute_modules.add(*module);
     }
+    if (t.recompute_modules.has(RecomputeModule::kLatentUpProjection) && !model.mla) {
+      map.fail("recompute_modules",
+               fmt::format("names mla_up_proj, the up-projections of latent attention, which "
+                           "model {} does not have (no model.mla)",
+                           model.name));
+    }
     if (t.recompute_modules.has(RecomputeModule::kMoe) &&
         t.recompute_modules.has(RecomputeModule::kSharedExperts)) {
       map.fail("recompute_modules",

@@ -450,11 +450,19 @@ TEST(ScenarioErrors, RecomputeModulesNameTheLayerPartsSelectiveRecomputationReco
       load_scenario_text(training("  recompute: selective"), "s.yaml").training.recompute_modules,
       RecomputeModules{RecomputeModule::kCoreAttention});
   const Scenario s = load_scenario_text(
-      training("  recompute: selective\n  recompute_modules: [moe_act, layernorm, mla_up_proj]"),
-      "s.yaml");
+      training("  recompute: selective\n  recompute_modules: [moe_act, layernorm]"), "s.yaml");
   EXPECT_EQ(s.training.recompute_modules,
-            (RecomputeModules{RecomputeModule::kMoeActivation, RecomputeModule::kLayerNorm,
-                              RecomputeModule::kLatentUpProjection}));
+            (RecomputeModules{RecomputeModule::kMoeActivation, RecomputeModule::kLayerNorm}));
+  // As Megatron-Core, latent attention's up-projections need latent attention.
+  EXPECT_TRUE(load_scenario_text(
+                  replace(training("  recompute: selective\n  recompute_modules: [mla_up_proj]"),
+                          "model: gpt3-175b", "model: deepseek-v3"),
+                  "s.yaml")
+                  .training.recompute_modules.has(RecomputeModule::kLatentUpProjection));
+  EXPECT_EQ(error_of(training("  recompute: selective\n  recompute_modules: [mla_up_proj]")),
+            "s.yaml:15:22: training.recompute_modules names mla_up_proj, the up-projections of "
+            "latent attention, "
+            "which model gpt3-175b does not have (no model.mla)");
   EXPECT_TRUE(
       load_scenario_text(training("  recompute: selective\n  recompute_modules: []"), "s.yaml")
           .training.recompute_modules.empty());
