@@ -174,28 +174,40 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     return forwards_[i].checkpoint_of.intersects(modules) ? forwards_[i].checkpoint_bytes
                                                           : Bytes(0);
   };
-  // Output-discarding: the readers that keep the output (`rereads`: weight GEMMs, an attention
-  // kernel's queries, keys and values, a recomputed module's checkpoint) keep none of it in
-  // forward; the op that made it is recomputed and holds it for them. An op of such a module that
-  // reads only its inputs keeps what it kept and runs again (`discarding`).
+  // Output-discarding: the readers of a discarded output (`rereads`: weight GEMMs, an attention
+  // kernel keeping its queries, keys and values, a recomputed module keeping it as its
+  // checkpoint) keep none of it in forward (`dropped`); the ops that made it run again before
+  // their backward, and a holder keeps it for each until it releases it (`held_again`: an fp8
+  // GEMM then keeps its 16-bit input, Megatron-Core's save_original_input, and casts it again).
+  // An op of such a module reading only its inputs keeps what it kept and runs again
+  // (`discarding`) where a reader needs it.
   std::vector<bool> discarded(n, false);
-  std::vector<bool> discarding(n, false);
   std::vector<std::vector<int>> rereads(n);
-  std::vector<Bytes> kept_by_reader(n);  // what a reader keeps of the discarded outputs
+  std::vector<Bytes> dropped(n);
+  std::vector<Bytes> held_again(n);
+  std::vector<bool> read_again(n, false);
+  const double activation_bytes = bytes_per_element(shard_.activation_dtype);
   for (size_t i = 0; i < n; ++i) {
     const Forward& f = forwards_[i];
     recomputed[i] = full || f.recompute_in.intersects(modules) ||
                     (per_op && (f.per_op_output <= Bytes(0) || f.per_op_recompute_columns > 0));
     discarded[i] = !full && f.discards_output_in.intersects(modules);
-    discarding[i] = discarded[i] && !recomputed[i];
-    kept_by_reader[i] = recomputed[i]                     ? checkpoint(i)
-                        : f.recipe == Recipe::kWeightGemm ? f.op.saved
-                        : f.recipe == Recipe::kAttention  ? f.checkpoint_bytes
-                                                          : Bytes(0);
+    const bool gemm = !recomputed[i] && f.recipe == Recipe::kWeightGemm;
+    const Bytes keeps = recomputed[i]                                      ? checkpoint(i)
+                        : gemm                                             ? f.op.saved
+                        : !recomputed[i] && f.recipe == Recipe::kAttention ? f.checkpoint_bytes
+                                                                           : Bytes(0);
     for (const int input : f.inputs) {
-      if (discarded[input] && kept_by_reader[i] > Bytes(0)) rereads[i].push_back(input);
+      if (!discarded[input]) continue;
+      if (gemm || keeps > Bytes(0)) rereads[i].push_back(input);
+      read_again[input] = read_again[input] || recomputed[i] || gemm || keeps > Bytes(0);
     }
+    if (rereads[i].empty()) continue;
+    dropped[i] = keeps;
+    held_again[i] = gemm && f.op.gemm.dtype == DType::kFp8 ? keeps * activation_bytes : keeps;
   }
+  std::vector<bool> discarding(n, false);
+  for (size_t i = 0; i < n; ++i) discarding[i] = discarded[i] && !recomputed[i] && read_again[i];
 
   // Forward ops. A recomputed op keeps only its checkpoint (nothing when the block re-runs from
   // its input) in forward; its recompute copy keeps the rest. Per operator, a kept op keeps its
@@ -209,7 +221,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     } else if (recomputed[i]) {
       op.saved = full ? Bytes(0) : checkpoint(i);
     }
-    if (!rereads[i].empty()) op.saved -= kept_by_reader[i];
+    if (!rereads[i].empty()) op.saved -= dropped[i];
     if (from_input && static_cast<int>(i) == input_holder_) op.saved = input_bytes_;
     std::vector<OpId> after;
     for (const int input : forwards_[i].inputs) after.push_back(forward_id[input]);
@@ -231,11 +243,6 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       // keeps its fp8 cast).
       op.saved = std::max(Bytes(0), op.saved - checkpoint(i));
     }
-    // It holds what the readers of its discarded output read again, until they release it.
-    for (size_t reader = i + 1; reader < n; ++reader) {
-      if (std::ranges::find(rereads[reader], static_cast<int>(i)) != rereads[reader].end())
-        op.saved += kept_by_reader[reader];
-    }
     if (per_op && forwards_[i].per_op_recompute_columns > 0) {
       // Only the columns not kept are computed again; the copy keeps the GEMM's input.
       const double share = static_cast<double>(forwards_[i].per_op_recompute_columns) / static_cast<double>(op.gemm.n);
@@ -249,6 +256,22 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       if (recompute_id[input] != UINT32_MAX) after.push_back(recompute_id[input]);
     }
     recompute_id[i] = add_vertex(g, op, after);
+  }
+  // What a reader of discarded outputs waits for before its backward: the ops making them again,
+  // through the holder keeping its part (no kernel), released where it would have released it.
+  std::vector<std::vector<OpId>> reread_ready(n);
+  std::vector<OpId> holder_id(n, UINT32_MAX);
+  for (size_t i = 0; i < n; ++i) {
+    for (const int input : rereads[i]) reread_ready[i].push_back(recompute_id[input]);
+    if (held_again[i] <= Bytes(0)) continue;
+    Op holder;
+    holder.name = forwards_[i].op.name + ".input_again";
+    holder.phase = Phase::kRecompute;
+    holder.kind = OpKind::kCommunication;
+    holder.comm = CommSpec{Collective::kNone, CommGroup::kTensor, Bytes(0)};
+    holder.saved = held_again[i];
+    holder_id[i] = add_vertex(g, holder, reread_ready[i]);
+    reread_ready[i] = {holder_id[i]};
   }
   // Per operator, an op kept whole reads its inputs again in backward: their recompute copies
   // produce them and hold them (until their own backward, a little past this op's).
@@ -287,7 +310,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     // A backward op needs what its forward op kept, recomputed (a collective's backward needs
     // nothing of it).
     if (recomputed[r] && f.recipe != Recipe::kCommunication) after.push_back(recompute_id[r]);
-    for (const int input : rereads[r]) after.push_back(recompute_id[input]);
+    after.insert(after.end(), reread_ready[r].begin(), reread_ready[r].end());
     if (f.recipe != Recipe::kCommunication) after.insert(after.end(), recomputed_inputs[r].begin(), recomputed_inputs[r].end());
     if (f.backward_after_weight_gradients) {
       // The ops reading this one's output, directly or through others, come after it in forward.
@@ -427,16 +450,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       for (const OpId kept : w.frees) g.mutable_op(kept).released_by = id;
     }
   }
-  // A discarded output computed again is freed with what its readers keep, or with what its
-  // own backward needs, whichever is released last (ops are added in the order they run).
   for (size_t reader = 0; reader < n; ++reader) {
+    if (holder_id[reader] == UINT32_MAX) continue;
     const OpId saver = recomputed[reader] ? recompute_id[reader] : forward_id[reader];
-    for (const int input : rereads[reader]) {
-      OpId& released_by = g.mutable_op(recompute_id[input]).released_by;
-      const OpId reader_release = g.op(saver).released_by;
-      released_by =
-          released_by == UINT32_MAX ? reader_release : std::max(released_by, reader_release);
-    }
+    g.mutable_op(holder_id[reader]).released_by = g.op(saver).released_by;
   }
   // Recomputed from its input, the block frees the input after its last input-gradient op.
   if (from_input && input_holder_ >= 0 && !holder_release.empty()) {

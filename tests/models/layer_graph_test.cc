@@ -1303,24 +1303,29 @@ TEST(LayerGraph, RecomputedExpertActivationIsDiscardedByTheSecondExpertGemm) {
   s.ep = 8;
   for (const bool fp8 : {false, true}) {
     s.fp8 = fp8;
-    const double kept_input = 8192.0 * 14336 * (fp8 ? 1.0 : 2.0);
+    const double input = 8192.0 * 14336;
+    const double kept_input = input * (fp8 ? 1.0 : 2.0);
     const LayerGraph none = build_transformer_layer(m, s, /*moe=*/true);
     const LayerGraph g =
         build_transformer_layer(m, recomputing(s, {RecomputeModule::kMoeActivation}), true);
     EXPECT_EQ(none.saved_activations() - g.saved_activations(), Bytes(kept_input)) << fp8;
     EXPECT_EQ(g.op(forward_op(g, "moe.expert_fc2")).saved, Bytes(0));
-    // The activation keeps its input as before; its second run holds the GEMM's input again
-    // until the GEMM's weight gradient, which waits for it.
+    // The activation keeps its input as before; after its second run (and the cast's) the GEMM
+    // holds its input again, 16-bit under fp8 too (Megatron-Core's save_original_input), until
+    // its weight gradient.
     EXPECT_EQ(g.op(forward_op(g, "moe.expert_act")).saved,
               none.op(forward_op(none, "moe.expert_act")).saved);
     const OpId again =
         op_in(g, Phase::kRecompute,
               fp8 ? "moe.expert_fc2.input_cast.recompute" : "moe.expert_act.recompute");
-    EXPECT_EQ(g.op(again).saved, Bytes(kept_input));
+    const OpId holder = op_in(g, Phase::kRecompute, "moe.expert_fc2.input_again");
+    EXPECT_EQ(g.op(again).saved, Bytes(0));
+    EXPECT_EQ(g.op(holder).saved, Bytes(input * 2.0));
+    EXPECT_TRUE(waits_for(g, holder, again));
     const OpId wgrad = op_in(g, Phase::kBackwardWeight, "moe.expert_fc2.wgrad");
-    EXPECT_EQ(g.op(again).released_by, wgrad);
-    EXPECT_TRUE(waits_for(g, wgrad, again));
-    EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "moe.expert_fc2.dgrad"), again));
+    EXPECT_EQ(g.op(holder).released_by, wgrad);
+    EXPECT_TRUE(waits_for(g, wgrad, holder));
+    EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "moe.expert_fc2.dgrad"), holder));
     // The activation runs again, nothing else.
     Flop recomputed;
     for (const OpId id : g.ops(Phase::kRecompute)) recomputed += g.op(id).flop;
@@ -1346,12 +1351,21 @@ TEST(LayerGraph, ADiscardedNormIsComputedAgainForEveryGemmReadingIt) {
                         none.op(forward_op(none, "attn.kv_down")).saved;
   EXPECT_EQ(readers, Bytes(3 * norm_output));  // the key/value projection reads the query's copy
   EXPECT_EQ(none.saved_activations() - g.saved_activations(), readers);
-  for (const char* norm : {"mlp.norm.recompute", "attn.norm.recompute"}) {
-    const OpId again = op_in(g, Phase::kRecompute, norm);
-    EXPECT_GT(g.op(again).saved, Bytes(0)) << norm;
+  // Each reader holds its part again, after the norm's second run.
+  for (const auto& [reader, norm] :
+       {std::pair{"moe.router", "mlp.norm"}, std::pair{"moe.shared.fc1", "mlp.norm"},
+        std::pair{"attn.q_down", "attn.norm"}}) {
+    const OpId holder = op_in(g, Phase::kRecompute, std::string(reader) + ".input_again");
+    EXPECT_EQ(g.op(holder).saved, Bytes(norm_output)) << reader;
+    EXPECT_TRUE(waits_for(g, holder, op_in(g, Phase::kRecompute, std::string(norm) + ".recompute")))
+        << reader;
+    EXPECT_EQ(g.op(holder).released_by,
+              op_in(g, Phase::kBackwardWeight, std::string(reader) + ".wgrad"))
+        << reader;
   }
-  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardWeight, "moe.router.wgrad"),
-                        op_in(g, Phase::kRecompute, "mlp.norm.recompute")));
+  // The key/value projection, which keeps nothing of its own, still waits for the norm.
+  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardWeight, "attn.kv_down.wgrad"),
+                        op_in(g, Phase::kRecompute, "attn.norm.recompute")));
   expect_every_kept_activation_freed(g, "layernorm");
   // A dense layer fuses its norms into the GEMMs after them: nothing to discard.
   const ModelSpec dense = llama_like();
@@ -1379,16 +1393,30 @@ TEST(LayerGraph, RecomputedLatentUpProjectionsLeaveTheAttentionItsStatisticsAndO
   EXPECT_EQ(none.op(forward_op(none, "attn.core")).saved - g.op(forward_op(g, "attn.core")).saved,
             Bytes(qkv));
   const OpId rotary = op_in(g, Phase::kRecompute, "attn.rotary.recompute");
-  EXPECT_EQ(g.op(rotary).saved, Bytes(qkv));
-  // The compressed query's and key/value's norms run again too (their inputs stay kept).
-  for (const char* norm : {"attn.q_norm", "attn.kv_norm"}) {
-    EXPECT_EQ(g.op(op_in(g, Phase::kRecompute, std::string(norm) + ".recompute")).saved, Bytes(0))
-        << norm;
-    EXPECT_EQ(g.op(forward_op(g, norm)).saved, none.op(forward_op(none, norm)).saved) << norm;
-  }
+  const OpId holder = op_in(g, Phase::kRecompute, "attn.core.input_again");
+  EXPECT_EQ(g.op(holder).saved, Bytes(qkv));
+  EXPECT_TRUE(waits_for(g, holder, rotary));
   EXPECT_TRUE(waits_for(g, rotary, op_in(g, Phase::kRecompute, "attn.q_up.recompute")));
   EXPECT_TRUE(waits_for(g, rotary, op_in(g, Phase::kRecompute, "attn.kv_up.recompute")));
-  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.core.bwd"), rotary));
+  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.core.bwd"), holder));
+  // The compressed query's and key/value's norms keep their inputs; their outputs go to the
+  // gather, which is not recomputed, so they do not run again at tp 2, and do at tp 1, where the
+  // up-projections read them.
+  const auto recomputes = [](const LayerGraph& graph, const std::string& name) {
+    return std::ranges::any_of(graph.ops(Phase::kRecompute),
+                               [&](OpId id) { return graph.op(id).name == name + ".recompute"; });
+  };
+  LayerShard one = s;
+  one.tp = 1;
+  one.sequence_parallel = false;
+  const LayerGraph whole =
+      build_transformer_layer(m, recomputing(one, {RecomputeModule::kLatentUpProjection}), false);
+  for (const char* norm : {"attn.q_norm", "attn.kv_norm"}) {
+    EXPECT_EQ(g.op(forward_op(g, norm)).saved, none.op(forward_op(none, norm)).saved) << norm;
+    EXPECT_FALSE(recomputes(g, norm)) << norm;
+    EXPECT_TRUE(recomputes(whole, norm)) << norm;
+  }
+  expect_every_kept_activation_freed(whole, "mla_up_proj at tp 1");
   EXPECT_EQ(g.flop(Phase::kRecompute), g.op(forward_op(g, "attn.q_up")).flop +
                                            g.op(forward_op(g, "attn.kv_up")).flop +
                                            g.op(forward_op(g, "attn.rotary")).flop);

@@ -275,6 +275,38 @@ training: {global_batch: 8, precision: fp8, fp8_param_gather: true}
   EXPECT_TRUE(zeros.count(0) && zeros.count(1)) << "both kinds of layout ranked";
 }
 
+TEST(Search, RanksSelectiveLayoutsWithTheScenariosRecomputeModules) {
+  // The dense MLPs recomputed: the selective layouts keep less and take longer than with the
+  // attention core alone (some fit only so), the others are unchanged.
+  std::string with = kFourGpus;
+  with.replace(with.find("{global_batch: 8}"), 17, "{global_batch: 8, recompute: selective}");
+  const SearchReport core = search_layouts({with, "four.yaml"}, {.top = 400, .prune = false});
+  const SearchReport mlp = search_layouts(
+      {with, "four.yaml"},
+      {.top = 400, .prune = false, .overrides = {{"training.recompute_modules", "[mlp]"}}});
+  int selective = 0;
+  int lower = 0;
+  for (const RankedLayout& r : mlp.top) {
+    const auto c = std::ranges::find(core.top, r.layout, &RankedLayout::layout);
+    if (c == core.top.end()) {
+      // Only a layout recomputing more can newly fit.
+      EXPECT_EQ(r.layout.recompute, Recompute::kSelective) << to_string(r.layout);
+      continue;
+    }
+    if (r.layout.recompute != Recompute::kSelective) {
+      EXPECT_EQ(r.iteration_time_s, c->iteration_time_s) << to_string(r.layout);
+      EXPECT_EQ(r.peak_memory_bytes, c->peak_memory_bytes) << to_string(r.layout);
+      continue;
+    }
+    ++selective;
+    // A stage whose peak lies outside its layers (the output head's) keeps as much.
+    EXPECT_LE(r.peak_memory_bytes, c->peak_memory_bytes) << to_string(r.layout);
+    if (r.peak_memory_bytes < c->peak_memory_bytes) ++lower;
+    EXPECT_GT(r.iteration_time_s, c->iteration_time_s) << to_string(r.layout);
+  }
+  EXPECT_GT(lower, selective / 2);
+}
+
 TEST(Search, SaysWhenNoLayoutSplitsTheModel) {
   // 7 heads over 16 GPUs with a global batch of one sequence of one token: no tp, cp or dp fits.
   const SearchReport report = search_layouts({R"(model: {name: m, layers: 4, hidden: 1792, heads: 7, ffn_hidden: 4096,
