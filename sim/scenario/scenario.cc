@@ -234,7 +234,7 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                                                   echoed(name), fmt::join(known, ", ")));
       }
       if (t.recompute_modules.has(*module))
-        map.fail("recompute_modules", fmt::format("names {} twice", name));
+        map.fail("recompute_modules", fmt::format("names {} twice", echoed(name)));
       t.recompute_modules.add(*module);
     }
     if (t.recompute_modules.has(RecomputeModule::kLatentUpProjection) && !model.mla) {
