@@ -258,17 +258,18 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     recompute_id[i] = add_vertex(g, op, after);
   }
   // What a reader of discarded outputs waits for before its backward: the ops making them again,
-  // through the holder keeping its part (no kernel), released where it would have released it.
+  // through the holder keeping its part, released where the reader would have released it.
   std::vector<std::vector<OpId>> reread_ready(n);
   std::vector<OpId> holder_id(n, UINT32_MAX);
   for (size_t i = 0; i < n; ++i) {
     for (const int input : rereads[i]) reread_ready[i].push_back(recompute_id[input]);
     if (held_again[i] <= Bytes(0)) continue;
+    // A memory op moving nothing: it runs in no time, but unlike an identity op it is planned,
+    // and so holds bytes.
     Op holder;
     holder.name = forwards_[i].op.name + ".input_again";
     holder.phase = Phase::kRecompute;
-    holder.kind = OpKind::kCommunication;
-    holder.comm = CommSpec{Collective::kNone, CommGroup::kTensor, Bytes(0)};
+    holder.kind = OpKind::kMemoryBound;
     holder.saved = held_again[i];
     holder_id[i] = add_vertex(g, holder, reread_ready[i]);
     reread_ready[i] = {holder_id[i]};

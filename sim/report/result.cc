@@ -116,7 +116,8 @@ KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
     const TaskTemplate& t = plan.tasks[label.task];
     for (uint32_t i = t.first_op; i < t.first_op + t.num_ops; ++i) {
       const PlannedOp& op = plan.ops[i];
-      if (op.kind == OpKind::kCommunication) continue;
+      // An op taking no time (a holder of recomputed bytes) launches no kernel.
+      if (op.kind == OpKind::kCommunication || op.duration <= Seconds(0)) continue;
       const double seconds = op.duration / Seconds(1);
       total += seconds;
       if (op.measured) {

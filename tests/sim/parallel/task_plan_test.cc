@@ -83,6 +83,44 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
   EXPECT_EQ(plan.tasks[0].alloc_bytes, static_cast<int64_t>(graph.saved_activations() / Bytes(1)));
 }
 
+TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
+  // Forward and recomputation keep bytes; the backward passes free them: over a block's three
+  // passes they balance, whatever is recomputed (the holders of discarded outputs included).
+  Fixture f;
+  f.parallelism.tp = 1;
+  const Pricing priced(f);
+  const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
+  LayerShard shard;
+  shard.seq_len = 4096;
+  shard.ep = 64;
+  shard.fp8 = true;
+  const auto balance = [&](const LayerGraph& graph) {
+    int64_t kept = 0;
+    for (const PassKind pass :
+         {PassKind::kForward, PassKind::kBackwardInput, PassKind::kBackwardWeight}) {
+      for (const TaskTemplate& t : plan_pass(graph, pass, priced.pricer, "layer").tasks) {
+        kept += t.alloc_bytes - t.free_bytes;
+      }
+    }
+    return kept;
+  };
+  for (const Recompute recompute :
+       {Recompute::kNone, Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kFull}) {
+    shard.recompute = recompute;
+    shard.recompute_modules = {RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation,
+                               RecomputeModule::kLayerNorm, RecomputeModule::kLatentUpProjection};
+    for (const bool moe : {false, true}) {
+      EXPECT_EQ(balance(build_transformer_layer(m, shard, moe)), 0)
+          << static_cast<int>(recompute) << " " << moe;
+    }
+    shard.recompute_modules = {RecomputeModule::kMlp, RecomputeModule::kMoe};
+    for (const bool moe : {false, true}) {
+      EXPECT_EQ(balance(build_transformer_layer(m, shard, moe)), 0)
+          << static_cast<int>(recompute) << " " << moe;
+    }
+  }
+}
+
 // Whether task `later` of `plan` waits, directly or through other tasks, for task `earlier`.
 bool task_waits_for(const TaskPlan& plan, uint32_t later, uint32_t earlier) {
   for (const uint32_t d : plan.tasks[later].deps) {
