@@ -229,10 +229,19 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   }
   g.forward_exit_ = forward_id[n - 1];
 
-  // Recompute copies, in forward order, right before the backward pass needs them.
+  // Recompute copies. Recomputed from the block's input (full, per operator), the whole forward
+  // runs again as the block's backward starts. Selectively, a part runs again once the gradient
+  // of the op needing it is ready, right before that op's backward (`ready`), as autograd
+  // reaches a checkpoint, or a discarded output's reader; its inputs' copies first.
   std::vector<OpId> recompute_id(n, UINT32_MAX);
-  for (size_t i = 0; i < n; ++i) {
-    if (!recomputed[i] && !discarding[i]) continue;
+  const auto emit_recompute = [&](auto& self, size_t i, const std::vector<OpId>& ready) -> void {
+    if (recompute_id[i] != UINT32_MAX) return;
+    std::vector<OpId> after = ready;
+    for (const int input : forwards_[i].inputs) {
+      if (!recomputed[input] && !discarding[input]) continue;
+      self(self, input, ready);
+      after.push_back(recompute_id[input]);
+    }
     Op op = forwards_[i].op;
     op.phase = Phase::kRecompute;
     op.name += ".recompute";
@@ -251,19 +260,18 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
       op.bytes = op.bytes * share;
       op.transient = op.transient * share;
     }
-    std::vector<OpId> after;
-    for (const int input : forwards_[i].inputs) {
-      if (recompute_id[input] != UINT32_MAX) after.push_back(recompute_id[input]);
-    }
     recompute_id[i] = add_vertex(g, op, after);
-  }
+  };
   // What a reader of discarded outputs waits for before its backward: the ops making them again,
   // through the holder keeping its part, released where the reader would have released it.
   std::vector<std::vector<OpId>> reread_ready(n);
   std::vector<OpId> holder_id(n, UINT32_MAX);
-  for (size_t i = 0; i < n; ++i) {
-    for (const int input : rereads[i]) reread_ready[i].push_back(recompute_id[input]);
-    if (held_again[i] <= Bytes(0)) continue;
+  const auto emit_reread = [&](size_t i, const std::vector<OpId>& ready) {
+    for (const int input : rereads[i]) {
+      emit_recompute(emit_recompute, input, ready);
+      reread_ready[i].push_back(recompute_id[input]);
+    }
+    if (held_again[i] <= Bytes(0)) return;
     // A memory op moving nothing: it runs in no time, but unlike an identity op it is planned,
     // and so holds bytes.
     Op holder;
@@ -273,6 +281,11 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     holder.saved = held_again[i];
     holder_id[i] = add_vertex(g, holder, reread_ready[i]);
     reread_ready[i] = {holder_id[i]};
+  };
+  if (from_input) {
+    for (size_t i = 0; i < n; ++i) {
+      if (recomputed[i]) emit_recompute(emit_recompute, i, {});
+    }
   }
   // Per operator, an op kept whole reads its inputs again in backward: their recompute copies
   // produce them and hold them (until their own backward, a little past this op's).
@@ -307,6 +320,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     const Forward& f = forwards_[r];
     std::vector<OpId> grad_out;
     for (const int c : consumers[r]) grad_out.insert(grad_out.end(), grad_in[c].begin(), grad_in[c].end());
+    if (!from_input) {
+      if (recomputed[r]) emit_recompute(emit_recompute, r, grad_out);
+      if (!rereads[r].empty()) emit_reread(r, grad_out);
+    }
     std::vector<OpId> after = grad_out;
     // A backward op needs what its forward op kept, recomputed (a collective's backward needs
     // nothing of it).

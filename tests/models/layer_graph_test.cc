@@ -56,6 +56,37 @@ double sbh(const ModelSpec& m, const LayerShard& s) {
   return static_cast<double>(s.micro_batch) * s.seq_len * m.hidden;
 }
 
+// The op of `g` named `name` in `phase` (the test fails if there is none).
+OpId op_in(const LayerGraph& g, Phase phase, const std::string& name) {
+  for (const OpId id : g.ops(phase)) {
+    if (g.op(id).name == name) return id;
+  }
+  ADD_FAILURE() << "no op " << name << " in phase " << static_cast<int>(phase);
+  return 0;
+}
+
+OpId forward_op(const LayerGraph& g, const std::string& name) {
+  return op_in(g, Phase::kForward, name);
+}
+
+// Whether `later` waits, directly or through other ops, for `earlier`.
+bool waits_for(const LayerGraph& g, OpId later, OpId earlier) {
+  std::vector<OpId> open = {later};
+  std::vector<bool> seen(g.num_ops(), false);
+  while (!open.empty()) {
+    const OpId id = open.back();
+    open.pop_back();
+    for (const OpId before : g.predecessors(id)) {
+      if (before == earlier) return true;
+      if (!seen[before]) {
+        seen[before] = true;
+        open.push_back(before);
+      }
+    }
+  }
+  return false;
+}
+
 TEST(LayerGraph, MovesWithoutCopyingItsOpsAndCopiesWhole) {
   // Lowering and the search bounds hand each graph to a shared_ptr by moving it; a move that
   // copied (Boost's adjacency_list has no move constructor) cost the search a third of its time.
@@ -258,6 +289,14 @@ TEST(LayerGraph, SelectiveRecomputeRunsTheFusedAttentionCoreTwice) {
   EXPECT_DOUBLE_EQ(b.flop(Phase::kRecompute) / Flop(1), attention_forward);
   const double statistics = 4.0 * 2 * (16 / 2) * 2048;
   EXPECT_DOUBLE_EQ((a.saved_activations() - b.saved_activations()) / Bytes(1), statistics);
+  // It runs again once the attention's output gradient is ready, after the MLP's backward; a
+  // layer recomputed whole runs again as its backward starts.
+  const OpId mlp_backward = op_in(b, Phase::kBackwardInput, "mlp.fc1.dgrad");
+  EXPECT_TRUE(waits_for(b, op_in(b, Phase::kRecompute, "attn.core.recompute"), mlp_backward));
+  selective.recompute = Recompute::kFull;
+  const LayerGraph full = build_transformer_layer(m, selective, false);
+  EXPECT_FALSE(waits_for(full, op_in(full, Phase::kRecompute, "attn.core.recompute"),
+                         op_in(full, Phase::kBackwardInput, "mlp.fc1.dgrad")));
 }
 
 TEST(LayerGraph, FullRecomputeKeepsOnlyTheLayerInput) {
@@ -443,17 +482,6 @@ TEST(LayerGraph, RingAttentionDoesTheCausalWorkInEqualStepsAndMergesThem) {
   EXPECT_EQ(recomputed_merges, 3);
 }
 
-// The op of `g` named `name` in `phase` (the test fails if there is none).
-OpId op_in(const LayerGraph& g, Phase phase, const std::string& name) {
-  for (const OpId id : g.ops(phase)) {
-    if (g.op(id).name == name) return id;
-  }
-  ADD_FAILURE() << "no op " << name << " in phase " << static_cast<int>(phase);
-  return 0;
-}
-
-OpId forward_op(const LayerGraph& g, const std::string& name) { return op_in(g, Phase::kForward, name); }
-
 double attention_flop(const LayerGraph& g) {
   double flop = 0.0;
   for (const OpId id : g.ops(Phase::kForward)) {
@@ -471,24 +499,6 @@ LayerGraph context_parallel_layer(const ModelSpec& m, ContextComm comm) {
   LayerGraph g = build_transformer_layer(m, s, false);
   EXPECT_DOUBLE_EQ(attention_flop(g), ring_flop);
   return g;
-}
-
-// Whether `later` waits, directly or through other ops, for `earlier`.
-bool waits_for(const LayerGraph& g, OpId later, OpId earlier) {
-  std::vector<OpId> open = {later};
-  std::vector<bool> seen(g.num_ops(), false);
-  while (!open.empty()) {
-    const OpId id = open.back();
-    open.pop_back();
-    for (const OpId before : g.predecessors(id)) {
-      if (before == earlier) return true;
-      if (!seen[before]) {
-        seen[before] = true;
-        open.push_back(before);
-      }
-    }
-  }
-  return false;
 }
 
 TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
