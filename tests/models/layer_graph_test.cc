@@ -52,6 +52,15 @@ LayerShard shard(int tp, bool sp, Recompute recompute = Recompute::kNone) {
   return s;
 }
 
+// 4096 tokens at tp 2 with sequence parallelism.
+LayerShard tp2_sequence_parallel_shard() {
+  LayerShard s;
+  s.seq_len = 4096;
+  s.tp = 2;
+  s.sequence_parallel = true;
+  return s;
+}
+
 double sbh(const ModelSpec& m, const LayerShard& s) {
   return static_cast<double>(s.micro_batch) * s.seq_len * m.hidden;
 }
@@ -386,10 +395,7 @@ TEST(LayerGraph, LatentAttentionProjectsDownOnTheRanksTokensAndUpOnItsHeads) {
   // (whole on every rank) run on the rank's 2048 tokens, the up-projections and the output
   // projection on all 4096 and half the 128 heads.
   const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
-  LayerShard s;
-  s.seq_len = 4096;
-  s.tp = 2;
-  s.sequence_parallel = true;
+  LayerShard s = tp2_sequence_parallel_shard();
   const LayerGraph g = build_transformer_layer(m, s, false);
   const auto forward = [&](const std::string& name) -> const Op& {
     for (const OpId id : g.ops(Phase::kForward)) {
@@ -1390,10 +1396,7 @@ TEST(LayerGraph, RecomputedLatentUpProjectionsLeaveTheAttentionItsStatisticsAndO
   // kernel writes; discarded, the up-projections and the rotary kernel run again before its
   // backward.
   const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
-  LayerShard s;
-  s.seq_len = 4096;
-  s.tp = 2;
-  s.sequence_parallel = true;
+  const LayerShard s = tp2_sequence_parallel_shard();
   const LayerGraph none = build_transformer_layer(m, s, false);
   const LayerGraph g =
       build_transformer_layer(m, recomputing(s, {RecomputeModule::kLatentUpProjection}), false);
