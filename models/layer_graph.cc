@@ -1,9 +1,10 @@
 #include "models/layer_graph.h"
 
-#include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/graph/topological_sort.hpp>
+#include <functional>
 #include <iterator>
 
 #include "base/check.h"
@@ -52,6 +53,9 @@ class LayerGraphBuilder {
     // Under selective recompute with any of these modules, computed again before the backward of
     // the weight GEMMs reading its output, which keep none of it (output-discarding checkpoints).
     RecomputeModules discards_output_in;
+    // Of a discarding op: the op whose output gradient, once ready, has it computed again (the
+    // module Megatron-Core hooks the recomputation on).
+    int discard_trigger = -1;
     // Under per-operator recomputation: the output this op keeps (zero: it is recomputed), and
     // for a GEMM that keeps part of its output, the output columns it recomputes.
     Bytes per_op_output;
@@ -104,11 +108,13 @@ class LayerGraphBuilder {
   }
   // `ops` form `module`, which discards its output (output-discarding): run without autograd, an
   // op reading only the module's inputs keeps what it kept (them), the others keep nothing in
-  // forward, and all run again before the backward of the readers that kept their outputs.
-  void discard_outputs(const std::vector<int>& ops, RecomputeModule module) {
+  // forward, and all run again once the gradient of `trigger`'s output is ready, before the
+  // backward of the readers that kept their outputs.
+  void discard_outputs(const std::vector<int>& ops, RecomputeModule module, int trigger) {
     for (const int op : ops) {
       Forward& f = forwards_[op];
       f.discards_output_in.add(module);
+      f.discard_trigger = trigger;
       if (std::ranges::any_of(
               f.inputs, [&](int input) { return std::ranges::find(ops, input) != ops.end(); }))
         f.recompute_in.add(module);
@@ -208,6 +214,18 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   }
   std::vector<bool> discarding(n, false);
   for (size_t i = 0; i < n; ++i) discarding[i] = discarded[i] && !recomputed[i] && read_again[i];
+  // The readers whose discarded inputs come back once the gradient of op t's output is ready.
+  std::vector<std::vector<int>> triggered(n);
+  for (size_t reader = 0; reader < n; ++reader) {
+    for (const int input : rereads[reader]) {
+      const int trigger = forwards_[input].discard_trigger;
+      PACELINE_CHECK(trigger >= static_cast<int>(reader),
+                     "a discarded output computed again after its reader's backward");
+      if (std::ranges::find(triggered[trigger], static_cast<int>(reader)) ==
+          triggered[trigger].end())
+        triggered[trigger].push_back(static_cast<int>(reader));
+    }
+  }
 
   // Forward ops. A recomputed op keeps only its checkpoint (nothing when the block re-runs from
   // its input) in forward; its recompute copy keeps the rest. Per operator, a kept op keeps its
@@ -231,11 +249,16 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
 
   // Recompute copies. Recomputed from the block's input (full, per operator), the whole forward
   // runs again as the block's backward starts. Selectively, a part runs again once the gradient
-  // of the op needing it is ready, right before that op's backward (`ready`), as autograd
-  // reaches a checkpoint, or a discarded output's reader; its inputs' copies first.
+  // of its output is ready (`ready`), right before its backward, as autograd reaches a
+  // checkpoint; a discarded output once its trigger's is, as Megatron-Core's hooks run; inputs'
+  // copies first.
   std::vector<OpId> recompute_id(n, UINT32_MAX);
+  // Defined below: a reader's discarded inputs made again, and its holder.
+  std::function<void(size_t, const std::vector<OpId>&)> emit_reread;
   const auto emit_recompute = [&](auto& self, size_t i, const std::vector<OpId>& ready) -> void {
     if (recompute_id[i] != UINT32_MAX) return;
+    // A module whose checkpoint is a discarded output holds it again first.
+    if (!rereads[i].empty()) emit_reread(i, ready);
     std::vector<OpId> after = ready;
     for (const int input : forwards_[i].inputs) {
       if (!recomputed[input] && !discarding[input]) continue;
@@ -266,7 +289,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   // through the holder keeping its part, released where the reader would have released it.
   std::vector<std::vector<OpId>> reread_ready(n);
   std::vector<OpId> holder_id(n, UINT32_MAX);
-  const auto emit_reread = [&](size_t i, const std::vector<OpId>& ready) {
+  std::vector<bool> reread_emitted(n, false);
+  emit_reread = [&](size_t i, const std::vector<OpId>& ready) {
+    if (reread_emitted[i]) return;
+    reread_emitted[i] = true;
     for (const int input : rereads[i]) {
       emit_recompute(emit_recompute, input, ready);
       reread_ready[i].push_back(recompute_id[input]);
@@ -321,6 +347,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     std::vector<OpId> grad_out;
     for (const int c : consumers[r]) grad_out.insert(grad_out.end(), grad_in[c].begin(), grad_in[c].end());
     if (!from_input) {
+      for (const int reader : triggered[r]) emit_reread(reader, grad_out);
       if (recomputed[r]) emit_recompute(emit_recompute, r, grad_out);
       if (!rereads[r].empty()) emit_reread(r, grad_out);
     }
@@ -482,6 +509,9 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     const Op& op = g.op(id);
     PACELINE_CHECK(op.saved <= Bytes(0) || op.released_by != UINT32_MAX,
                    fmt::format("{} keeps activations that no backward op frees", op.name));
+    // Ops are added in the order they run: what frees kept bytes comes after what keeps them.
+    PACELINE_CHECK(op.saved <= Bytes(0) || op.released_by > id,
+                   fmt::format("{} keeps activations an earlier op frees", op.name));
   }
   // The construction above only adds edges forward in insertion order; check it is a DAG.
   std::vector<OpId> order;
@@ -924,9 +954,10 @@ int add_column_parallel_gemm(LayerGraphBuilder& b, const LayerShard& shard, cons
 // all-reduce of their gradient backward without sequence parallelism, as the up-projections see
 // only the local heads); the up-projections are column-parallel over the heads. One rotary kernel
 // then writes the queries, the keys (the shared rotary part copied to every head) and the values
-// the attention reads. Returns it.
-int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
-                           int norm, int64_t heads) {
+// the attention reads. Returns it, and in `up_projection` the ops mla_up_proj discards.
+int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard,
+                           const Dims& d, int norm, int64_t heads,
+                           std::vector<int>& up_projection) {
   const MlaSpec& a = *m.mla;
   const double Ts = static_cast<double>(d.sp_tokens);
   const double T = static_cast<double>(d.tokens);
@@ -975,9 +1006,8 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
   // Megatron-Core's up-projection checkpoint runs the compressed query's and key/value's norms,
   // the projections and the rotary kernel; under tensor parallelism paceline gathers the
   // compressed parts after their norms, so the projections keep the gathered input.
-  std::vector<int> up_projection = {kv_norm, q_up, kv_up, projected};
+  up_projection = {kv_norm, q_up, kv_up, projected};
   if (q_norm >= 0) up_projection.push_back(q_norm);
-  b.discard_outputs(up_projection, RecomputeModule::kLatentUpProjection);
   return projected;
 }
 
@@ -991,11 +1021,11 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const double T = static_cast<double>(d.tokens);
 
   int last = 0;
+  int latent_norm = -1;
+  std::vector<int> up_projection;
   if (m.mla) {
-    // Apart from the down-projections (TENorm), the norm can discard its output.
-    const int norm = add_norm(b, m, shard, d, "attn.norm", residual, /*gather_after=*/false);
-    b.discard_outputs({norm}, RecomputeModule::kLayerNorm);
-    last = add_latent_projections(b, m, shard, d, norm, heads);
+    latent_norm = add_norm(b, m, shard, d, "attn.norm", residual, /*gather_after=*/false);
+    last = add_latent_projections(b, m, shard, d, latent_norm, heads, up_projection);
   } else {
     const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true);
     const int qkv_input = add_column_parallel_entry(b, m, d, "attn.qkv", norm);
@@ -1166,6 +1196,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     last = b.add(av);
   }
 
+  // Discarded, the queries, keys and values come back once the attention's output gradient is
+  // ready.
+  if (m.mla) b.discard_outputs(up_projection, RecomputeModule::kLatentUpProjection, last);
   // Eager: the attention output, heads-major, is copied into the token-major layout the
   // projection reads (and its gradient back).
   if (d.fusion == Fusion::kEager) {
@@ -1178,6 +1211,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                      elements(T * output_width, saved_input_bytes(shard, d.e)), {proj_input}));
   add_grad_cast(b, shard, d.e, proj);
   const int reduced = add_row_parallel_exit(b, m, d, "attn.proj", proj, /*beside_gemm=*/true);
+  // Latent attention's input norm, apart from the down-projections (TENorm), can discard its
+  // output, which comes back once the attention's output gradient is ready.
+  if (m.mla) b.discard_outputs({latent_norm}, RecomputeModule::kLayerNorm, reduced);
   out = add_residual(b, m, d, "attn.residual", reduced, residual);
 }
 
@@ -1321,14 +1357,15 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     act = b.add(weighting);
   }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
-  std::vector<int> activation_ops;
-  for (int op = activation_id; op <= fc2_input; ++op) activation_ops.push_back(op);
-  b.discard_outputs(activation_ops, RecomputeModule::kMoeActivation);
   const int fc2 =
       b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard),
                         e, elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
   b.at(fc2).op.gemm.kernel_per_gemm = kernel_per_expert;
   b.at(fc2).weight_gradient_after = expert_weight_gradient_after;
+  // Discarded, the activation comes back once the second GEMM's output gradient is ready.
+  std::vector<int> activation_ops;
+  for (int op = activation_id; op <= fc2_input; ++op) activation_ops.push_back(op);
+  b.discard_outputs(activation_ops, RecomputeModule::kMoeActivation, fc2);
   add_grad_cast(b, shard, e, fc2);
   int tokens_out = fc2;
   if (regrouped) {
@@ -1451,10 +1488,11 @@ int add_transformer_layer(LayerGraphBuilder& b, const ModelSpec& m, const LayerS
   const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe, /*overlap_gather=*/true);
   int mlp_out = 0;
   if (moe) {
-    // Megatron-Core's MoE layers keep their pre-MLP norm apart from the GEMMs (Transformer
-    // Engine's TENorm), so it can discard its output.
-    b.discard_outputs({norm}, RecomputeModule::kLayerNorm);
     mlp_out = add_moe_mlp(b, m, shard, d, norm);
+    // Megatron-Core's MoE layers keep their pre-MLP norm apart from the GEMMs (Transformer
+    // Engine's TENorm), so it can discard its output, which comes back once the layer's output
+    // gradient is ready.
+    b.discard_outputs({norm}, RecomputeModule::kLayerNorm, mlp_out);
   } else {
     const int entry = add_column_parallel_entry(b, m, d, "mlp.fc1", norm);
     const int fc2 = add_dense_mlp(b, m, shard, d, entry, m.ffn_hidden, shard.tp,

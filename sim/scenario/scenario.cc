@@ -212,13 +212,8 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   if (map.has("recompute_modules")) {
     const std::vector<std::string> names = map.list<std::string>(
         "recompute_modules", "must be a list of layer parts, e.g. [core_attn, moe_act]");
-    // As in Megatron-Core they act under selective recomputation only; a sweep or search over
-    // recompute keeps them for its selective points, but they are not given alone.
-    if (!map.has("recompute")) {
-      map.fail("recompute_modules",
-               "names the parts selective recomputation recomputes; it needs "
-               "training.recompute: selective");
-    }
+    // As in Megatron-Core they act under selective recomputation only, so that a sweep or search
+    // over recompute keeps them for its selective points.
     t.recompute_modules = {};
     for (const std::string& name : names) {
       std::optional<RecomputeModule> module;

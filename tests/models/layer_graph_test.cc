@@ -1382,6 +1382,21 @@ TEST(LayerGraph, ADiscardedNormIsComputedAgainForEveryGemmReadingIt) {
   // The key/value projection, which keeps nothing of its own, still waits for the norm.
   EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardWeight, "attn.kv_down.wgrad"),
                         op_in(g, Phase::kRecompute, "attn.norm.recompute")));
+  // They come back once the sublayer's output gradient is ready, as Megatron-Core's hooks on the
+  // attention and MoE outputs run: before either's backward.
+  EXPECT_LT(op_in(g, Phase::kRecompute, "attn.norm.recompute"),
+            op_in(g, Phase::kBackwardInput, "attn.proj.dgrad"));
+  EXPECT_LT(op_in(g, Phase::kRecompute, "moe.router.input_again"),
+            op_in(g, Phase::kBackwardInput, "moe.shared_add.bwd"));
+  // Recomputing the MoE layer too, its checkpoint is the discarded norm output: held again as the
+  // layer's recomputation starts.
+  const LayerGraph both = build_transformer_layer(
+      m, recomputing(s, {RecomputeModule::kLayerNorm, RecomputeModule::kMoe}), true);
+  const OpId router_again = op_in(both, Phase::kRecompute, "moe.router.input_again");
+  EXPECT_EQ(both.op(router_again).saved, Bytes(norm_output));
+  EXPECT_LT(router_again, op_in(both, Phase::kRecompute, "moe.router.recompute"));
+  EXPECT_LT(router_again, op_in(both, Phase::kBackwardInput, "moe.shared_add.bwd"));
+  expect_every_kept_activation_freed(both, "layernorm, moe");
   expect_every_kept_activation_freed(g, "layernorm");
   // A dense layer fuses its norms into the GEMMs after them: nothing to discard.
   const ModelSpec dense = llama_like();
@@ -1430,6 +1445,21 @@ TEST(LayerGraph, RecomputedLatentUpProjectionsLeaveTheAttentionItsStatisticsAndO
     EXPECT_TRUE(recomputes(whole, norm)) << norm;
   }
   expect_every_kept_activation_freed(whole, "mla_up_proj at tp 1");
+  // Over a context-parallel ring every step's backward needs them: they come back once the
+  // attention's output gradient is ready, before the last step's backward.
+  LayerShard ring = s;
+  ring.seq_len = 8192;
+  ring.cp = 2;
+  for (const ContextComm comm : {ContextComm::kRing, ContextComm::kAllGather}) {
+    ring.cp_comm = comm;
+    const LayerGraph cp = build_transformer_layer(
+        m, recomputing(ring, {RecomputeModule::kLatentUpProjection}), false);
+    const OpId again = op_in(cp, Phase::kRecompute, "attn.core.step0.input_again");
+    for (const char* step : {"attn.core.step0.bwd", "attn.core.step1.bwd"}) {
+      EXPECT_LT(again, op_in(cp, Phase::kBackwardInput, step)) << step;
+    }
+    expect_every_kept_activation_freed(cp, "mla_up_proj with cp 2");
+  }
   EXPECT_EQ(g.flop(Phase::kRecompute), g.op(forward_op(g, "attn.q_up")).flop +
                                            g.op(forward_op(g, "attn.kv_up")).flop +
                                            g.op(forward_op(g, "attn.rotary")).flop);

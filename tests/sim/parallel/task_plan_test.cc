@@ -85,7 +85,8 @@ TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
 
 TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
   // Forward and recomputation keep bytes; the backward passes free them: over a block's three
-  // passes they balance, whatever is recomputed (the holders of discarded outputs included).
+  // passes they balance, whatever is recomputed (the holders of discarded outputs included), on
+  // one GPU and split over tensor and context parallelism.
   Fixture f;
   f.parallelism.tp = 1;
   const Pricing priced(f);
@@ -104,8 +105,17 @@ TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
     }
     return kept;
   };
-  for (const Recompute recompute :
-       {Recompute::kNone, Recompute::kSelective, Recompute::kSelectiveOp, Recompute::kFull}) {
+  LayerShard split = shard;
+  split.seq_len = 8192;
+  split.tp = 2;
+  split.sequence_parallel = true;
+  split.cp = 2;
+  const LayerShard whole = shard;
+  for (const auto& [recompute, layout] :
+       {std::pair{Recompute::kNone, whole}, std::pair{Recompute::kSelective, whole},
+        std::pair{Recompute::kSelective, split}, std::pair{Recompute::kSelectiveOp, whole},
+        std::pair{Recompute::kFull, whole}}) {
+    shard = layout;
     shard.recompute = recompute;
     shard.recompute_modules = {RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation,
                                RecomputeModule::kLayerNorm, RecomputeModule::kLatentUpProjection};

@@ -47,6 +47,8 @@ training: {{global_batch: 2, seq_len: 2048, {}}}
   };
   EXPECT_EQ(echoed("recompute: full, recompute_layers: 6").at("training").at("recompute_layers").dump(-1), "6");
   EXPECT_TRUE(echoed("recompute: selective").at("training").at("recompute_modules").is_null());
+  EXPECT_EQ(echoed("recompute_modules: [moe]").at("training").at("recompute_modules").dump(-1),
+            R"(["moe"])");
   EXPECT_EQ(echoed("recompute: selective, recompute_modules: [layernorm, mlp]")
                 .at("training")
                 .at("recompute_modules")

@@ -466,12 +466,12 @@ TEST(ScenarioErrors, RecomputeModulesNameTheLayerPartsSelectiveRecomputationReco
   EXPECT_TRUE(
       load_scenario_text(training("  recompute: selective\n  recompute_modules: []"), "s.yaml")
           .training.recompute_modules.empty());
-  EXPECT_EQ(error_of(training("  recompute_modules: [mlp]")),
-            "s.yaml:14:22: training.recompute_modules names the parts selective recomputation "
-            "recomputes; it needs "
-            "training.recompute: selective");
-  // Given with another recomputation (a sweep's or search's other points), they do nothing.
+  // Given with another recomputation (a sweep's or search's other points), or none, they are
+  // kept and act only where it is selective.
   EXPECT_EQ(load_scenario_text(training("  recompute: full\n  recompute_modules: [mlp]"), "s.yaml")
+                .training.recompute_modules,
+            RecomputeModules{RecomputeModule::kMlp});
+  EXPECT_EQ(load_scenario_text(training("  recompute_modules: [mlp]"), "s.yaml")
                 .training.recompute_modules,
             RecomputeModules{RecomputeModule::kMlp});
   EXPECT_EQ(error_of(training("  recompute: selective\n  recompute_modules: [mlp, attn]")),
