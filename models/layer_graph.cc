@@ -1,9 +1,9 @@
 #include "models/layer_graph.h"
 
+#include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/graph/topological_sort.hpp>
 #include <functional>
 #include <iterator>
 
@@ -199,10 +199,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
                     (per_op && (f.per_op_output <= Bytes(0) || f.per_op_recompute_columns > 0));
     discarded[i] = !full && f.discards_output_in.intersects(modules);
     const bool gemm = !recomputed[i] && f.recipe == Recipe::kWeightGemm;
-    const Bytes keeps = recomputed[i]                                      ? checkpoint(i)
-                        : gemm                                             ? f.op.saved
-                        : !recomputed[i] && f.recipe == Recipe::kAttention ? f.checkpoint_bytes
-                                                                           : Bytes(0);
+    const Bytes keeps = recomputed[i]                    ? checkpoint(i)
+                        : gemm                           ? f.op.saved
+                        : f.recipe == Recipe::kAttention ? f.checkpoint_bytes
+                                                         : Bytes(0);
     for (const int input : f.inputs) {
       if (!discarded[input]) continue;
       if (gemm || keeps > Bytes(0)) rereads[i].push_back(input);
