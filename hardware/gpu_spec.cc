@@ -83,8 +83,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   const auto other_kernel = [&](const std::string& kernel, AttentionKernelEfficiency& e) {
     const std::string ratio = kernel + "_causal_efficiency_ratio";
     const std::string seq_half = kernel + "_causal_seq_half";
+    const std::string power_limited = kernel + "_power_limited";
     if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) {
-      for (const std::string& causal : {ratio, seq_half}) {
+      for (const std::string& causal : {ratio, seq_half, power_limited}) {
         if (attention.has(causal)) {
           attention.fail(causal, fmt::format("applies to {0}'s efficiencies, which are not given "
                                              "({0}_forward_efficiency, {0}_backward_efficiency)",
@@ -97,6 +98,7 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
     e.backward = fraction(attention, kernel + "_backward_efficiency", gpu, prefix);
     e.causal_ratio = attention.has(ratio) ? fraction(attention, ratio, gpu, prefix) : fused.causal_ratio;
     e.causal_seq_half = attention.has(seq_half) ? ramp(seq_half) : fused.causal_seq_half;
+    e.power_limited = sourced<bool>(attention, power_limited, gpu, prefix).value_or(true);
   };
   other_kernel("flash2", k.flash2);
   other_kernel("flash3", k.flash3);

@@ -25,6 +25,10 @@ struct AttentionKernelEfficiency {
   // `causal_seq_half` (diagonal tiles half wasted, tiles of uneven work per query block).
   double causal_ratio = 0.0;
   double causal_seq_half = 0.0;
+  // Whether back-to-back runs of the kernel hold the board at its power limit, as dense GEMMs do
+  // (then it keeps the GPU's sustained fraction of the ceilings above, on the slowest chip); a
+  // kernel that draws less keeps its short-burst speed under any load. The fused kernel is.
+  bool power_limited = true;
   double efficiency(bool backward_pass) const { return backward_pass ? backward : forward; }
 };
 

@@ -155,7 +155,8 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
       return {transferred(*measured, compute_bound, s.dtype), true};
     }
   }
-  const Seconds at_power = compute_bound ? compute / sustained(s.dtype) : memory;
+  const double sustained_fraction = kernel.power_limited ? sustained(s.dtype) : 1.0;
+  const Seconds at_power = compute_bound ? compute / sustained_fraction : memory;
   return {at_power + k.overhead, false};
 }
 

@@ -37,10 +37,12 @@
 // peak ratios: compute-bound kernels by the dtype's dense peak, memory-bound ones by HBM
 // bandwidth. Compute-bound kernels keep the GPU's sustained fraction of their short-burst speed
 // (`sustained_compute_fraction`, `sustained_fp8_compute_fraction` for fp8): under hours of dense
-// math a GPU runs at its power limit, below its boost clock. A step that synchronizes n GPUs
-// runs at the pace of the slowest of them: chips hold different clocks at the same power limit
+// math a GPU runs at its power limit, below its boost clock. A step that synchronizes n GPUs runs
+// at the pace of the slowest of them: chips hold different clocks at the same power limit
 // (`sustained_compute_spread`, σ), so compute-bound kernels are timed on the expected slowest of
-// n chips, σ · E[max of n standard normals] below the mean chip.
+// n chips, σ · E[max of n standard normals] below the mean chip. An attention kernel that draws
+// too little to reach the limit (the catalog's `<kernel>_power_limited: false`) keeps its
+// short-burst speed on every chip.
 #ifndef PACELINE_HARDWARE_OP_TIMER_H_
 #define PACELINE_HARDWARE_OP_TIMER_H_
 

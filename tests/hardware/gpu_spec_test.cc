@@ -156,6 +156,19 @@ TEST(GpuSpec, EachAttentionKernelHasItsOwnCausalFiguresOrTheFusedKernels) {
             "fraction in (0, 1]");
 }
 
+TEST(GpuSpec, AnAttentionKernelIsPowerLimitedUnlessTheCatalogSaysNot) {
+  const std::string flash2_figures =
+      ", flash2_forward_efficiency: 0.3, flash2_backward_efficiency: 0.25";
+  EXPECT_TRUE(read_small_gpu("", "", "", flash2_figures).kernels.flash2.power_limited);
+  const GpuSpec gpu = read_small_gpu("", "", "", flash2_figures + ", flash2_power_limited: false");
+  EXPECT_FALSE(gpu.kernels.flash2.power_limited);
+  EXPECT_TRUE(gpu.kernels.fused_attention.power_limited);
+  EXPECT_EQ(small_gpu_error("", "", "", ", flash3_power_limited: false"),
+            "gpu.yaml:9:171: gpu.kernels.attention.flash3_power_limited = false applies to "
+            "flash3's efficiencies, which are not given (flash3_forward_efficiency, "
+            "flash3_backward_efficiency)");
+}
+
 TEST(GpuSpec, Fp8SustainedFractionDefaultsToTheOtherDtypes) {
   const std::string fp8_gemm = ", fp8_max_efficiency: 0.7";
   const GpuSpec plain = read_small_gpu(", fp8: 600 TFLOP/s", fp8_gemm, "  sustained_compute_fraction: 0.85\n");

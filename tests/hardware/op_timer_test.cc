@@ -211,7 +211,8 @@ double expected_attention_s(const GpuSpec& gpu, const AttentionShape& shape) {
   const double efficiency = kernel.efficiency(shape.backward);
   const double share = shape.causal ? efficiency * kernel.causal_ratio * length / (length + kernel.causal_seq_half)
                                     : efficiency * length / (length + gpu.kernels.attention_seq_half);
-  return (attention_flop(shape) / (*gpu.peak(DType::kBf16) * share) / gpu.kernels.sustained_compute_fraction +
+  const double sustained = kernel.power_limited ? gpu.kernels.sustained_compute_fraction : 1.0;
+  return (attention_flop(shape) / (*gpu.peak(DType::kBf16) * share) / sustained +
           gpu.kernels.overhead) /
          Seconds(1);
 }
@@ -337,7 +338,9 @@ TEST(OpTimer, AttentionWithFewHeadsLeavesSmsIdle) {
 }
 
 TEST(OpTimer, FlashAttention2RunsAtItsOwnEfficiencies) {
-  // The same backward on H100 through FlashAttention-2: its catalog efficiency, same FLOPs.
+  // The same backward on H100 through FlashAttention-2: its catalog efficiency, same FLOPs, at its
+  // burst speed. cuDNN's is 1.28 times as fast: 0.54 x 0.84 (causal) at the sustained 0.85,
+  // against 0.34 x 0.884.
   const GpuSpec gpu = h100();
   const OpTimer timer(gpu);
   const AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, true, DType::kBf16, AttentionKernel::kFlash2};
@@ -345,7 +348,23 @@ TEST(OpTimer, FlashAttention2RunsAtItsOwnEfficiencies) {
               expected_attention_s(gpu, shape), 1e-15);
   AttentionShape fused = shape;
   fused.kernel = AttentionKernel::kFlash;
-  EXPECT_GT(timer.attention(shape).time, 1.5 * timer.attention(fused).time);
+  EXPECT_GT(timer.attention(shape).time, 1.25 * timer.attention(fused).time);
+}
+
+TEST(OpTimer, AnAttentionKernelBelowThePowerLimitKeepsItsBurstSpeedOnEveryChip) {
+  // On the slowest of 8 chips, at the sustained fraction; unlimited, at the burst speed.
+  GpuSpec gpu = h100();
+  ASSERT_GT(gpu.kernels.sustained_compute_spread, 0.0);
+  AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, true, DType::kBf16};
+  shape.kernel = AttentionKernel::kFlash2;
+  const auto compute_s = [&](bool power_limited) {
+    gpu.kernels.flash2.power_limited = power_limited;
+    return (OpTimer(gpu, nullptr, 8).attention(shape).time - gpu.kernels.overhead) / Seconds(1);
+  };
+  const double slowest_chip =
+      1.0 - gpu.kernels.sustained_compute_spread * expected_maximum_of_standard_normals(8);
+  EXPECT_NEAR(compute_s(true) / compute_s(false),
+              1.0 / (gpu.kernels.sustained_compute_fraction * slowest_chip), 1e-12);
 }
 
 TEST(OpTimer, FlashAttention2PadsTheHeadDimToItsKernels) {

@@ -165,8 +165,7 @@ TEST(MeasuredRing, UnmaskedRingStepsTakeTheirMeasuredTime) {
   EXPECT_LT((cp8.merges - cp4.merges) / 4.0, 1.15e-3);
   // The causal diagonal (cp 1: 26.15 ms forward, 71.11 backward) is predicted 9% and 10% slower:
   // FlashAttention-2 at 32k ran it at its unmasked speed, where the catalog's causal ratio for it
-  // comes from its H100 bars at up to 16k (0.911 of its unmasked ceiling there); it also ran
-  // first, and may have kept some of a cool GPU's boost clock.
+  // comes from its H100 bars at up to 16k (0.911 of its unmasked ceiling there).
   const RingSeconds cp1 = ring_seconds(1, 32768);
   EXPECT_NEAR(cp1.forward_kernels, 26.15e-3, 0.25 * 26.15e-3);
   EXPECT_NEAR(cp1.backward, 71.11e-3, 0.25 * 71.11e-3);
