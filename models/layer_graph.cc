@@ -197,7 +197,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     const Forward& f = forwards_[i];
     recomputed[i] = full || f.recompute_in.intersects(modules) ||
                     (per_op && (f.per_op_output <= Bytes(0) || f.per_op_recompute_columns > 0));
-    discarded[i] = !full && f.discards_output_in.intersects(modules);
+    discarded[i] = f.discards_output_in.intersects(modules);
     const bool gemm = !recomputed[i] && f.recipe == Recipe::kWeightGemm;
     const Bytes keeps = recomputed[i]                    ? checkpoint(i)
                         : gemm                           ? f.op.saved
