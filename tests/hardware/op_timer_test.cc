@@ -399,24 +399,30 @@ TEST(OpTimer, FlashAttention2PadsTheHeadDimToItsKernels) {
 
 TEST(OpTimer, FlashAttentionInTritonRunsAtItsOwnEfficienciesOnPowerOfTwoHeads) {
   // The FlashAttention-2 paper (section 4.1): its kernel is about 1.4x faster than FlashAttention
-  // in Triton forward and 2x backward; the A100 catalog keeps those ratios.
+  // in Triton forward and 2x backward. Every catalog keeps those ratios under load, on the
+  // slowest of 8 chips: on the 700 W Hopper parts neither kernel is held to the power limit.
+  const auto kernel_s = [](const GpuSpec& gpu, AttentionKernel kernel, bool backward,
+                           int64_t head_dim) {
+    const AttentionShape shape{2, 32, 32, 4096, 4096, head_dim, true, backward, DType::kBf16, kernel};
+    return (OpTimer(gpu, nullptr, 8).attention(shape).time - gpu.kernels.overhead) / Seconds(1);
+  };
+  for (const std::string name : {"a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb"}) {
+    const GpuSpec gpu = resolve_gpu(name, default_gpu_catalog(), {});
+    for (const bool is_backward : {false, true}) {
+      const double triton_over_flash2 =
+          kernel_s(gpu, AttentionKernel::kFlashTriton, is_backward, 128) /
+          kernel_s(gpu, AttentionKernel::kFlash2, is_backward, 128);
+      EXPECT_NEAR(triton_over_flash2, is_backward ? 2.0 : 1.4, 0.02) << name;
+    }
+  }
   const GpuSpec gpu = a100();
   const OpTimer timer(gpu);
-  const auto kernel_s = [&](AttentionKernel kernel, bool backward, int64_t head_dim) {
-    const AttentionShape shape{2, 32, 32, 4096, 4096, head_dim, true, backward, DType::kBf16, kernel};
-    return (timer.attention(shape).time - gpu.kernels.overhead) / Seconds(1);
-  };
   const AttentionShape backward{2, 32, 32, 4096, 4096, 128, true, true, DType::kBf16, AttentionKernel::kFlashTriton};
-  EXPECT_NEAR(timer.attention(backward).time / Seconds(1),
-              expected_attention_s(gpu, backward), 1e-15);
-  for (const bool is_backward : {false, true}) {
-    const double triton_over_flash2 =
-        kernel_s(AttentionKernel::kFlashTriton, is_backward, 128) / kernel_s(AttentionKernel::kFlash2, is_backward, 128);
-    EXPECT_NEAR(triton_over_flash2, is_backward ? 2.0 : 1.4, 0.02);
-  }
+  EXPECT_NEAR(timer.attention(backward).time / Seconds(1), expected_attention_s(gpu, backward),
+              1e-15);
   // An 80-wide head runs on the 128 tiles, as a 128-wide one does.
-  EXPECT_NEAR(kernel_s(AttentionKernel::kFlashTriton, true, 80), kernel_s(AttentionKernel::kFlashTriton, true, 128),
-              1e-12);
+  EXPECT_NEAR(kernel_s(gpu, AttentionKernel::kFlashTriton, true, 80),
+              kernel_s(gpu, AttentionKernel::kFlashTriton, true, 128), 1e-12);
   EXPECT_EQ(flash_triton_kernel_head_dim(8), 16);
   EXPECT_EQ(flash_triton_kernel_head_dim(64), 64);
   EXPECT_EQ(flash_triton_kernel_head_dim(65), 128);
