@@ -79,15 +79,15 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   fused.causal_seq_half = ramp("causal_seq_half");
   k.attention_seq_half = ramp("seq_half");
   // Another kernel's two efficiencies come together or not at all; its causal figures default to
-  // the fused kernel's.
+  // the fused kernel's, and it is power-limited unless the catalog says not.
   const auto other_kernel = [&](const std::string& kernel, AttentionKernelEfficiency& e) {
     const std::string ratio = kernel + "_causal_efficiency_ratio";
     const std::string seq_half = kernel + "_causal_seq_half";
     const std::string power_limited = kernel + "_power_limited";
     if (!attention.has(kernel + "_forward_efficiency") && !attention.has(kernel + "_backward_efficiency")) {
-      for (const std::string& causal : {ratio, seq_half, power_limited}) {
-        if (attention.has(causal)) {
-          attention.fail(causal, fmt::format("applies to {0}'s efficiencies, which are not given "
+      for (const std::string& figure : {ratio, seq_half, power_limited}) {
+        if (attention.has(figure)) {
+          attention.fail(figure, fmt::format("applies to {0}'s efficiencies, which are not given "
                                              "({0}_forward_efficiency, {0}_backward_efficiency)",
                                              kernel));
         }
