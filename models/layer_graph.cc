@@ -253,16 +253,18 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   // checkpoint; a discarded output once its trigger's is, as Megatron-Core's hooks run; inputs'
   // copies first.
   std::vector<OpId> recompute_id(n, UINT32_MAX);
-  // Defined below: a reader's discarded inputs made again, and its holder.
+  // Op i's recompute copy, and a reader's discarded inputs made again with its holder (defined
+  // below); each calls the other.
+  std::function<void(size_t, const std::vector<OpId>&)> emit_recompute;
   std::function<void(size_t, const std::vector<OpId>&)> emit_reread;
-  const auto emit_recompute = [&](auto& self, size_t i, const std::vector<OpId>& ready) -> void {
+  emit_recompute = [&](size_t i, const std::vector<OpId>& ready) {
     if (recompute_id[i] != UINT32_MAX) return;
     // A module whose checkpoint is a discarded output holds it again first.
     if (!rereads[i].empty()) emit_reread(i, ready);
     std::vector<OpId> after = ready;
     for (const int input : forwards_[i].inputs) {
       if (!recomputed[input] && !discarding[input]) continue;
-      self(self, input, ready);
+      emit_recompute(input, ready);
       after.push_back(recompute_id[input]);
     }
     Op op = forwards_[i].op;
@@ -289,12 +291,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   // through the holder keeping its part, released where the reader would have released it.
   std::vector<std::vector<OpId>> reread_ready(n);
   std::vector<OpId> holder_id(n, UINT32_MAX);
-  std::vector<bool> reread_emitted(n, false);
   emit_reread = [&](size_t i, const std::vector<OpId>& ready) {
-    if (reread_emitted[i]) return;
-    reread_emitted[i] = true;
+    if (!reread_ready[i].empty()) return;  // emitted already
     for (const int input : rereads[i]) {
-      emit_recompute(emit_recompute, input, ready);
+      emit_recompute(input, ready);
       reread_ready[i].push_back(recompute_id[input]);
     }
     if (held_again[i] <= Bytes(0)) return;
@@ -310,7 +310,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   };
   if (from_input) {
     for (size_t i = 0; i < n; ++i) {
-      if (recomputed[i]) emit_recompute(emit_recompute, i, {});
+      if (recomputed[i]) emit_recompute(i, {});
     }
   }
   // Per operator, an op kept whole reads its inputs again in backward: their recompute copies
@@ -348,7 +348,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     for (const int c : consumers[r]) grad_out.insert(grad_out.end(), grad_in[c].begin(), grad_in[c].end());
     if (!from_input) {
       for (const int reader : triggered[r]) emit_reread(reader, grad_out);
-      if (recomputed[r]) emit_recompute(emit_recompute, r, grad_out);
+      if (recomputed[r]) emit_recompute(r, grad_out);
       if (!rereads[r].empty()) emit_reread(r, grad_out);
     }
     std::vector<OpId> after = grad_out;

@@ -73,6 +73,8 @@ class RecomputeModules {
   }
   uint32_t bits_ = 0;
 };
+// What selective recomputation recomputes unless told: the attention core, as Megatron-Core does.
+inline constexpr RecomputeModules kDefaultRecomputeModules = {RecomputeModule::kCoreAttention};
 
 // How a stretch of elementwise work runs: as fused kernels (Transformer Engine, Apex,
 // torch.compile), or as PyTorch eager mode runs it, one kernel per tensor operation with fp32
@@ -141,7 +143,7 @@ struct LayerShard {
   bool fp8 = false;        // block GEMMs in fp8 (Transformer Engine style), with casts
   Recompute recompute = Recompute::kNone;
   // Under selective recompute, what it recomputes.
-  RecomputeModules recompute_modules = {RecomputeModule::kCoreAttention};
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
   MoeWeighting moe_weighting = MoeWeighting::kTokens;

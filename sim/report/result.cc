@@ -335,7 +335,7 @@ Json to_json(const Scenario& s) {
   training.set("global_batch", t.global_batch).set("micro_batch", t.micro_batch).set("seq_len", t.seq_len);
   training.set("precision", to_string(t.precision)).set("recompute", to_string(t.recompute));
   if (t.recompute_layers > 0) training.set("recompute_layers", t.recompute_layers);
-  if (t.recompute_modules != Training{}.recompute_modules) {
+  if (t.recompute_modules != kDefaultRecomputeModules) {
     Json modules = Json::array();
     for (int i = 0; i < kRecomputeModuleCount; ++i) {
       const auto module = static_cast<RecomputeModule>(i);

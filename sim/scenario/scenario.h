@@ -109,7 +109,7 @@ struct Training {
   int recompute_layers = 0;
   // With selective recompute, the parts of each layer recomputed (Megatron-Core's
   // --recompute-modules).
-  RecomputeModules recompute_modules = {RecomputeModule::kCoreAttention};
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
   // Whether the layer at this place in its chunk (0: the chunk's first) is recomputed when
   // recompute is full.
   bool recomputes_layer(int index_in_chunk) const {

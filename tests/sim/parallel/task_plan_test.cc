@@ -117,16 +117,15 @@ TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
         std::pair{Recompute::kFull, whole}}) {
     shard = layout;
     shard.recompute = recompute;
-    shard.recompute_modules = {RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation,
-                               RecomputeModule::kLayerNorm, RecomputeModule::kLatentUpProjection};
-    for (const bool moe : {false, true}) {
-      EXPECT_EQ(balance(build_transformer_layer(m, shard, moe)), 0)
-          << static_cast<int>(recompute) << " " << moe;
-    }
-    shard.recompute_modules = {RecomputeModule::kMlp, RecomputeModule::kMoe};
-    for (const bool moe : {false, true}) {
-      EXPECT_EQ(balance(build_transformer_layer(m, shard, moe)), 0)
-          << static_cast<int>(recompute) << " " << moe;
+    for (const RecomputeModules modules :
+         {RecomputeModules{RecomputeModule::kCoreAttention, RecomputeModule::kMoeActivation,
+                           RecomputeModule::kLayerNorm, RecomputeModule::kLatentUpProjection},
+          RecomputeModules{RecomputeModule::kMlp, RecomputeModule::kMoe}}) {
+      shard.recompute_modules = modules;
+      for (const bool moe : {false, true}) {
+        EXPECT_EQ(balance(build_transformer_layer(m, shard, moe)), 0)
+            << static_cast<int>(recompute) << " " << moe;
+      }
     }
   }
 }
