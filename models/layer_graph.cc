@@ -773,6 +773,15 @@ int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, 
 
 // Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
 // Returns the index of the gathered (or plain) norm output for the GEMMs to read.
+// The all-gather of a norm's sequence-parallel output over TP (its gradient reduce-scattered).
+int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int norm) {
+  Forward f = collective(b.at(norm).op.name + ".gather", Collective::kAllGather,
+                         Collective::kReduceScatter, CommGroup::kTensor,
+                         elements(static_cast<double>(d.tokens * m.hidden), d.e), {norm});
+  f.backward_after_weight_gradients = d.pytorch_tp;
+  return b.add(f);
+}
+
 int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, std::string name,
              int input, bool gather_after, bool overlap_gather = false) {
   const MemoryKernel kernel = m.norm == Norm::kRmsNorm ? MemoryKernel::kRmsNorm : MemoryKernel::kLayerNorm;
@@ -787,14 +796,9 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const int norm = b.add(elementwise_op(std::move(name), kernel, rows, cost, {input}));
   b.at(norm).op.flop = Flop(rows * 5.0);
   if (!gather_after) return norm;
+  if (!overlap_gather || !d.overlap) return add_norm_gather(b, m, d, norm);
   const Bytes gathered = elements(static_cast<double>(d.tokens * m.hidden), d.e);
   const std::string gather = b.at(norm).op.name + ".gather";
-  if (!overlap_gather || !d.overlap) {
-    Forward f = collective(gather, Collective::kAllGather, Collective::kReduceScatter,
-                           CommGroup::kTensor, gathered, {norm});
-    f.backward_after_weight_gradients = d.pytorch_tp;
-    return b.add(f);
-  }
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
   // the input gradient is reduce-scattered in chunks and summed (add_chunk_sum).
   const int summed = add_chunk_sum(b, d, gather, gathered, norm, /*forward=*/false);
@@ -1538,13 +1542,20 @@ int add_token_embedding(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d)
   return last;
 }
 
-// Final norm, output projection and softmax cross-entropy loss reading `input`.
+// The final norm a prediction reads, of `input`.
+int add_prediction_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard,
+                        const Dims& d, int input) {
+  return add_norm(b, m, shard, d, "head.norm", input, false);
+}
+
+// Output projection and softmax cross-entropy loss reading the final norm's output `norm`
+// (gathered over TP first under sequence parallelism).
 void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard,
-                    const Dims& d, int input) {
+                    const Dims& d, int norm) {
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;
-  const int norm = add_norm(b, m, shard, d, "head.norm", input, d.sp);
-  const int entry = add_column_parallel_entry(b, m, d, "head.logits", norm);
+  const int input = d.sp ? add_norm_gather(b, m, d, norm) : norm;
+  const int entry = add_column_parallel_entry(b, m, d, "head.logits", input);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(
       weight_gemm("head.logits", d.tokens, vocab, m.hidden, 1, shard.activation_dtype, d.e,
@@ -1583,12 +1594,15 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
 // column-parallel GEMM whose output is gathered over TP (gather_from_tensor_model_parallel_region,
 // whose backward keeps the rank's columns and sends nothing; split again over the sequence under
 // sequence parallelism), one transformer layer, and a prediction with a norm of its own. Its norms
-// write no fp8 copy: the concatenation, not a GEMM, reads them. Returns the layer's output.
+// write no fp8 copy: the concatenation, not a GEMM, reads them. From the two norms to the
+// prediction's norm it is one checkpointed module (kMultiTokenPrediction), which keeps the
+// embedding and `hidden`. Returns the layer's output.
 int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
                    int hidden) {
   LayerShard unfused = shard;
   unfused.fp8 = false;
   const int embedded = add_token_embedding(b, m, d);
+  const int first = b.size();
   const int embedding_norm = add_norm(b, m, unfused, d, "enorm", embedded, false);
   const int hidden_norm = add_norm(b, m, unfused, d, "hnorm", hidden, false);
   const double rows = static_cast<double>(d.sp_tokens * 2 * m.hidden);
@@ -1611,16 +1625,28 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     }
   }
   const int output = add_transformer_layer(b, m, shard, d, projected, m.mtp_layer_is_moe());
-  add_prediction(b, m, shard, d, output);
+  const int norm = add_prediction_norm(b, m, shard, d, output);
+  b.recompute_from(first, RecomputeModule::kMultiTokenPrediction,
+                   elements(static_cast<double>(2 * d.sp_tokens * m.hidden), d.e));
+  add_prediction(b, m, shard, d, norm);
   return output;
 }
 
 // Recomputation checkpoints the model's transformer layers only (Megatron-LM, torchtitan): the
-// blocks around them keep what their backward needs. Selective recomputation recomputes the parts
-// of a multi-token prediction module's layer it names in every layer, as Megatron-Core does; whole,
-// the module's layer keeps its activations (Megatron-Core recomputes it under full recomputation).
+// blocks around them keep what their backward needs.
 LayerShard outside_layers(LayerShard shard) {
   if (shard.recompute != Recompute::kSelective) shard.recompute = Recompute::kNone;
+  return shard;
+}
+
+// The head's multi-token prediction modules are recomputed as Megatron-Core does: selectively,
+// the parts of each module's layer named for every layer; under full recomputation, each module
+// from its projection to its norm (tensor_parallel.checkpoint around the module's
+// _proj_and_transformer_layer when recompute_granularity is full).
+LayerShard head_shard(LayerShard shard) {
+  if (shard.recompute != Recompute::kFull) return outside_layers(shard);
+  shard.recompute = Recompute::kSelective;
+  shard.recompute_modules = {RecomputeModule::kMultiTokenPrediction};
   return shard;
 }
 
@@ -1684,7 +1710,7 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
 }
 
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
-  LayerGraphBuilder b(outside_layers(shard));
+  LayerGraphBuilder b(head_shard(shard));
   const Dims d = dims_of(shard);
   const int residual = add_block_input(b);
   int hidden = residual;
@@ -1693,9 +1719,7 @@ LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
     hidden = add_mtp_module(b, m, shard, d, hidden);
     b.prefix_names(first, fmt::format("mtp{}.", module));
   }
-  const int main_head = b.size();
-  add_prediction(b, m, shard, d, residual);
-  b.set_input_holder(main_head, elements(static_cast<double>(d.sp_tokens * m.hidden), d.e));
+  add_prediction(b, m, shard, d, add_prediction_norm(b, m, shard, d, residual));
 
   const int64_t norm_params = m.norm_parameters();
   const int64_t vocabulary = head_vocabulary_parameters(m, shard.head_apart_from_embedding);

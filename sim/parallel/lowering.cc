@@ -50,6 +50,10 @@ LayerShard kept_layer_shard(const Scenario& s) {
   return shard;
 }
 
+LayerShard head_layer_shard(const Scenario& s) {
+  return s.training.recompute_layers > 0 ? kept_layer_shard(s) : layer_shard(s);
+}
+
 std::optional<DType> gradient_buffer(const Training& training, int zero, int pp) {
   if (reduces_gradients_per_microbatch(zero, pp)) return std::nullopt;
   return training.gradients_in_bf16 ? DType::kBf16 : DType::kFp32;
@@ -1135,7 +1139,7 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
   c.blocks[BlockKind::kEmbedding] =
       plan_block(c, BlockKind::kEmbedding, build_embedding(s.model, shard), "embedding");
   c.blocks[BlockKind::kHead] =
-      plan_block(c, BlockKind::kHead, build_output_head(s.model, shard), "head");
+      plan_block(c, BlockKind::kHead, build_output_head(s.model, head_layer_shard(s)), "head");
   for (const auto& blocks : c.virtual_stage_blocks) {
     for (const BlockRef& b : blocks) {
       if (c.blocks.count(b.kind)) continue;  // planned, or the embedding or head

@@ -91,6 +91,10 @@ LayerShard layer_shard(const Scenario& scenario);
 // The same for a layer past the recomputed ones of its chunk under partial recompute
 // (training.recompute_layers): it keeps its activations.
 LayerShard kept_layer_shard(const Scenario& scenario);
+// The same for the output head. Its multi-token prediction modules are checkpointed when every
+// layer is recomputed whole; under partial recompute they keep their activations, as
+// Megatron-Core's block method leaves them (its uniform method checkpoints them).
+LayerShard head_layer_shard(const Scenario& scenario);
 
 // Bytes the optimizer step moves per parameter it updates and the temporaries it allocates per
 // element of the states it works on at once: all of them, or (`per_tensor`) the largest tensor;

@@ -710,6 +710,8 @@ std::string to_string(RecomputeModule module) {
       return "layernorm";
     case RecomputeModule::kLatentUpProjection:
       return "mla_up_proj";
+    case RecomputeModule::kMultiTokenPrediction:
+      return "mtp";
   }
   return "?";
 }

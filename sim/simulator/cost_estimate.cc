@@ -98,7 +98,7 @@ CostEstimate estimate_cost(const Scenario& s) {
     return tasks(PassKind::kForward) + backward + fsdp;
   };
   const LayerGraph embedding_graph = build_embedding(s.model, shard);
-  const LayerGraph head_graph = build_output_head(s.model, shard);
+  const LayerGraph head_graph = build_output_head(s.model, head_layer_shard(s));
   const double embedding = block_tasks(embedding_graph);
   const double head = block_tasks(head_graph);
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is

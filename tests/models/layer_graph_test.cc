@@ -280,6 +280,51 @@ TEST(LayerGraph, MultiTokenPredictionRunsAModuleBeforeTheHead) {
             build_transformer_layer(m, experts, true).expert_parameters);
 }
 
+TEST(LayerGraph, FullRecomputeChecksPointsEachMultiTokenPredictionModule) {
+  // Megatron-Core checkpoints a module's two norms, projection, layer and final norm when every
+  // layer is recomputed: they keep the embedding and hidden states they read (sequence-split
+  // under SP) and run again once the gradient of the norm's output is ready; the lookup, logits
+  // and loss keep what they keep and run once.
+  ModelSpec m = llama_like();
+  m.mtp_layers = 1;
+  const LayerGraph kept = build_output_head(m, shard(2, /*sp=*/true));
+  const LayerGraph recomputed = build_output_head(m, shard(2, /*sp=*/true, Recompute::kFull));
+  const std::vector<OpId>& forward = kept.ops(Phase::kForward);
+  const auto first =
+      std::ranges::find_if(forward, [&](OpId id) { return kept.op(id).name == "mtp1.enorm"; });
+  const auto last =
+      std::ranges::find_if(forward, [&](OpId id) { return kept.op(id).name == "mtp1.head.norm"; });
+  ASSERT_NE(first, forward.end());
+  ASSERT_NE(last, forward.end());
+  double span_flop = 0.0;
+  double span_saved = 0.0;
+  std::vector<std::string> span_names;
+  for (auto it = first; it <= last; ++it) {
+    span_flop += kept.op(*it).flop / Flop(1);
+    span_saved += kept.op(*it).saved / Bytes(1);
+    span_names.push_back(kept.op(*it).name + ".recompute");
+  }
+  std::vector<std::string> recompute_names;
+  for (const OpId id : recomputed.ops(Phase::kRecompute))
+    recompute_names.push_back(recomputed.op(id).name);
+  std::ranges::sort(span_names);
+  std::ranges::sort(recompute_names);
+  EXPECT_EQ(recompute_names, span_names);
+  EXPECT_DOUBLE_EQ(recomputed.flop(Phase::kRecompute) / Flop(1), span_flop);
+  const double inputs = 2.0 * sbh(m, shard(2, true)) / 2 * 2;  // two bf16 tensors of sbh/tp
+  EXPECT_DOUBLE_EQ(recomputed.saved_activations() / Bytes(1),
+                   kept.saved_activations() / Bytes(1) - span_saved + inputs);
+  EXPECT_LT(recomputed.saved_activations(), kept.saved_activations());
+  EXPECT_TRUE(waits_for(recomputed, op_in(recomputed, Phase::kRecompute, "mtp1.enorm.recompute"),
+                        op_in(recomputed, Phase::kBackwardInput, "mtp1.head.logits.dgrad")));
+  // The model's own prediction is not checkpointed, nor a head without modules.
+  EXPECT_FALSE(waits_for(recomputed, op_in(recomputed, Phase::kBackwardInput, "head.logits.dgrad"),
+                         op_in(recomputed, Phase::kRecompute, "mtp1.enorm.recompute")));
+  m.mtp_layers = 0;
+  EXPECT_TRUE(
+      build_output_head(m, shard(2, true, Recompute::kFull)).ops(Phase::kRecompute).empty());
+}
+
 TEST(LayerGraph, SelectiveRecomputeRunsTheFusedAttentionCoreTwice) {
   // Flash attention under selective recompute: the core's forward runs again before its
   // backward; the layer keeps Q, K, V and the attention output as without, and not the softmax

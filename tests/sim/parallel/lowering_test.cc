@@ -567,6 +567,23 @@ training: {{global_batch: 16, seq_len: 2048{}}}
   EXPECT_EQ(gradient_buffer(Training{}, /*zero=*/2, /*pp=*/1), std::nullopt);
 }
 
+TEST(Lowering, TheHeadRecomputesItsPredictionModulesOnlyWhenEveryLayerIsRecomputed) {
+  // Megatron-Core checkpoints each multi-token prediction module under the uniform method (every
+  // layer recomputed whole); under the block method (some layers of each chunk) it skips them.
+  const auto head_recompute = [](const std::string& training) {
+    const auto s = scenario_of(fmt::format(
+        R"(model: {{name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000, seq_len: 2048, activation: swiglu, norm: rmsnorm, position: rope, mtp_layers: 1}}
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
+parallelism: {{dp: 4, pp: 2}}
+training: {{global_batch: 16, recompute: full{}}}
+)",
+        training));
+    return build_output_head(s->model, head_layer_shard(*s)).flop(Phase::kRecompute);
+  };
+  EXPECT_GT(head_recompute(""), Flop(0));
+  EXPECT_EQ(head_recompute(", recompute_layers: 1"), Flop(0));
+}
+
 TEST(Lowering, ContextCommunicationModesDoTheSameAttentionWork) {
   // Llama 3 8B with cp 4 across four nodes, 32k tokens: the ring hides its exchanges behind
   // the attention steps, the single all-gather behind the diagonal step; the a2a (Ulysses)
