@@ -102,9 +102,14 @@ class LayerGraphBuilder {
   // The ops from `first` on form `module`, recomputed from the `input` bytes `first` reads.
   void recompute_from(int first, RecomputeModule module, Bytes input) {
     for (size_t i = first; i < forwards_.size(); ++i) forwards_[i].recompute_in.add(module);
-    PACELINE_CHECK(forwards_[first].checkpoint_of.empty(), "an op entering two recomputed modules");
-    forwards_[first].checkpoint_of.add(module);
-    forwards_[first].checkpoint_bytes = input;
+    keep_checkpoint(first, module, input);
+  }
+  // `entry`, an op of `module` reading from outside it, keeps the `input` bytes it reads as part
+  // of the module's checkpoint: its recomputation reads them, whatever made them.
+  void keep_checkpoint(int entry, RecomputeModule module, Bytes input) {
+    PACELINE_CHECK(forwards_[entry].checkpoint_of.empty(), "an op entering two recomputed modules");
+    forwards_[entry].checkpoint_of.add(module);
+    forwards_[entry].checkpoint_bytes = input;
   }
   // `ops` form `module`, which discards its output (output-discarding): run without autograd, an
   // op reading only the module's inputs keeps what it kept (them), the others keep nothing in
@@ -172,6 +177,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
   const bool full = shard_.recompute == Recompute::kFull;
   const bool per_op = shard_.recompute == Recompute::kSelectiveOp;
   const bool from_input = full || per_op;  // the recomputation starts from the block's input
+  g.recomputed_whole = full;
   const RecomputeModules modules =
       shard_.recompute == Recompute::kSelective ? shard_.recompute_modules : RecomputeModules{};
   std::vector<bool> recomputed(n, false);
@@ -262,8 +268,11 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     // A module whose checkpoint is a discarded output holds it again first.
     if (!rereads[i].empty()) emit_reread(i, ready);
     std::vector<OpId> after = ready;
+    // A module's entry reads its checkpoint, not a copy another module recomputes (one
+    // multi-token prediction module reading the one before it).
+    const bool reads_checkpoint = checkpoint(i) > Bytes(0);
     for (const int input : forwards_[i].inputs) {
-      if (!recomputed[input] && !discarding[input]) continue;
+      if (!discarding[input] && (!recomputed[input] || reads_checkpoint)) continue;
       emit_recompute(input, ready);
       after.push_back(recompute_id[input]);
     }
@@ -771,8 +780,6 @@ int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, 
   return b.add(sum);
 }
 
-// Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
-// Returns the index of the gathered (or plain) norm output for the GEMMs to read.
 // The all-gather of a norm's sequence-parallel output over TP (its gradient reduce-scattered).
 int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int norm) {
   Forward f = collective(b.at(norm).op.name + ".gather", Collective::kAllGather,
@@ -782,6 +789,8 @@ int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int
   return b.add(f);
 }
 
+// Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
+// Returns the index of the gathered (or plain) norm output for the GEMMs to read.
 int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, std::string name,
              int input, bool gather_after, bool overlap_gather = false) {
   const MemoryKernel kernel = m.norm == Norm::kRmsNorm ? MemoryKernel::kRmsNorm : MemoryKernel::kLayerNorm;
@@ -1595,8 +1604,8 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
 // whose backward keeps the rank's columns and sends nothing; split again over the sequence under
 // sequence parallelism), one transformer layer, and a prediction with a norm of its own. Its norms
 // write no fp8 copy: the concatenation, not a GEMM, reads them. From the two norms to the
-// prediction's norm it is one checkpointed module (kMultiTokenPrediction), which keeps the
-// embedding and `hidden`. Returns the layer's output.
+// prediction's norm it is one checkpointed module (kMultiTokenPrediction), whose two norms keep
+// the embedding and `hidden`. Returns the layer's output.
 int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
                    int hidden) {
   LayerShard unfused = shard;
@@ -1626,8 +1635,9 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   }
   const int output = add_transformer_layer(b, m, shard, d, projected, m.mtp_layer_is_moe());
   const int norm = add_prediction_norm(b, m, shard, d, output);
-  b.recompute_from(first, RecomputeModule::kMultiTokenPrediction,
-                   elements(static_cast<double>(2 * d.sp_tokens * m.hidden), d.e));
+  const Bytes input = elements(static_cast<double>(d.sp_tokens * m.hidden), d.e);
+  b.recompute_from(first, RecomputeModule::kMultiTokenPrediction, input);
+  b.keep_checkpoint(hidden_norm, RecomputeModule::kMultiTokenPrediction, input);
   add_prediction(b, m, shard, d, norm);
   return output;
 }
@@ -1641,7 +1651,7 @@ LayerShard outside_layers(LayerShard shard) {
 
 // The head's multi-token prediction modules are recomputed as Megatron-Core does: selectively,
 // the parts of each module's layer named for every layer; under full recomputation, each module
-// from its projection to its norm (tensor_parallel.checkpoint around the module's
+// from its two input norms to its own norm (tensor_parallel.checkpoint around the module's
 // _proj_and_transformer_layer when recompute_granularity is full).
 LayerShard head_shard(LayerShard shard) {
   if (shard.recompute != Recompute::kFull) return outside_layers(shard);

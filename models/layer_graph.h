@@ -219,6 +219,9 @@ class LayerGraph {
   int64_t fp8_gemm_parameters = 0;
   // Of `fp8_gemm_parameters`, the routed experts' weights.
   int64_t fp8_gemm_expert_parameters = 0;
+  // The whole forward runs again before the backward (full recompute): every weight is used
+  // twice before its backward use.
+  bool recomputed_whole = false;
 
  private:
   friend class LayerGraphBuilder;

@@ -115,7 +115,7 @@ FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
       graph.parameters > 0 ? bytes.weights_bytes(weights) / static_cast<double>(graph.parameters)
                            : bytes.weight;
   const std::vector<int64_t>& tensors = graph.weight_tensors;
-  const bool recomputed = scenario.training.recompute == Recompute::kFull && graph.flop(Phase::kRecompute) > Flop(0);
+  const bool recomputed = graph.recomputed_whole;
   // DeepSpeed traces the modules in use order: after a tensor's use in the recomputed forward
   // come the later tensors' forward uses, then their backward uses, then its own.
   int64_t used_after = std::accumulate(tensors.begin(), tensors.end(), int64_t{0});

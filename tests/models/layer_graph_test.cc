@@ -280,7 +280,7 @@ TEST(LayerGraph, MultiTokenPredictionRunsAModuleBeforeTheHead) {
             build_transformer_layer(m, experts, true).expert_parameters);
 }
 
-TEST(LayerGraph, FullRecomputeChecksPointsEachMultiTokenPredictionModule) {
+TEST(LayerGraph, FullRecomputeCheckpointsEachMultiTokenPredictionModule) {
   // Megatron-Core checkpoints a module's two norms, projection, layer and final norm when every
   // layer is recomputed: they keep the embedding and hidden states they read (sequence-split
   // under SP) and run again once the gradient of the norm's output is ready; the lookup, logits
@@ -315,11 +315,25 @@ TEST(LayerGraph, FullRecomputeChecksPointsEachMultiTokenPredictionModule) {
   EXPECT_DOUBLE_EQ(recomputed.saved_activations() / Bytes(1),
                    kept.saved_activations() / Bytes(1) - span_saved + inputs);
   EXPECT_LT(recomputed.saved_activations(), kept.saved_activations());
+  // The recomputation keeps the rest: each norm reads its checkpointed input.
+  double recompute_saved = 0.0;
+  for (const OpId id : recomputed.ops(Phase::kRecompute))
+    recompute_saved += recomputed.op(id).saved / Bytes(1);
+  EXPECT_DOUBLE_EQ(recompute_saved, span_saved - inputs);
   EXPECT_TRUE(waits_for(recomputed, op_in(recomputed, Phase::kRecompute, "mtp1.enorm.recompute"),
                         op_in(recomputed, Phase::kBackwardInput, "mtp1.head.logits.dgrad")));
   // The model's own prediction is not checkpointed, nor a head without modules.
   EXPECT_FALSE(waits_for(recomputed, op_in(recomputed, Phase::kBackwardInput, "head.logits.dgrad"),
                          op_in(recomputed, Phase::kRecompute, "mtp1.enorm.recompute")));
+  // A second module keeps the first's output it reads: the first runs again only once its own
+  // prediction's gradient is ready.
+  m.mtp_layers = 2;
+  const LayerGraph two = build_output_head(m, shard(2, /*sp=*/true, Recompute::kFull));
+  for (const std::string part : {"mtp1.enorm", "mtp1.hnorm", "mtp1.mlp.residual"}) {
+    EXPECT_TRUE(waits_for(two, op_in(two, Phase::kRecompute, part + ".recompute"),
+                          op_in(two, Phase::kBackwardInput, "mtp1.head.logits.dgrad")))
+        << part;
+  }
   m.mtp_layers = 0;
   EXPECT_TRUE(
       build_output_head(m, shard(2, true, Recompute::kFull)).ops(Phase::kRecompute).empty());

@@ -569,19 +569,23 @@ training: {{global_batch: 16, seq_len: 2048{}}}
 
 TEST(Lowering, TheHeadRecomputesItsPredictionModulesOnlyWhenEveryLayerIsRecomputed) {
   // Megatron-Core checkpoints each multi-token prediction module under the uniform method (every
-  // layer recomputed whole); under the block method (some layers of each chunk) it skips them.
-  const auto head_recompute = [](const std::string& training) {
-    const auto s = scenario_of(fmt::format(
+  // layer recomputed whole); under the block method it skips them, even where the block covers
+  // every layer of each chunk. Only the last stage, which runs the module, differs.
+  const auto recomputed = [](const std::string& training) {
+    const Prediction p = simulate(scenario_of(fmt::format(
         R"(model: {{name: m, layers: 4, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000, seq_len: 2048, activation: swiglu, norm: rmsnorm, position: rope, mtp_layers: 1}}
 cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
 parallelism: {{dp: 4, pp: 2}}
 training: {{global_batch: 16, recompute: full{}}}
 )",
-        training));
-    return build_output_head(s->model, head_layer_shard(*s)).flop(Phase::kRecompute);
+        training)));
+    return std::array{p.lowering->stages[0]->recompute_flop, p.lowering->stages[1]->recompute_flop};
   };
-  EXPECT_GT(head_recompute(""), Flop(0));
-  EXPECT_EQ(head_recompute(", recompute_layers: 1"), Flop(0));
+  const auto uniform = recomputed("");
+  const auto block = recomputed(", recompute_layers: 2");
+  EXPECT_EQ(uniform[0], block[0]);
+  EXPECT_GT(uniform[1], block[1]);
+  EXPECT_GT(block[1], Flop(0));
 }
 
 TEST(Lowering, ContextCommunicationModesDoTheSameAttentionWork) {
