@@ -1598,14 +1598,15 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
 }
 
 // A multi-token prediction module as Megatron-Core's MultiTokenPredictionLayer runs it, reading
-// `hidden` (the last layer's output, or the module's before): the shifted tokens' embedding and
+// `hidden` (the model's final norm's output, or the norm's of the module before, as
+// MultiTokenPredictionBlock passes them on): the shifted tokens' embedding and
 // `hidden` each normalised, their concatenation (2·hidden wide) projected back by a
 // column-parallel GEMM whose output is gathered over TP (gather_from_tensor_model_parallel_region,
 // whose backward keeps the rank's columns and sends nothing; split again over the sequence under
 // sequence parallelism), one transformer layer, and a prediction with a norm of its own. Its norms
 // write no fp8 copy: the concatenation, not a GEMM, reads them. From the two norms to the
 // prediction's norm it is one checkpointed module (kMultiTokenPrediction), whose two norms keep
-// the embedding and `hidden`. Returns the layer's output.
+// the embedding and `hidden`. Returns its norm's output.
 int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
                    int hidden) {
   LayerShard unfused = shard;
@@ -1633,13 +1634,13 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                    CommGroup::kTensor, output, {projected}));
     }
   }
-  const int output = add_transformer_layer(b, m, shard, d, projected, m.mtp_layer_is_moe());
-  const int norm = add_prediction_norm(b, m, shard, d, output);
+  const int norm = add_prediction_norm(
+      b, m, shard, d, add_transformer_layer(b, m, shard, d, projected, m.mtp_layer_is_moe()));
   const Bytes input = elements(static_cast<double>(d.sp_tokens * m.hidden), d.e);
   b.recompute_from(first, RecomputeModule::kMultiTokenPrediction, input);
   b.keep_checkpoint(hidden_norm, RecomputeModule::kMultiTokenPrediction, input);
   add_prediction(b, m, shard, d, norm);
-  return output;
+  return norm;
 }
 
 // Recomputation checkpoints the model's transformer layers only (Megatron-LM, torchtitan): the
@@ -1722,14 +1723,14 @@ LayerGraph build_embedding(const ModelSpec& m, const LayerShard& shard) {
 LayerGraph build_output_head(const ModelSpec& m, const LayerShard& shard) {
   LayerGraphBuilder b(head_shard(shard));
   const Dims d = dims_of(shard);
-  const int residual = add_block_input(b);
-  int hidden = residual;
+  const int final_norm = add_prediction_norm(b, m, shard, d, add_block_input(b));
+  int hidden = final_norm;
   for (int module = 1; module <= m.mtp_layers; ++module) {
     const int first = b.size();
     hidden = add_mtp_module(b, m, shard, d, hidden);
     b.prefix_names(first, fmt::format("mtp{}.", module));
   }
-  add_prediction(b, m, shard, d, add_prediction_norm(b, m, shard, d, residual));
+  add_prediction(b, m, shard, d, final_norm);
 
   const int64_t norm_params = m.norm_parameters();
   const int64_t vocabulary = head_vocabulary_parameters(m, shard.head_apart_from_embedding);

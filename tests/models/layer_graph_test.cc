@@ -269,6 +269,9 @@ TEST(LayerGraph, MultiTokenPredictionRunsAModuleBeforeTheHead) {
   ASSERT_TRUE(ops.count("mtp1.eh_proj.scatter.bwd"));
   EXPECT_EQ(ops["mtp1.eh_proj.scatter.bwd"]->comm.collective, Collective::kAllGather);
   EXPECT_EQ(with_mtp.op(with_mtp.forward_exit()).name, "head.cross_entropy.allreduce");
+  // It normalises the model's final norm's output (Megatron-Core's decoder output).
+  EXPECT_EQ(with_mtp.predecessors(op_in(with_mtp, Phase::kForward, "mtp1.hnorm")),
+            std::vector<OpId>{op_in(with_mtp, Phase::kForward, "head.norm")});
   EXPECT_EQ(with_mtp.expert_parameters, 0);
   // Where the last layer is an MoE layer, so is the module's, with its routed experts.
   m.moe = MoeSpec{.experts = 8, .top_k = 2, .ffn_hidden = 512};
@@ -329,6 +332,8 @@ TEST(LayerGraph, FullRecomputeCheckpointsEachMultiTokenPredictionModule) {
   // prediction's gradient is ready.
   m.mtp_layers = 2;
   const LayerGraph two = build_output_head(m, shard(2, /*sp=*/true, Recompute::kFull));
+  EXPECT_EQ(two.predecessors(op_in(two, Phase::kForward, "mtp2.hnorm")),
+            std::vector<OpId>{op_in(two, Phase::kForward, "mtp1.head.norm")});
   for (const std::string part : {"mtp1.enorm", "mtp1.hnorm", "mtp1.mlp.residual"}) {
     EXPECT_TRUE(waits_for(two, op_in(two, Phase::kRecompute, part + ".recompute"),
                           op_in(two, Phase::kBackwardInput, "mtp1.head.logits.dgrad")))
