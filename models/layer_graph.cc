@@ -63,6 +63,9 @@ class LayerGraphBuilder {
     // Kept from forward even when selectively recomputed: the inputs the recomputation starts
     // from (released with the rest by the op's backward).
     Bytes checkpoint_bytes;
+    // The checkpoint is all the op reads (a module's entry), not part of it (the attention
+    // core's ·V product keeps V, not the probabilities it recomputes).
+    bool keeps_its_inputs = false;
     // A part of the attention core, which keeps its `checkpoint_bytes` when recomputed.
     void recompute_in_core_attention() {
       recompute_in.add(RecomputeModule::kCoreAttention);
@@ -104,12 +107,13 @@ class LayerGraphBuilder {
     for (size_t i = first; i < forwards_.size(); ++i) forwards_[i].recompute_in.add(module);
     keep_checkpoint(first, module, input);
   }
-  // `entry`, an op of `module` reading from outside it, keeps the `input` bytes it reads as part
-  // of the module's checkpoint: its recomputation reads them, whatever made them.
+  // `entry`, an op of `module` reading only from outside it, keeps the `input` bytes it reads as
+  // part of the module's checkpoint: its recomputation reads them, whatever made them.
   void keep_checkpoint(int entry, RecomputeModule module, Bytes input) {
     PACELINE_CHECK(forwards_[entry].checkpoint_of.empty(), "an op entering two recomputed modules");
     forwards_[entry].checkpoint_of.add(module);
     forwards_[entry].checkpoint_bytes = input;
+    forwards_[entry].keeps_its_inputs = true;
   }
   // `ops` form `module`, which discards its output (output-discarding): run without autograd, an
   // op reading only the module's inputs keeps what it kept (them), the others keep nothing in
@@ -270,7 +274,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
     std::vector<OpId> after = ready;
     // A module's entry reads its checkpoint, not a copy another module recomputes (one
     // multi-token prediction module reading the one before it).
-    const bool reads_checkpoint = checkpoint(i) > Bytes(0);
+    const bool reads_checkpoint = forwards_[i].keeps_its_inputs && checkpoint(i) > Bytes(0);
     for (const int input : forwards_[i].inputs) {
       if (!discarding[input] && (!recomputed[input] || reads_checkpoint)) continue;
       emit_recompute(input, ready);

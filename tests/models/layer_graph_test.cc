@@ -155,7 +155,12 @@ TEST(LayerGraph, UnfusedAttentionKeepsTheScoreTensors) {
   EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1),
                    sbh(m, s) * (34.0 + 5.0 * a * seq / h) / 2.0);
   s.recompute = Recompute::kSelective;
-  EXPECT_DOUBLE_EQ(build_transformer_layer(m, s, false).saved_activations() / Bytes(1), sbh(m, s) * 34.0 / 2.0);
+  const LayerGraph selective = build_transformer_layer(m, s, false);
+  EXPECT_DOUBLE_EQ(selective.saved_activations() / Bytes(1), sbh(m, s) * 34.0 / 2.0);
+  // The ·V product keeps V through the recomputation and reads the probabilities made again
+  // before it.
+  EXPECT_TRUE(waits_for(selective, op_in(selective, Phase::kRecompute, "attn.context.recompute"),
+                        op_in(selective, Phase::kRecompute, "attn.dropout.recompute")));
 }
 
 TEST(LayerGraph, UnfusedAttentionWithoutDropoutKeepsTheProbabilitiesOnce) {

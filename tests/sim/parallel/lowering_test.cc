@@ -588,6 +588,28 @@ training: {{global_batch: 16, recompute: full{}}}
   EXPECT_GT(block[1], Flop(0));
 }
 
+TEST(Lowering, PerTensorGathersTreatTheHeadAsKeptThoughItRecomputesItsPredictionModules) {
+  // DeepSpeed-style gathers fetch again, for backward, the weights of a layer recomputed whole;
+  // the head runs its logits and loss once, so its weights (the output projection among them)
+  // are not fetched again: a prediction module adds no re-gather.
+  const auto regathers = [](int mtp_layers) {
+    const Prediction p = simulate(scenario_of(fmt::format(
+        R"(model: {{name: m, layers: 2, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000, seq_len: 2048, activation: swiglu, norm: rmsnorm, position: rope, mtp_layers: {}}}
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
+parallelism: {{dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor, fsdp_reuse_distance: 0}}
+training: {{global_batch: 8, recompute: full}}
+)",
+        mtp_layers)));
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+    size_t count = 0;
+    for (size_t i = 0; i < t.size(); ++i)
+      count += t.rank[i] == 0 && t.names[t.name[i]] == "fsdp.backward_weight_regather";
+    return count;
+  };
+  EXPECT_GT(regathers(0), 0u);
+  EXPECT_EQ(regathers(1), regathers(0));
+}
+
 TEST(Lowering, ContextCommunicationModesDoTheSameAttentionWork) {
   // Llama 3 8B with cp 4 across four nodes, 32k tokens: the ring hides its exchanges behind
   // the attention steps, the single all-gather behind the diagonal step; the a2a (Ulysses)
