@@ -589,9 +589,10 @@ training: {{global_batch: 16, recompute: full{}}}
 }
 
 TEST(Lowering, PerTensorGathersTreatTheHeadAsKeptThoughItRecomputesItsPredictionModules) {
-  // DeepSpeed-style gathers fetch again, for backward, the weights of a layer recomputed whole;
-  // the head runs its logits and loss once, so its weights (the output projection among them)
-  // are not fetched again: a prediction module adds no re-gather.
+  // DeepSpeed-style gathers fetch again, for backward, the weights of a layer recomputed whole.
+  // The head is not: its output projection runs once. Its prediction modules' weights do run
+  // again, but paceline fetches a block's weights again only where the whole block recomputes
+  // (Megatron-Core, which runs the modules, has no DeepSpeed gathers), so a module adds none.
   const auto regathers = [](int mtp_layers) {
     const Prediction p = simulate(scenario_of(fmt::format(
         R"(model: {{name: m, layers: 2, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: 32000, seq_len: 2048, activation: swiglu, norm: rmsnorm, position: rope, mtp_layers: {}}}
