@@ -44,9 +44,9 @@ enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 // fuse into the GEMM after them (an MoE layer's pre-MLP norm, latent attention's input norm), or
 // latent attention's up-projections with the rotary embedding, whose queries, keys and values
 // the attention kernel kept. The first kRecomputeModuleCount are the ones a scenario names; a
-// multi-token prediction module's projection, layer and norm are checkpointed as a module of
-// their own when every layer is recomputed whole (Megatron-Core's MultiTokenPredictionLayer under
-// the uniform method).
+// multi-token prediction module's two input norms, projection, layer and final norm are
+// checkpointed as a module of their own when every layer is recomputed whole (Megatron-Core's
+// MultiTokenPredictionLayer under the uniform method).
 enum class RecomputeModule {
   kCoreAttention,
   kMlp,
