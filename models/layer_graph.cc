@@ -1616,7 +1616,6 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   LayerShard unfused = shard;
   unfused.fp8 = false;
   const int embedded = add_token_embedding(b, m, d);
-  const int first = b.size();
   const int embedding_norm = add_norm(b, m, unfused, d, "enorm", embedded, false);
   const int hidden_norm = add_norm(b, m, unfused, d, "hnorm", hidden, false);
   const double rows = static_cast<double>(d.sp_tokens * 2 * m.hidden);
@@ -1641,7 +1640,7 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const int norm = add_prediction_norm(
       b, m, shard, d, add_transformer_layer(b, m, shard, d, projected, m.mtp_layer_is_moe()));
   const Bytes input = elements(static_cast<double>(d.sp_tokens * m.hidden), d.e);
-  b.recompute_from(first, RecomputeModule::kMultiTokenPrediction, input);
+  b.recompute_from(embedding_norm, RecomputeModule::kMultiTokenPrediction, input);
   b.keep_checkpoint(hidden_norm, RecomputeModule::kMultiTokenPrediction, input);
   add_prediction(b, m, shard, d, norm);
   return norm;

@@ -115,7 +115,6 @@ FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
       graph.parameters > 0 ? bytes.weights_bytes(weights) / static_cast<double>(graph.parameters)
                            : bytes.weight;
   const std::vector<int64_t>& tensors = graph.weight_tensors;
-  const bool recomputed = graph.recomputed_whole;
   // DeepSpeed traces the modules in use order: after a tensor's use in the recomputed forward
   // come the later tensors' forward uses, then their backward uses, then its own.
   int64_t used_after = std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
@@ -124,7 +123,8 @@ FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
     if (elements <= p.fsdp_persistence_threshold) continue;
     const Bytes size(static_cast<double>(elements) * weight_bytes);
     gathers.sizes.push_back(size);
-    if (recomputed && 2 * used_after >= p.fsdp_reuse_distance) gathers.regather_sizes.push_back(size);
+    if (graph.recomputed_whole && 2 * used_after >= p.fsdp_reuse_distance)
+      gathers.regather_sizes.push_back(size);
   }
   return gathers;
 }
