@@ -104,7 +104,7 @@ FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
   const ParameterBytes bytes = parameter_bytes(scenario.training);
   const HeldWeights weights = held_weights(graph);
   FsdpGathers gathers;
-  if (p.fsdp_gather == FsdpGather::kBlock) {
+  if (p.fsdp_gather != FsdpGather::kTensor) {
     gathers.sizes = {Bytes(bytes.weights_bytes(weights.dense()))};
     if (p.expert_zero_shard() > 1) gathers.experts = Bytes(bytes.weights_bytes(weights.expert()));
     return gathers;
@@ -335,6 +335,8 @@ class StageBuilder {
     const Parallelism& p = c_.scenario.parallelism;
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
       const LayerGraph& graph = *plans.graph;
+      if (p.fsdp_gather == FsdpGather::kPerParameter)
+        backward_done = copy_in_gradients(plans, backward_done);
       const Bytes dense = gradient_bytes(graph.parameters - graph.expert_parameters);
       const TaskId scattered = reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                                          "fsdp.gradient_reduce_scatter", {backward_done}));
@@ -360,6 +362,33 @@ class StageBuilder {
       gradient_bucket_elements_ += *tensor;
       gradient_bucket_ready_ = backward_done;
     }
+  }
+
+  // PyTorch FSDP2 copies a block's gradients, as autograd left them in the weights' dtype, into
+  // its reduce-scatters' inputs in the gradient dtype (torch._chunk_cat, one kernel each) on the
+  // reduce-scatter stream, and the compute stream waits for the copies before it frees the
+  // gradients (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py): the
+  // next block pass waits for them, and for the reduce-scatters queued before them.
+  TaskId copy_in_gradients(const BlockPlans& plans, TaskId backward_done) {
+    const LayerGraph& graph = *plans.graph;
+    const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
+    const bool experts =
+        graph.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1;
+    const auto elements = static_cast<double>(experts ? graph.parameters
+                                                      : graph.parameters - graph.expert_parameters);
+    LoneTask copy;
+    copy.tag = ActivityTag::kCompute;
+    copy.duration =
+        c_.pricer.timer()
+            .memory_bound(MemoryKernel::kElementwise,
+                          Bytes(elements * (bytes.weight + bytes.gradient)), experts ? 2 : 1)
+            .time;
+    copy.name = "fsdp.gradient_copy_in";
+    copy.deps = {backward_done};
+    copy.transient_bytes = static_cast<int64_t>(elements * bytes.gradient);
+    const TaskId copied = add(copy);
+    waited_reductions_.push_back(copied);
+    return copied;
   }
 
   // All-reduces the gradients gathered in the bucket, if any.
@@ -505,6 +534,12 @@ class StageBuilder {
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
   // Under zero-bubble a B pass frees nothing (the W pass does), so there it only orders them.
+  // PyTorch FSDP2 gathers a block's weights into a staging buffer, which the compute stream
+  // copies out into each weight's own tensor as the block starts (torch.split_with_sizes_copy,
+  // one kernel per all-gather, reading and writing the gathered bytes), both copies held meanwhile
+  // (foreach_all_gather_copy_out in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
+  // Returns the copy, or `gathered` under other gathers.
+  TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
   TaskId prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
                            const char* pass);
 
@@ -689,6 +724,25 @@ TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId g
   return add(copies);
 }
 
+TaskId StageBuilder::copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered,
+                                      const char* name) {
+  if (c_.scenario.parallelism.fsdp_gather != FsdpGather::kPerParameter) return gathered;
+  const FsdpGathers& gathers = plans_of(b).gathers;
+  const int kernels = static_cast<int>(gathers.sizes.size()) + (gathers.experts > Bytes(0) ? 1 : 0);
+  LoneTask copy;
+  copy.stream = StreamKind::kCompute;
+  copy.tag = ActivityTag::kCompute;
+  copy.duration = c_.pricer.timer()
+                      .memory_bound(MemoryKernel::kElementwise, gathers.total() * 2.0, kernels)
+                      .time;
+  copy.name = name;
+  copy.deps = {gathered};
+  copy.transient_bytes = static_cast<int64_t>(gathers.total() / Bytes(1));
+  copy.block = b.block;
+  copy.microbatch = microbatch;
+  return add(copy);
+}
+
 TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i,
                                        int microbatch, const char* pass) {
   const size_t ahead = static_cast<size_t>(c_.scenario.parallelism.fsdp_prefetch);
@@ -733,7 +787,10 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   std::vector<TaskId> entry = run.carried;
   int64_t free_at_exit = 0;
   if (fsdp()) {
-    entry.push_back(prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward"));
+    entry.push_back(
+        copy_out_weights(block, run.microbatch,
+                         prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward"),
+                         "fsdp.forward_weight_copy_out"));
     free_at_exit = plans.gathered_bytes;
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
     entry.push_back(it->second);
@@ -825,7 +882,8 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
       gathered = gather_weights(block, run.microbatch, gathered, "fsdp.backward_weight_regather",
                                 plans.gathers.regather_sizes, Bytes(0), false);
     }
-    entry.push_back(gathered);
+    entry.push_back(
+        copy_out_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
     // Under zero-bubble the weights stay gathered until the W pass.
     if (!run.input_only) free_at_exit = plans.gathered_bytes;
   }

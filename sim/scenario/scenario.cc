@@ -135,13 +135,23 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given) {
                                           "each block's weights gathered when it starts)", p.fsdp_prefetch));
   }
   require_fsdp("fsdp_prefetch", p.fsdp_prefetch);
-  const std::string gather = map.choice("fsdp_gather", {"block", "tensor"}, "block");
-  p.fsdp_gather = gather == "tensor" ? FsdpGather::kTensor : FsdpGather::kBlock;
+  const std::string gather =
+      map.choice("fsdp_gather", {"block", "tensor", "per_parameter"}, "block");
+  p.fsdp_gather = gather == "tensor"          ? FsdpGather::kTensor
+                  : gather == "per_parameter" ? FsdpGather::kPerParameter
+                                              : FsdpGather::kBlock;
   require_fsdp("fsdp_gather", gather);
   const std::string reduce = map.choice("fsdp_gradient_reduce", {"reduce_scatter", "all_reduce"}, "reduce_scatter");
   p.fsdp_gradient_reduce =
       reduce == "all_reduce" ? FsdpGradientReduce::kAllReduce : FsdpGradientReduce::kReduceScatter;
   require_fsdp("fsdp_gradient_reduce", reduce);
+  if (p.fsdp_gather == FsdpGather::kPerParameter &&
+      p.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
+    map.fail("fsdp_gradient_reduce",
+             "= all_reduce (DeepSpeed's ZeRO-3 buckets) does not go with fsdp_gather: "
+             "per_parameter (PyTorch FSDP2, which reduce-scatters each block's gradients); "
+             "use reduce_scatter");
+  }
   // DeepSpeed's per-tensor gather settings: element counts, for fsdp_gather: tensor only.
   const auto tensor_gather_elements = [&](const char* field, int64_t fallback, std::string_view expected) {
     const int64_t value = map.get<int64_t>(field, fallback);
@@ -738,7 +748,17 @@ std::string to_string(OptimizerKernels kernels) {
   return "?";
 }
 
-std::string to_string(FsdpGather gather) { return gather == FsdpGather::kTensor ? "tensor" : "block"; }
+std::string to_string(FsdpGather gather) {
+  switch (gather) {
+    case FsdpGather::kBlock:
+      return "block";
+    case FsdpGather::kTensor:
+      return "tensor";
+    case FsdpGather::kPerParameter:
+      return "per_parameter";
+  }
+  return "block";
+}
 std::string to_string(TpImplementation implementation) {
   return implementation == TpImplementation::kPytorch ? "pytorch" : "megatron";
 }

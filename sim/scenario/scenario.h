@@ -24,10 +24,12 @@ enum class Schedule { kGpipe, kOneFOneB, kInterleavedOneFOneB, kZeroBubble };
 enum class Precision { kFp32, kFp16, kBf16, kFp8 };
 enum class Fidelity { kSymmetric, kFull };
 enum class Optimizer { kAdam, kSgd };
-// How ZeRO-3 gathers a block's weights: one all-gather of them all (PyTorch FSDP, DeepSpeed's
-// coalesced fetch), or one all-gather per weight tensor, one after another (DeepSpeed ZeRO-3
-// before mid-2021).
-enum class FsdpGather { kBlock, kTensor };
+// How ZeRO-3 gathers a block's weights: one all-gather of them all (PyTorch FSDP's flat
+// parameters, DeepSpeed's coalesced fetch); one all-gather per weight tensor, one after another
+// (DeepSpeed ZeRO-3 before mid-2021); or one all-gather of them all into a staging buffer that
+// the compute stream copies out into each weight, and the gradients copied into one before their
+// reduce-scatter (PyTorch FSDP2's per-parameter shards).
+enum class FsdpGather { kBlock, kTensor, kPerParameter };
 // How ZeRO-3 reduces a block's gradients: each rank receiving only its shard (PyTorch FSDP,
 // DeepSpeed's reduce-scatter path) or the whole sum, of which it keeps its shard.
 enum class FsdpGradientReduce { kReduceScatter, kAllReduce };

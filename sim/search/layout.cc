@@ -164,8 +164,9 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
     if (p.fsdp_gradient_reduce != FsdpGradientReduce::kReduceScatter) {
       parallelism.set("fsdp_gradient_reduce", to_string(p.fsdp_gradient_reduce));
     }
-    if (p.fsdp_gather == FsdpGather::kTensor) {
+    if (p.fsdp_gather != FsdpGather::kBlock)
       parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
+    if (p.fsdp_gather == FsdpGather::kTensor) {
       parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
       parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
     }

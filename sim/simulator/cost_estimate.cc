@@ -75,7 +75,8 @@ CostEstimate estimate_cost(const Scenario& s) {
   // host's list and the copies out of it under fsdp_gather: tensor, and the reduce-scatter of its
   // gradients (all-reduced buckets are bounded per micro-batch below); under ZeRO-2 without
   // pipelining the reduce-scatters alone. Either reduce-scatters a block's experts apart and,
-  // under HSDP, all-reduces its shard across the replicas.
+  // under HSDP, all-reduces its shard across the replicas. Under fsdp_gather: per_parameter each
+  // pass copies its weights out of the gather's buffer, and the gradients are copied in first.
   const bool fsdp_per_microbatch = per_microbatch_fsdp(p.zero, p.pp);
   const bool reduce_per_microbatch = p.reduces_gradients_per_microbatch();
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
@@ -94,6 +95,7 @@ CostEstimate estimate_cost(const Scenario& s) {
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
       fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
               (gathers.experts > Bytes(0) ? 2.0 : 0.0);
+      if (p.fsdp_gather == FsdpGather::kPerParameter) fsdp += 3.0;
     }
     return tasks(PassKind::kForward) + backward + fsdp;
   };

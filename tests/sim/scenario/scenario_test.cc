@@ -174,7 +174,17 @@ TEST(ScenarioErrors, InconsistentFields) {
             "s.yaml:13:25: parallelism.fsdp_gradient_reduce = 'reduce' is unknown; expected one of: reduce_scatter, "
             "all_reduce");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: layer")),
-            "s.yaml:13:16: parallelism.fsdp_gather = 'layer' is unknown; expected one of: block, tensor");
+            "s.yaml:13:16: parallelism.fsdp_gather = 'layer' is unknown; expected one of: block, "
+            "tensor, per_parameter");
+  EXPECT_EQ(
+      error_of(replace(
+          kBase, "  pp: 16",
+          "  pp: 1\n  zero: 3\n  fsdp_gather: per_parameter\n  fsdp_gradient_reduce: all_reduce")),
+      "s.yaml:14:25: parallelism.fsdp_gradient_reduce = all_reduce (DeepSpeed's ZeRO-3 buckets) "
+      "does not go "
+      "with fsdp_gather: per_parameter (PyTorch FSDP2, which reduce-scatters each block's "
+      "gradients); use "
+      "reduce_scatter");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_persistence_threshold: 10")),
             "s.yaml:13:31: parallelism.fsdp_persistence_threshold = 10 applies to fsdp_gather: tensor only; here "
             "fsdp_gather = block");
@@ -198,6 +208,10 @@ TEST(Scenario, FsdpGathersWholeBlocksUnlessSaid) {
   EXPECT_EQ(s.parallelism.fsdp_persistence_threshold, 100000);  // DeepSpeed's default
   EXPECT_EQ(s.parallelism.fsdp_reuse_distance, 1000000000);      // DeepSpeed's default
   EXPECT_EQ(to_string(s.parallelism.fsdp_gather), "tensor");
+  const Scenario fsdp2 = load_scenario_text(
+      replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_gather: per_parameter"), "s.yaml");
+  EXPECT_EQ(fsdp2.parallelism.fsdp_gather, FsdpGather::kPerParameter);
+  EXPECT_EQ(to_string(fsdp2.parallelism.fsdp_gather), "per_parameter");
 }
 
 TEST(ScenarioErrors, UnknownCatalogNameListsTheCatalog) {

@@ -220,6 +220,28 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
   EXPECT_EQ(recomputes, (std::set<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}));
 }
 
+TEST(Layout, Fsdp2ReachesTheLayoutsThatGatherPerMicroBatch) {
+  const ScenarioSource source{R"(name: fsdp2
+model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
+parallelism: {zero: 3, fsdp_gather: per_parameter}
+training: {global_batch: 8}
+)",
+                              "fsdp2.yaml"};
+  const Scenario base = load_scenario(source);
+  int gathered = 0;
+  for (const Layout& l : enumerate_layouts(base)) {
+    if (l.zero != 3 || l.pp != 1) continue;
+    EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.fsdp_gather,
+              FsdpGather::kPerParameter)
+        << to_string(l);
+    EXPECT_EQ(with_layout(base, l).parallelism.fsdp_gather, FsdpGather::kPerParameter)
+        << to_string(l);
+    ++gathered;
+  }
+  EXPECT_GT(gathered, 0);
+}
+
 TEST(Layout, HeadParallelContextLayoutsGiveEveryRankWholeHeads) {
   // 4 heads (2 key/value heads) over 8 GPUs with a2a context parallelism: a layout's tp·cp must
   // leave each context rank whole heads, so tp 2 goes with cp 1 or 2 only.

@@ -103,6 +103,21 @@ training: {global_batch: 32, micro_batch: 1, seq_len: 2048, grad_bucket_paramete
   }
 }
 
+TEST(CostEstimate, CountsFsdp2Copies) {
+  // torchtitan's Llama 3 8B under FSDP2: per block and micro-batch, the weights copied out of
+  // the forward's and the backward's gathers and the gradients copied in; 32 layers, the
+  // embedding and the head, 2 micro-batches.
+  Scenario s = load_scenario_file("scenarios/llama3-8b-8xh100-torchtitan.yaml");
+  s.training.global_batch = 32;
+  ASSERT_EQ(s.parallelism.fsdp_gather, FsdpGather::kPerParameter);
+  expect_counts_the_lowered_tasks(s);
+  const double copied = estimate_cost(s).program_tasks;
+  const double lowered_copied = lowered(s).program_tasks;
+  s.parallelism.fsdp_gather = FsdpGather::kBlock;
+  EXPECT_DOUBLE_EQ(copied - estimate_cost(s).program_tasks, 3.0 * 34 * 2);
+  EXPECT_DOUBLE_EQ(lowered_copied - lowered(s).program_tasks, 3.0 * 34 * 2);
+}
+
 TEST(CostEstimate, CountsActivationOffloadCopies) {
   // Llama 3 70B with FSDP on GB200: the copies out and back and the waits of 40 layers.
   const std::string text = R"(model: llama3-70b

@@ -143,6 +143,10 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
   EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_prefetch, 1);
   EXPECT_EQ(by_id("sc21_t2_zero3_174B_768gpu").parallelism.fsdp_gather, FsdpGather::kTensor);
   EXPECT_EQ(by_id("sc21_t2_ptdp_174B_768gpu").parallelism.fsdp_gather, FsdpGather::kBlock);
+  EXPECT_EQ(by_id("torchtitan_asynctp_Llama-3.1-8B_64gpu_none_asyncTP").parallelism.fsdp_gather,
+            FsdpGather::kPerParameter);
+  EXPECT_EQ(by_id("llmfoundry_mpt7b_h100_80gb_8gpu_seq2048_mb6").parallelism.fsdp_gather,
+            FsdpGather::kBlock);
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp4_8gpu").parallelism.cp_comm, ContextComm::kAllGather);
   EXPECT_EQ(by_id("torchtitan_2412_T2_Llama-3.1-8B_cp1_8gpu").parallelism.cp_comm, ContextComm::kRing);
   // Compiled: PyTorch's context-parallel exchanges are waited for where they are issued.
