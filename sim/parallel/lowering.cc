@@ -331,15 +331,18 @@ class StageBuilder {
   // and at the end of the backward pass; each bucket here starts once the block holding its last
   // gradient has finished its backward. Without overlap_grad_reduce each reduction is waited for
   // before the next block's pass (DeepSpeed's overlap_comm: false runs it on the compute stream).
-  void reduce_block_gradients(const BlockPlans& plans, TaskId backward_done) {
+  void reduce_block_gradients(const BlockRef& block, int microbatch, TaskId backward_done) {
     const Parallelism& p = c_.scenario.parallelism;
+    const BlockPlans& plans = plans_of(block);
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
       const LayerGraph& graph = *plans.graph;
-      if (p.fsdp_gather == FsdpGather::kPerParameter)
-        backward_done = copy_in_gradients(plans, backward_done);
+      if (fsdp() && p.fsdp_gather == FsdpGather::kPerParameter) {
+        backward_done = copy_in_gradients(block, microbatch, backward_done);
+      }
       const Bytes dense = gradient_bytes(graph.parameters - graph.expert_parameters);
       const TaskId scattered = reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                                          "fsdp.gradient_reduce_scatter", {backward_done}));
+      last_block_scatter_ = scattered;
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
       if (p.hybrid_sharded()) {
@@ -350,9 +353,9 @@ class StageBuilder {
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
       if (graph.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
-        reduction(step_collective(Collective::kReduceScatter,
-                                  gradient_bytes(graph.expert_parameters), GroupKind::kExpertData,
-                                  "fsdp.expert_gradient_reduce_scatter", {backward_done}));
+        last_block_scatter_ = reduction(step_collective(
+            Collective::kReduceScatter, gradient_bytes(graph.expert_parameters),
+            GroupKind::kExpertData, "fsdp.expert_gradient_reduce_scatter", {backward_done}));
       }
       return;
     }
@@ -366,17 +369,19 @@ class StageBuilder {
 
   // PyTorch FSDP2 copies a block's gradients, as autograd left them in the weights' dtype, into
   // its reduce-scatters' inputs in the gradient dtype (torch._chunk_cat, one kernel each) on the
-  // reduce-scatter stream, and the compute stream waits for the copies before it frees the
-  // gradients (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py): the
-  // next block pass waits for them, and for the reduce-scatters queued before them.
-  TaskId copy_in_gradients(const BlockPlans& plans, TaskId backward_done) {
-    const LayerGraph& graph = *plans.graph;
+  // compute stream, once the reduce-scatter issued before it has ended, which bounds the
+  // gradients in flight (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py
+  // and FSDPParamGroup.post_backward, from PyTorch 2.5: pytorch/pytorch PR 129721 moved the copy
+  // off the reduce-scatter stream). Returns the copy, which the reduce-scatters wait for.
+  TaskId copy_in_gradients(const BlockRef& block, int microbatch, TaskId backward_done) {
+    const LayerGraph& graph = *plans_of(block).graph;
     const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
     const bool experts =
         graph.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1;
     const auto elements = static_cast<double>(experts ? graph.parameters
                                                       : graph.parameters - graph.expert_parameters);
     LoneTask copy;
+    copy.stream = StreamKind::kCompute;
     copy.tag = ActivityTag::kCompute;
     copy.duration =
         c_.pricer.timer()
@@ -385,10 +390,11 @@ class StageBuilder {
             .time;
     copy.name = "fsdp.gradient_copy_in";
     copy.deps = {backward_done};
+    if (last_block_scatter_ != kNoId) copy.deps.push_back(last_block_scatter_);
     copy.transient_bytes = static_cast<int64_t>(elements * bytes.gradient);
-    const TaskId copied = add(copy);
-    waited_reductions_.push_back(copied);
-    return copied;
+    copy.block = block.block;
+    copy.microbatch = microbatch;
+    return add(copy);
   }
 
   // All-reduces the gradients gathered in the bucket, if any.
@@ -586,6 +592,7 @@ class StageBuilder {
   int64_t gradient_bucket_elements_ = 0;
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
+  TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
   // Activation offload: the copies to host and back of each (micro-batch, layer).
   std::map<std::pair<int, int32_t>, TaskId> offloaded_;
   std::map<std::pair<int, int32_t>, TaskId> reloaded_;
@@ -906,7 +913,8 @@ void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
   if (!run.input_only) {
     const BlockRef& block = run.blocks[run.next];
     last_backward_[{run.chunk, block.block}] = instance.last_compute;
-    if (per_microbatch_reduce()) reduce_block_gradients(plans_of(block), instance.last_compute);
+    if (per_microbatch_reduce())
+      reduce_block_gradients(block, run.microbatch, instance.last_compute);
   }
   advance(run, instance);
 }
@@ -975,7 +983,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
     }
     backward_ops_.erase(key);
     last_backward_[{chunk, block.block}] = instance.last_compute;
-    if (per_microbatch_reduce()) reduce_block_gradients(plans, instance.last_compute);
+    if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, instance.last_compute);
   }
   if (per_microbatch_reduce()) reduce_gradient_bucket();
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -330,10 +331,11 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
 
 TEST(Lowering, PerParameterFsdpCopiesWeightsOutAndGradientsIn) {
   // GPT 1.7B (hidden 2304) over 8 H100s under PyTorch FSDP2: each block pass's weights are
-  // copied out of the gather's buffer on the compute stream after the gather and before the
-  // pass, reading and writing the layer's 12h² + 13h bf16 weights; each block's gradients are
-  // copied into the reduce-scatter's input, bf16 read and fp32 written, before the reduce-scatter,
-  // and the compute stream waits for the copy.
+  // copied out of the gather's buffer on the compute stream after the gather and right before
+  // the pass, reading and writing the layer's 12h² + 13h bf16 weights; after each block's
+  // backward the compute stream waits for the reduce-scatter issued before, then copies the
+  // block's gradients into the reduce-scatter's input, bf16 read and fp32 written, and the
+  // reduce-scatter waits for that copy.
   const std::string text = R"(model: gpt-1.7b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
 parallelism: {dp: 8, zero: 3, fsdp_gather: per_parameter}
@@ -343,66 +345,73 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
   struct Span {
     double start, end;
-    std::string stream;
+    std::string name, stream;
   };
-  const auto spans = [&](const auto& wanted) {
+  std::vector<Span> all;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.rank[i] == 0)
+      all.push_back({t.start_s[i], t.end_s[i], t.names[t.name[i]], t.stream_names[t.stream[i]]});
+  }
+  std::sort(all.begin(), all.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  const auto named = [&](std::string_view name) {
     std::vector<Span> found;
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (t.rank[i] == 0 && wanted(t.names[t.name[i]])) {
-        found.push_back({t.start_s[i], t.end_s[i], std::string(t.stream_names[t.stream[i]])});
-      }
-    }
-    std::sort(found.begin(), found.end(),
-              [](const Span& a, const Span& b) { return a.start < b.start; });
+    std::copy_if(all.begin(), all.end(), std::back_inserter(found),
+                 [&](const Span& s) { return s.name == name; });
     return found;
   };
-  const auto named = [](std::string_view name) {
-    return [name](const std::string& n) { return n == name; };
+  // What the compute stream runs next after each span of `name`.
+  const auto followers = [&](std::string_view name) {
+    std::vector<std::string> next;
+    std::optional<size_t> pending;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].stream != "compute") continue;
+      if (pending) next.push_back(all[i].name);
+      pending.reset();
+      if (all[i].name == name) pending = i;
+    }
+    return next;
   };
-  const std::vector<Span> gathers = spans(named("fsdp.forward_weight_gather"));
-  const std::vector<Span> copies = spans(named("fsdp.forward_weight_copy_out"));
-  const std::vector<Span> passes =
-      spans([](const std::string& n) { return n.ends_with(".forward"); });
-  ASSERT_EQ(copies.size(), gathers.size());
-  EXPECT_EQ(spans(named("fsdp.backward_weight_copy_out")).size(),
-            spans(named("fsdp.backward_weight_gather")).size());
   const double hidden = 2304.0, h100_peak_bytes_per_s = 3.35e12;
   const double layer_weight_bytes = 2.0 * (12.0 * hidden * hidden + 13.0 * hidden);
-  int layer_copies = 0;
-  for (size_t i = 0; i < copies.size(); ++i) {
-    EXPECT_EQ(copies[i].stream, "compute") << i;
-    EXPECT_GE(copies[i].start, gathers[i].end) << i;
-    // Reading and writing a layer's weights at 2/3 of the peak bandwidth or more.
-    const double seconds = copies[i].end - copies[i].start;
-    const double fastest_s = 2.0 * layer_weight_bytes / h100_peak_bytes_per_s;
-    if (seconds >= fastest_s && seconds <= 1.5 * fastest_s) ++layer_copies;
-    // Each copy precedes a pass on the compute stream.
-    const bool before_a_pass = std::any_of(passes.begin(), passes.end(), [&](const Span& pass) {
-      return pass.stream == "compute" && pass.start >= copies[i].end;
-    });
-    EXPECT_TRUE(before_a_pass) << i;
+  for (const char* pass : {"forward", "backward"}) {
+    SCOPED_TRACE(pass);
+    const std::vector<Span> gathers = named(fmt::format("fsdp.{}_weight_gather", pass));
+    const std::vector<Span> copies = named(fmt::format("fsdp.{}_weight_copy_out", pass));
+    ASSERT_EQ(copies.size(), gathers.size());
+    int layer_copies = 0;
+    for (size_t i = 0; i < copies.size(); ++i) {
+      EXPECT_EQ(copies[i].stream, "compute") << i;
+      EXPECT_GE(copies[i].start, gathers[i].end) << i;
+      // Reading and writing a layer's weights at 2/3 of the peak bandwidth or more.
+      const double seconds = copies[i].end - copies[i].start;
+      const double fastest_s = 2.0 * layer_weight_bytes / h100_peak_bytes_per_s;
+      if (seconds >= fastest_s && seconds <= 1.5 * fastest_s) ++layer_copies;
+    }
+    EXPECT_EQ(layer_copies, 24);  // the embedding's table is larger, the head's final norm smaller
+    const std::vector<std::string> next = followers(fmt::format("fsdp.{}_weight_copy_out", pass));
+    ASSERT_EQ(next.size(), copies.size());
+    for (const std::string& name : next)
+      EXPECT_TRUE(name.ends_with(std::string(".") + pass)) << name;
   }
-  EXPECT_EQ(layer_copies, 24);  // the embedding's table is larger, the head's final norm smaller
-  const std::vector<Span> copied_in = spans(named("fsdp.gradient_copy_in"));
-  const std::vector<Span> scatters = spans(named("fsdp.gradient_reduce_scatter"));
+  const std::vector<Span> copied_in = named("fsdp.gradient_copy_in");
+  const std::vector<Span> scatters = named("fsdp.gradient_reduce_scatter");
   ASSERT_EQ(copied_in.size(), scatters.size());
-  const std::vector<Span> backward =
-      spans([](const std::string& n) { return n.ends_with(".backward"); });
   int copied_blocks = 0;
   for (size_t i = 0; i < scatters.size(); ++i) {
+    EXPECT_EQ(copied_in[i].stream, "compute") << i;
     EXPECT_GE(scatters[i].start, copied_in[i].end) << i;
+    if (i > 0) EXPECT_GE(copied_in[i].start, scatters[i - 1].end) << i;
     // bf16 read and fp32 written: 6 bytes a weight, the layers' and the embedding table's.
     if (copied_in[i].end - copied_in[i].start >= 3.0 * layer_weight_bytes / h100_peak_bytes_per_s)
       ++copied_blocks;
-    // The next backward pass on the compute stream starts once the copy has ended.
-    for (const Span& pass : backward) {
-      if (pass.stream == "compute" && pass.start > copied_in[i].start) {
-        EXPECT_GE(pass.start, copied_in[i].end) << i;
-        break;
-      }
-    }
   }
   EXPECT_EQ(copied_blocks, 25);
+  // After a block's copy the compute stream copies out the next block's weights (the last
+  // block's is followed by the step).
+  const std::vector<std::string> after_copy_in = followers("fsdp.gradient_copy_in");
+  ASSERT_EQ(after_copy_in.size(), copied_in.size());
+  for (size_t i = 0; i + 1 < after_copy_in.size(); ++i)
+    EXPECT_EQ(after_copy_in[i], "fsdp.backward_weight_copy_out");
   const std::string flat =
       std::string(text).replace(text.find(", fsdp_gather: per_parameter"),
                                 std::string(", fsdp_gather: per_parameter").size(), "");
