@@ -536,16 +536,16 @@ class StageBuilder {
   Emission backward_block(PassRun& run);
   void end_backward_block(PassRun& run, const Instance& instance);
   void end_backward(const PassRun& run);
-  // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
-  // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
-  // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
-  // Under zero-bubble a B pass frees nothing (the W pass does), so there it only orders them.
   // PyTorch FSDP2 gathers a block's weights into a staging buffer, which the compute stream
   // copies out into each weight's own tensor as the block starts (torch.split_with_sizes_copy,
   // one kernel per all-gather, reading and writing the gathered bytes), both copies held meanwhile
   // (foreach_all_gather_copy_out in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
   // Returns the copy, or `gathered` under other gathers.
   TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
+  // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
+  // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
+  // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
+  // Under zero-bubble a B pass frees nothing (the W pass does), so there it only orders them.
   TaskId prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
                            const char* pass);
 

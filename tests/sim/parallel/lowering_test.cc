@@ -400,7 +400,9 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   for (size_t i = 0; i < scatters.size(); ++i) {
     EXPECT_EQ(copied_in[i].stream, "compute") << i;
     EXPECT_GE(scatters[i].start, copied_in[i].end) << i;
-    if (i > 0) EXPECT_GE(copied_in[i].start, scatters[i - 1].end) << i;
+    if (i > 0) {
+      EXPECT_GE(copied_in[i].start, scatters[i - 1].end) << i;
+    }
     // bf16 read and fp32 written: 6 bytes a weight, the layers' and the embedding table's.
     if (copied_in[i].end - copied_in[i].start >= 3.0 * layer_weight_bytes / h100_peak_bytes_per_s)
       ++copied_blocks;

@@ -221,6 +221,8 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
 }
 
 TEST(Layout, Fsdp2ReachesTheLayoutsThatGatherPerMicroBatch) {
+  // The base's FSDP implementation reaches every layout that gathers weights per micro-batch
+  // (ZeRO-3 without pipelining), read back for simulation and built by with_layout().
   const ScenarioSource source{R"(name: fsdp2
 model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
