@@ -67,6 +67,10 @@ BENCHMARK_CAPTURE(simulate_layout, llama31_405b_16384_pp64,
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(simulate_file, gpt_1_7b_1_gpu, "scenarios/gpt-1.7b-1xa100.yaml", Fidelity::kSymmetric)
     ->Unit(benchmark::kMillisecond);
+// FSDP2 on one node: per-block gathers, weight copies and gradient copies every micro-batch.
+BENCHMARK_CAPTURE(simulate_file, llama3_8b_8_fsdp2_symmetric,
+                  "scenarios/llama3-8b-8xh100-torchtitan.yaml", Fidelity::kSymmetric)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace paceline
