@@ -336,8 +336,12 @@ class StageBuilder {
     const BlockPlans& plans = plans_of(block);
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
       const LayerGraph& graph = *plans.graph;
+      // Experts are sharded over their own data-parallel group (torchtitan shards them with an
+      // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
+      // rank holds the only copy of its experts.
+      const bool experts_apart = graph.expert_parameters > 0 && p.expert_data_ranks() > 1;
       if (fsdp() && p.fsdp_gather == FsdpGather::kPerParameter) {
-        backward_done = copy_in_gradients(block, microbatch, backward_done);
+        backward_done = copy_in_gradients(block, microbatch, backward_done, experts_apart);
       }
       const Bytes dense = gradient_bytes(graph.parameters - graph.expert_parameters);
       const TaskId scattered = reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
@@ -349,10 +353,7 @@ class StageBuilder {
         reduction(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
                                   GroupKind::kDataReplica, "fsdp.replica_all_reduce", {scattered}));
       }
-      // Experts are sharded over their own data-parallel group (torchtitan shards them with an
-      // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
-      // rank holds the only copy of its experts.
-      if (graph.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
+      if (experts_apart) {
         last_block_scatter_ = reduction(step_collective(
             Collective::kReduceScatter, gradient_bytes(graph.expert_parameters),
             GroupKind::kExpertData, "fsdp.expert_gradient_reduce_scatter", {backward_done}));
@@ -368,33 +369,24 @@ class StageBuilder {
   }
 
   // PyTorch FSDP2 copies a block's gradients, as autograd left them in the weights' dtype, into
-  // its reduce-scatters' inputs in the gradient dtype (torch._chunk_cat, one kernel each) on the
+  // its reduce-scatters' inputs in the gradient dtype (torch._chunk_cat, one kernel each: the
+  // dense weights', and the experts' where `experts_apart` gives them their own) on the
   // compute stream, once the reduce-scatter issued before it has ended, which bounds the
   // gradients in flight (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py
   // and FSDPParamGroup.post_backward, from PyTorch 2.5: pytorch/pytorch PR 129721 moved the copy
   // off the reduce-scatter stream). Returns the copy, which the reduce-scatters wait for.
-  TaskId copy_in_gradients(const BlockRef& block, int microbatch, TaskId backward_done) {
+  TaskId copy_in_gradients(const BlockRef& block, int microbatch, TaskId backward_done,
+                           bool experts_apart) {
     const LayerGraph& graph = *plans_of(block).graph;
     const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
-    const bool experts =
-        graph.expert_parameters > 0 && c_.scenario.parallelism.expert_data_ranks() > 1;
-    const auto elements = static_cast<double>(experts ? graph.parameters
-                                                      : graph.parameters - graph.expert_parameters);
-    LoneTask copy;
-    copy.stream = StreamKind::kCompute;
-    copy.tag = ActivityTag::kCompute;
-    copy.duration =
-        c_.pricer.timer()
-            .memory_bound(MemoryKernel::kElementwise,
-                          Bytes(elements * (bytes.weight + bytes.gradient)), experts ? 2 : 1)
-            .time;
-    copy.name = "fsdp.gradient_copy_in";
-    copy.deps = {backward_done};
-    if (last_block_scatter_ != kNoId) copy.deps.push_back(last_block_scatter_);
-    copy.transient_bytes = static_cast<int64_t>(elements * bytes.gradient);
-    copy.block = block.block;
-    copy.microbatch = microbatch;
-    return add(copy);
+    const auto elements = static_cast<double>(
+        experts_apart ? graph.parameters : graph.parameters - graph.expert_parameters);
+    std::vector<TaskId> deps = {backward_done};
+    if (last_block_scatter_ != kNoId) deps.push_back(last_block_scatter_);
+    return compute_stream_copy(block, microbatch, "fsdp.gradient_copy_in",
+                               Bytes(elements * (bytes.weight + bytes.gradient)),
+                               experts_apart ? 2 : 1, Bytes(elements * bytes.gradient),
+                               std::move(deps));
   }
 
   // All-reduces the gradients gathered in the bucket, if any.
@@ -542,6 +534,10 @@ class StageBuilder {
   // (foreach_all_gather_copy_out in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
   // Returns the copy, or `gathered` under other gathers.
   TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
+  // A copy kernel (`kernels` of them) of block `b` on the compute stream moving `moved` bytes,
+  // holding `held` bytes more while it runs.
+  TaskId compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name, Bytes moved,
+                             int kernels, Bytes held, std::vector<TaskId> deps);
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
@@ -736,15 +732,20 @@ TaskId StageBuilder::copy_out_weights(const BlockRef& b, int microbatch, TaskId 
   if (c_.scenario.parallelism.fsdp_gather != FsdpGather::kPerParameter) return gathered;
   const FsdpGathers& gathers = plans_of(b).gathers;
   const int kernels = static_cast<int>(gathers.sizes.size()) + (gathers.experts > Bytes(0) ? 1 : 0);
+  return compute_stream_copy(b, microbatch, name, gathers.total() * 2.0, kernels, gathers.total(),
+                             {gathered});
+}
+
+TaskId StageBuilder::compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name,
+                                         Bytes moved, int kernels, Bytes held,
+                                         std::vector<TaskId> deps) {
   LoneTask copy;
   copy.stream = StreamKind::kCompute;
   copy.tag = ActivityTag::kCompute;
-  copy.duration = c_.pricer.timer()
-                      .memory_bound(MemoryKernel::kElementwise, gathers.total() * 2.0, kernels)
-                      .time;
+  copy.duration = c_.pricer.timer().memory_bound(MemoryKernel::kElementwise, moved, kernels).time;
   copy.name = name;
-  copy.deps = {gathered};
-  copy.transient_bytes = static_cast<int64_t>(gathers.total() / Bytes(1));
+  copy.deps = std::move(deps);
+  copy.transient_bytes = static_cast<int64_t>(held / Bytes(1));
   copy.block = b.block;
   copy.microbatch = microbatch;
   return add(copy);

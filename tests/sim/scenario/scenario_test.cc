@@ -181,10 +181,8 @@ TEST(ScenarioErrors, InconsistentFields) {
           kBase, "  pp: 16",
           "  pp: 1\n  zero: 3\n  fsdp_gather: per_parameter\n  fsdp_gradient_reduce: all_reduce")),
       "s.yaml:14:25: parallelism.fsdp_gradient_reduce = all_reduce (DeepSpeed's ZeRO-3 buckets) "
-      "does not go "
-      "with fsdp_gather: per_parameter (PyTorch FSDP2, which reduce-scatters each block's "
-      "gradients); use "
-      "reduce_scatter");
+      "does not go with fsdp_gather: per_parameter (PyTorch FSDP2, which reduce-scatters each "
+      "block's gradients); use reduce_scatter");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 1\n  zero: 3\n  fsdp_persistence_threshold: 10")),
             "s.yaml:13:31: parallelism.fsdp_persistence_threshold = 10 applies to fsdp_gather: tensor only; here "
             "fsdp_gather = block");
