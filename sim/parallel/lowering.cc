@@ -68,6 +68,10 @@ TaskComm StageProgram::comm(TaskId task) const {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
+bool holds_fsdp_root(const Parallelism& p) {
+  return per_microbatch_fsdp(p.zero, p.pp) && p.fsdp_gather == FsdpGather::kPerParameter;
+}
+
 std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> blocks_backward,
                                              int64_t bucket_parameters) {
   std::vector<GradientBucket> buckets;
@@ -231,6 +235,16 @@ class StageBuilder {
         if (offloads(block.block)) layer_stored_bytes_[block.block] = plans_of(block).stored_bytes;
       }
     }
+    if (holds_fsdp_root(c_.scenario.parallelism)) {
+      const BlockPlans& embedding = c_.blocks.at(BlockKind::kEmbedding);
+      const BlockPlans& head = c_.blocks.at(BlockKind::kHead);
+      root_.gathers.experts = embedding.gathers.experts + head.gathers.experts;
+      root_.gathers.sizes = {embedding.gathers.total() + head.gathers.total() -
+                             root_.gathers.experts};
+      root_.parameters = {embedding.graph->parameters + head.graph->parameters,
+                          embedding.graph->expert_parameters + head.graph->expert_parameters};
+      holds_root_ = true;
+    }
   }
 
   StageProgram build();
@@ -331,21 +345,29 @@ class StageBuilder {
   // and at the end of the backward pass; each bucket here starts once the block holding its last
   // gradient has finished its backward. Without overlap_grad_reduce each reduction is waited for
   // before the next block's pass (DeepSpeed's overlap_comm: false runs it on the compute stream).
+  // In the root unit the head's gradients wait for the embedding's and go with them.
   void reduce_block_gradients(const BlockRef& block, int microbatch, TaskId backward_done) {
     const Parallelism& p = c_.scenario.parallelism;
-    const BlockPlans& plans = plans_of(block);
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
-      const LayerGraph& graph = *plans.graph;
+      if (in_root(block) && block.kind == BlockKind::kHead) {
+        keep_root_gradients(block, microbatch, backward_done);
+        return;
+      }
+      const BlockParameters reduced = reduced_parameters(block);
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
-      const bool experts_apart = graph.expert_parameters > 0 && p.expert_data_ranks() > 1;
+      const bool experts_apart = reduced.expert > 0 && p.expert_data_ranks() > 1;
       if (fsdp() && p.fsdp_gather == FsdpGather::kPerParameter) {
-        backward_done = copy_in_gradients(block, microbatch, backward_done, experts_apart);
+        // The copy of the root's gradients frees the output layer's kept so far.
+        const int64_t kept = in_root(block) ? std::exchange(root_.kept_gradient_bytes, 0) : 0;
+        backward_done =
+            copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart, kept);
       }
-      const Bytes dense = gradient_bytes(graph.parameters - graph.expert_parameters);
-      const TaskId scattered = reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
-                                                         "fsdp.gradient_reduce_scatter", {backward_done}));
+      const Bytes dense = gradient_bytes(reduced.parameters - reduced.expert);
+      const TaskId scattered =
+          reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
+                                    "fsdp.gradient_reduce_scatter", {backward_done}));
       last_block_scatter_ = scattered;
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
@@ -355,12 +377,12 @@ class StageBuilder {
       }
       if (experts_apart) {
         last_block_scatter_ = reduction(step_collective(
-            Collective::kReduceScatter, gradient_bytes(graph.expert_parameters),
-            GroupKind::kExpertData, "fsdp.expert_gradient_reduce_scatter", {backward_done}));
+            Collective::kReduceScatter, gradient_bytes(reduced.expert), GroupKind::kExpertData,
+            "fsdp.expert_gradient_reduce_scatter", {backward_done}));
       }
       return;
     }
-    const std::vector<int64_t>& tensors = plans.graph->weight_tensors;
+    const std::vector<int64_t>& tensors = plans_of(block).graph->weight_tensors;
     for (auto tensor = tensors.rbegin(); tensor != tensors.rend(); ++tensor) {
       if (gradient_bucket_elements_ + *tensor > c_.scenario.training.grad_bucket_parameters) reduce_gradient_bucket();
       gradient_bucket_elements_ += *tensor;
@@ -374,19 +396,38 @@ class StageBuilder {
   // compute stream, once the reduce-scatter issued before it has ended, which bounds the
   // gradients in flight (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py
   // and FSDPParamGroup.post_backward, from PyTorch 2.5: pytorch/pytorch PR 129721 moved the copy
-  // off the reduce-scatter stream). Returns the copy, which the reduce-scatters wait for.
+  // off the reduce-scatter stream). Returns the copy, which the reduce-scatters wait for; it
+  // frees `freed_bytes` as it ends.
   TaskId copy_in_gradients(const BlockRef& block, int microbatch, TaskId backward_done,
-                           bool experts_apart) {
-    const LayerGraph& graph = *plans_of(block).graph;
+                           const BlockParameters& reduced, bool experts_apart,
+                           int64_t freed_bytes) {
     const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
-    const auto elements = static_cast<double>(
-        experts_apart ? graph.parameters : graph.parameters - graph.expert_parameters);
+    const auto elements = static_cast<double>(experts_apart ? reduced.parameters
+                                                            : reduced.parameters - reduced.expert);
     std::vector<TaskId> deps = {backward_done};
     if (last_block_scatter_ != kNoId) deps.push_back(last_block_scatter_);
     return compute_stream_copy(block, microbatch, "fsdp.gradient_copy_in",
                                Bytes(elements * (bytes.weight + bytes.gradient)),
                                experts_apart ? 2 : 1, Bytes(elements * bytes.gradient),
-                               std::move(deps));
+                               std::move(deps), freed_bytes);
+  }
+
+  // The output layer's gradients, in the weights' dtype as autograd leaves them, held from the
+  // head's backward until the root's gradients are copied in after the embedding's: FSDP2 runs
+  // the root's post-backward in its final backward callback, the root's forward inputs (token
+  // ids) having no gradient to hook (FSDPState._root_post_backward_final_callback).
+  void keep_root_gradients(const BlockRef& head, int microbatch, TaskId backward_done) {
+    LoneTask kept;
+    kept.stream = StreamKind::kCompute;
+    kept.tag = ActivityTag::kCompute;
+    kept.name = "fsdp.root_gradients_kept";
+    kept.deps = {backward_done};
+    kept.alloc_bytes = static_cast<int64_t>(static_cast<double>(plans_of(head).graph->parameters) *
+                                            parameter_bytes(c_.scenario.training).weight);
+    kept.block = head.block;
+    kept.microbatch = microbatch;
+    add(kept);
+    root_.kept_gradient_bytes = kept.alloc_bytes;
   }
 
   // All-reduces the gradients gathered in the bucket, if any.
@@ -484,6 +525,27 @@ class StageBuilder {
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
   bool per_microbatch_reduce() const { return c_.scenario.parallelism.reduces_gradients_per_microbatch(); }
+  // Whether block `b` is in PyTorch FSDP's root unit (holds_fsdp_root).
+  bool in_root(const BlockRef& b) const {
+    return holds_root_ && (b.kind == BlockKind::kEmbedding || b.kind == BlockKind::kHead);
+  }
+  // The gathers of block `b`'s weights; in the root unit, the root's.
+  const FsdpGathers& gathers_of(const BlockRef& b) const {
+    return in_root(b) ? root_.gathers : plans_of(b).gathers;
+  }
+  // The gathered bytes a backward pass over block `b` frees: in the root unit, the root's after
+  // the embedding's backward, none after the head's.
+  int64_t freed_after_backward(const BlockRef& b) const {
+    if (!in_root(b)) return plans_of(b).gathered_bytes;
+    return b.kind == BlockKind::kEmbedding ? static_cast<int64_t>(root_.gathers.total() / Bytes(1))
+                                           : 0;
+  }
+  // The parameters whose gradients are reduced after block `b`'s backward.
+  BlockParameters reduced_parameters(const BlockRef& b) const {
+    if (in_root(b)) return root_.parameters;
+    const LayerGraph& graph = *plans_of(b).graph;
+    return {graph.parameters, graph.expert_parameters};
+  }
   // All-gathers of `sizes` over the shard group for a pass over block `b`, the first after
   // `after`, each after the one before (DeepSpeed synchronized the GPU before each), then of
   // `experts` over the expert-data group; returns the last. `held`: the gathered weights stay
@@ -535,9 +597,10 @@ class StageBuilder {
   // Returns the copy, or `gathered` under other gathers.
   TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
   // A copy kernel (`kernels` of them) of block `b` on the compute stream moving `moved` bytes,
-  // holding `held` bytes more while it runs.
+  // holding `held` bytes more while it runs and freeing `freed_bytes` as it ends.
   TaskId compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name, Bytes moved,
-                             int kernels, Bytes held, std::vector<TaskId> deps);
+                             int kernels, Bytes held, std::vector<TaskId> deps,
+                             int64_t freed_bytes = 0);
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
@@ -589,6 +652,17 @@ class StageBuilder {
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
+  // PyTorch FSDP's root unit (holds_fsdp_root): the embedding's and the head's weights gathered
+  // together and their parameters; each micro-batch's gather until its embedding's backward;
+  // the output layer's gradients kept until the root's reduction.
+  struct RootUnit {
+    FsdpGathers gathers;
+    BlockParameters parameters;
+    std::map<int, TaskId> gathered;
+    int64_t kept_gradient_bytes = 0;
+  };
+  bool holds_root_ = false;
+  RootUnit root_;
   // Activation offload: the copies to host and back of each (micro-batch, layer).
   std::map<std::pair<int, int32_t>, TaskId> offloaded_;
   std::map<std::pair<int, int32_t>, TaskId> reloaded_;
@@ -730,7 +804,7 @@ TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId g
 TaskId StageBuilder::copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered,
                                       const char* name) {
   if (c_.scenario.parallelism.fsdp_gather != FsdpGather::kPerParameter) return gathered;
-  const FsdpGathers& gathers = plans_of(b).gathers;
+  const FsdpGathers& gathers = gathers_of(b);
   const int kernels = static_cast<int>(gathers.sizes.size()) + (gathers.experts > Bytes(0) ? 1 : 0);
   return compute_stream_copy(b, microbatch, name, gathers.total() * 2.0, kernels, gathers.total(),
                              {gathered});
@@ -738,7 +812,7 @@ TaskId StageBuilder::copy_out_weights(const BlockRef& b, int microbatch, TaskId 
 
 TaskId StageBuilder::compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name,
                                          Bytes moved, int kernels, Bytes held,
-                                         std::vector<TaskId> deps) {
+                                         std::vector<TaskId> deps, int64_t freed_bytes) {
   LoneTask copy;
   copy.stream = StreamKind::kCompute;
   copy.tag = ActivityTag::kCompute;
@@ -746,6 +820,7 @@ TaskId StageBuilder::compute_stream_copy(const BlockRef& b, int microbatch, std:
   copy.name = name;
   copy.deps = std::move(deps);
   copy.transient_bytes = static_cast<int64_t>(held / Bytes(1));
+  copy.free_bytes = freed_bytes;
   copy.block = b.block;
   copy.microbatch = microbatch;
   return add(copy);
@@ -756,10 +831,17 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
   const size_t ahead = static_cast<size_t>(c_.scenario.parallelism.fsdp_prefetch);
   for (size_t j = i; j <= std::min(i + ahead, blocks.size() - 1); ++j) {
     if (fsdp_pass.gathers[j] != kNoId) continue;
+    const bool root = in_root(blocks[j]);
+    // The root unit is gathered once a micro-batch, as its forward starts.
+    if (auto it = root_.gathered.find(microbatch); root && it != root_.gathered.end()) {
+      fsdp_pass.gathers[j] = it->second;
+      continue;
+    }
     const TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
-    const FsdpGathers& gathers = plans_of(blocks[j]).gathers;
+    const FsdpGathers& gathers = gathers_of(blocks[j]);
     fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, fmt::format("fsdp.{}_weight_gather", pass),
                                           gathers.sizes, gathers.experts, true);
+    if (root) root_.gathered.emplace(microbatch, fsdp_pass.gathers[j]);
   }
   return fsdp_pass.gathers[i];
 }
@@ -795,11 +877,12 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   std::vector<TaskId> entry = run.carried;
   int64_t free_at_exit = 0;
   if (fsdp()) {
-    entry.push_back(
-        copy_out_weights(block, run.microbatch,
-                         prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward"),
-                         "fsdp.forward_weight_copy_out"));
-    free_at_exit = plans.gathered_bytes;
+    TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward");
+    // The root unit's weights are copied out once, for the embedding, and kept.
+    if (!in_root(block) || block.kind == BlockKind::kEmbedding)
+      gathered = copy_out_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out");
+    entry.push_back(gathered);
+    if (!in_root(block)) free_at_exit = plans.gathered_bytes;
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
     entry.push_back(it->second);
   }
@@ -882,18 +965,23 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
   int64_t free_at_exit = 0;
   if (fsdp()) {
     TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "backward");
-    // DeepSpeed gathers them again between the recomputed forward and the backward; they are
-    // timed after the block's gathers, ahead of its pass: with its synchronized gathers
-    // (fsdp_prefetch: 0) the pass waits for them either way. They hold no more memory than
-    // the copies released before them.
-    if (!plans.gathers.regather_sizes.empty()) {
-      gathered = gather_weights(block, run.microbatch, gathered, "fsdp.backward_weight_regather",
-                                plans.gathers.regather_sizes, Bytes(0), false);
+    if (in_root(block)) {
+      // Gathered since the forward.
+      if (block.kind == BlockKind::kEmbedding) root_.gathered.erase(run.microbatch);
+    } else {
+      // DeepSpeed gathers them again between the recomputed forward and the backward; they are
+      // timed after the block's gathers, ahead of its pass: with its synchronized gathers
+      // (fsdp_prefetch: 0) the pass waits for them either way. They hold no more memory than
+      // the copies released before them.
+      if (!plans.gathers.regather_sizes.empty()) {
+        gathered = gather_weights(block, run.microbatch, gathered, "fsdp.backward_weight_regather",
+                                  plans.gathers.regather_sizes, Bytes(0), false);
+      }
+      entry.push_back(
+          copy_out_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
     }
-    entry.push_back(
-        copy_out_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
     // Under zero-bubble the weights stay gathered until the W pass.
-    if (!run.input_only) free_at_exit = plans.gathered_bytes;
+    if (!run.input_only) free_at_exit = freed_after_backward(block);
   }
   if (const int32_t reloaded = offloaded_layer(block.block, 1); reloaded >= 0) {
     // The copy back allocates its memory as it is issued, after the compute queued before.
@@ -970,7 +1058,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
   for (const BlockRef& block : blocks) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
-    const int64_t free_at_exit = fsdp() ? plans.gathered_bytes : 0;
+    const int64_t free_at_exit = fsdp() ? freed_after_backward(block) : 0;
     const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
                                           nullptr, free_at_exit);
     // A W pass has no entry tasks (its ops hang off the B pass's); its first compute task holds

@@ -116,6 +116,15 @@ std::optional<DType> gradient_buffer(const Training& training, int zero, int pp)
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);
 
+// Whether per-micro-batch FSDP (per_microbatch_fsdp) keeps a root unit, as PyTorch FSDP2
+// (`fsdp_gather: per_parameter`) does once fully_shard has wrapped each block and then the
+// model: the weights outside the blocks (the embedding, the final norm and the output layer)
+// are one unit, gathered as the forward starts and never resharded after it (FSDPState._lazy_init
+// sets the root's post_forward_mesh_info to None), so they stay gathered until the backward is
+// done; their gradients are copied in and reduce-scattered together after the embedding's
+// backward, the output layer's kept until then.
+bool holds_fsdp_root(const Parallelism& parallelism);
+
 // The parameters of a block a rank holds, of which expert weights (reduced over the expert-data
 // group).
 struct BlockParameters {

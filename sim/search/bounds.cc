@@ -371,6 +371,9 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   const bool reduce_scattered =
       parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
+  // PyTorch FSDP's root unit: the embedding and the head gathered and reduced together, once.
+  const bool root = gathers && holds_fsdp_root(parallelism);
+  HeldWeights root_weights;
   StreamLoad per_microbatch;
   auto run = [&](Collective collective, double size_bytes, const std::vector<int>& group,
                  int times) {
@@ -379,10 +382,26 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
             collectives_.kernel_sms(collective, group), ActivityTag::kDataComm, interference_);
     per_microbatch.add(one, times);
   };
+  auto gather = [&](const HeldWeights& held, int times) {
+    run(Collective::kAllGather, bytes.weights_bytes(held.dense()), shard, times);
+    if (experts_gathered)
+      run(Collective::kAllGather, bytes.weights_bytes(held.expert()), expert_data, times);
+  };
+  auto reduce = [&](const HeldWeights& held, int times) {
+    if (!reduce_scattered) return;
+    run(Collective::kReduceScatter,
+        static_cast<double>(held.parameters - held.experts) * bytes.gradient, shard, times);
+    run(Collective::kReduceScatter, static_cast<double>(held.experts) * bytes.gradient, expert_data,
+        times);
+  };
   for (const VirtualStage& v : blocks_of(l.virtual_stages)) {
     for (int kind = 0; kind < kNumBlockKinds; ++kind) {
       if (v.count[kind] == 0) continue;
       const HeldWeights& held = facts[kind]->weights;
+      if (root && (kind == kEmbedding || kind == kHead)) {
+        root_weights += held;
+        continue;
+      }
       if (tensor_gathers) {
         const FsdpGathers& tensors = facts[kind]->tensor_gathers;
         for (const Bytes size : tensors.sizes) {
@@ -392,20 +411,14 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
           run(Collective::kAllGather, size / Bytes(1), shard, v.count[kind]);
         }
       } else if (gathers) {
-        run(Collective::kAllGather, bytes.weights_bytes(held.dense()), shard, 2 * v.count[kind]);
-        if (experts_gathered) {
-          run(Collective::kAllGather, bytes.weights_bytes(held.expert()), expert_data,
-              2 * v.count[kind]);
-        }
+        gather(held, 2 * v.count[kind]);
       }
-      if (reduce_scattered) {
-        run(Collective::kReduceScatter,
-            static_cast<double>(held.parameters - held.experts) * bytes.gradient, shard,
-            v.count[kind]);
-        run(Collective::kReduceScatter, static_cast<double>(held.experts) * bytes.gradient,
-            expert_data, v.count[kind]);
-      }
+      reduce(held, v.count[kind]);
     }
+  }
+  if (root) {
+    gather(root_weights, 1);
+    reduce(root_weights, 1);
   }
   return microbatch_streams_[key] = per_microbatch;
 }

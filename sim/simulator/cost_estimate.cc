@@ -82,27 +82,44 @@ CostEstimate estimate_cost(const Scenario& s) {
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const bool experts_reduced = p.expert_data_ranks() > 1;
   const bool hybrid = p.hybrid_sharded();  // each block's shard all-reduced across replicas
-  auto block_tasks = [&](const LayerGraph& graph) {
-    const bool experts = graph.expert_parameters > 0;
+  const bool per_parameter = p.fsdp_gather == FsdpGather::kPerParameter;
+  auto pass_tasks = [&](const LayerGraph& graph) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
         zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
-    double fsdp = reduce_per_microbatch && reduce_scatter
-                      ? 1.0 + (experts && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
-                      : 0.0;
+    return tasks(PassKind::kForward) + backward;
+  };
+  auto reductions = [&](bool experts) {
+    return reduce_per_microbatch && reduce_scatter
+               ? 1.0 + (experts && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
+               : 0.0;
+  };
+  auto block_tasks = [&](const LayerGraph& graph) {
+    double fsdp = reductions(graph.expert_parameters > 0);
     if (fsdp_per_microbatch) {
       const FsdpGathers gathers = fsdp_gathers(s, graph);
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
       fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
               (gathers.experts > Bytes(0) ? 2.0 : 0.0);
-      if (p.fsdp_gather == FsdpGather::kPerParameter) fsdp += 3.0;
+      if (per_parameter) fsdp += 3.0;
     }
-    return tasks(PassKind::kForward) + backward + fsdp;
+    return pass_tasks(graph) + fsdp;
   };
   const LayerGraph embedding_graph = build_embedding(s.model, shard);
   const LayerGraph head_graph = build_output_head(s.model, head_layer_shard(s));
-  const double embedding = block_tasks(embedding_graph);
-  const double head = block_tasks(head_graph);
+  double embedding = block_tasks(embedding_graph);
+  double head = block_tasks(head_graph);
+  if (holds_fsdp_root(p)) {
+    // PyTorch FSDP's root unit, the embedding's and the head's weights, per micro-batch: one
+    // gather (its experts' apart), under per_parameter one copy out and one copy in, one set
+    // of reductions, and the output layer's gradients kept until then.
+    const bool experts = embedding_graph.expert_parameters + head_graph.expert_parameters > 0;
+    const bool experts_gathered =
+        fsdp_gathers(s, embedding_graph).experts + fsdp_gathers(s, head_graph).experts > Bytes(0);
+    embedding = pass_tasks(embedding_graph) + 1.0 + (experts_gathered ? 1.0 : 0.0) +
+                (per_parameter ? 2.0 : 0.0) + reductions(experts) + 1.0;
+    head = pass_tasks(head_graph);
+  }
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is
   // recomputed: each kind counted once, on first use.
   std::map<std::pair<bool, bool>, std::pair<double, double>> layer_counts;

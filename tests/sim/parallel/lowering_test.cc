@@ -352,7 +352,9 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
     if (t.rank[i] == 0)
       all.push_back({t.start_s[i], t.end_s[i], t.names[t.name[i]], t.stream_names[t.stream[i]]});
   }
-  std::sort(all.begin(), all.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  std::sort(all.begin(), all.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.start, a.end) < std::tie(b.start, b.end);
+  });
   const auto named = [&](std::string_view name) {
     std::vector<Span> found;
     std::copy_if(all.begin(), all.end(), std::back_inserter(found),
@@ -408,16 +410,83 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
       ++copied_blocks;
   }
   EXPECT_EQ(copied_blocks, 25);
-  // After a block's copy the compute stream copies out the next block's weights (the last
-  // block's is followed by the step).
+  // After a layer's copy the compute stream copies out the next layer's weights; the first
+  // layer's is followed by the embedding's backward, whose weights stayed gathered with the
+  // rest of the root unit, and the root's copy by the step.
   const std::vector<std::string> after_copy_in = followers("fsdp.gradient_copy_in");
   ASSERT_EQ(after_copy_in.size(), copied_in.size());
-  for (size_t i = 0; i + 1 < after_copy_in.size(); ++i)
+  ASSERT_GE(after_copy_in.size(), 2u);
+  for (size_t i = 0; i + 2 < after_copy_in.size(); ++i)
     EXPECT_EQ(after_copy_in[i], "fsdp.backward_weight_copy_out");
+  EXPECT_TRUE(after_copy_in[after_copy_in.size() - 2].starts_with("embedding."));
+  EXPECT_TRUE(after_copy_in.back().starts_with("step."));
   const std::string flat =
       std::string(text).replace(text.find(", fsdp_gather: per_parameter"),
                                 std::string(", fsdp_gather: per_parameter").size(), "");
   EXPECT_GT(p.result.iteration_time, simulate(scenario_of(flat)).result.iteration_time);
+}
+
+TEST(Lowering, Fsdp2KeepsItsRootUnitGatheredUntilTheBackwardEnds) {
+  // Two Llama-like layers (hidden h = 4096) under a large untied vocabulary V = 128256, on 8
+  // H100s under PyTorch FSDP2: the embedding and the output layer form the root unit, gathered
+  // once as each micro-batch's forward starts and kept through its backward, so only the layers
+  // are gathered for backward; the output layer's gradient waits for the embedding's, and one
+  // reduce-scatter takes both once the embedding's backward is done. While the head's backward
+  // runs, the two tables (2·V·h bf16 weights) and the output layer's bf16 gradient (V·h) are
+  // held at once, far more than the 256 tokens' logits and activations. Gathering block by
+  // block (`block`) the head is gathered and reduced as a block of its own.
+  const std::string text = R"(model:
+  name: wide-vocabulary
+  layers: 2
+  hidden: 4096
+  heads: 32
+  kv_heads: 8
+  ffn_hidden: 14336
+  vocab: 128256
+  seq_len: 256
+  activation: swiglu
+  norm: rmsnorm
+  position: rope
+  tied_embeddings: false
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: 3, fsdp_gather: GATHER}
+training: {global_batch: 16, micro_batch: 1, seq_len: 256}
+)";
+  for (const std::string gather : {"per_parameter", "block"}) {
+    SCOPED_TRACE(gather);
+    const bool root = gather == "per_parameter";
+    std::string scenario = text;
+    const Prediction p =
+        simulate(scenario_of(scenario.replace(scenario.find("GATHER"), 6, gather)));
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+    // Rank 0's spans, in time order.
+    std::vector<std::tuple<double, double, std::string>> spans;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.rank[i] == 0) spans.emplace_back(t.start_s[i], t.end_s[i], t.names[t.name[i]]);
+    }
+    std::sort(spans.begin(), spans.end());
+    const auto count = [&](std::string_view name) {
+      return std::ranges::count_if(spans, [&](const auto& s) { return std::get<2>(s) == name; });
+    };
+    // Per micro-batch (2), forward: the root unit and the 2 layers, or the embedding, the 2
+    // layers and the head; backward: the layers alone, or all four again.
+    EXPECT_EQ(count("fsdp.forward_weight_gather"), 2 * (root ? 3 : 4));
+    EXPECT_EQ(count("fsdp.backward_weight_gather"), 2 * (root ? 2 : 4));
+    EXPECT_EQ(count("fsdp.gradient_reduce_scatter"), 2 * (root ? 3 : 4));
+    EXPECT_EQ(count("fsdp.root_gradients_kept"), 2 * (root ? 1 : 0));
+    if (!root) continue;
+    // The root unit's reduce-scatter is the last, after the embedding's backward.
+    double embedding_backward_end = 0.0, last_scatter_start = 0.0;
+    for (const auto& [start, end, name] : spans) {
+      if (name == "embedding.backward") embedding_backward_end = end;
+      if (name == "fsdp.gradient_reduce_scatter") last_scatter_start = start;
+    }
+    EXPECT_GT(embedding_backward_end, 0.0);
+    EXPECT_GE(last_scatter_start, embedding_backward_end);
+    const double table_bytes = 128256.0 * 4096.0 * 2.0;
+    const int64_t dynamic = p.result.stages[0].peak_bytes - p.result.stages[0].static_bytes;
+    EXPECT_GE(static_cast<double>(dynamic), 3.0 * table_bytes);
+  }
 }
 
 TEST(Lowering, FullRecomputeGathersAgainTheTensorsUsedFarApart) {
