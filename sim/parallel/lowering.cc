@@ -353,6 +353,8 @@ class StageBuilder {
         keep_root_gradients(block, microbatch, backward_done);
         return;
       }
+      // The embedding's pass frees the root's weights.
+      if (in_root(block)) root_.released = backward_done;
       const BlockParameters reduced = reduced_parameters(block);
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
@@ -417,6 +419,8 @@ class StageBuilder {
   // the root's post-backward in its final backward callback, the root's forward inputs (token
   // ids) having no gradient to hook (FSDPState._root_post_backward_final_callback).
   void keep_root_gradients(const BlockRef& head, int microbatch, TaskId backward_done) {
+    PACELINE_CHECK(root_.kept_gradient_bytes == 0,
+                   "the head's gradients kept twice before the root's copy in");
     LoneTask kept;
     kept.stream = StreamKind::kCompute;
     kept.tag = ActivityTag::kCompute;
@@ -525,7 +529,7 @@ class StageBuilder {
   // reshard after forward, gradient sync on the last micro-batch only).
   bool fsdp() const { return per_microbatch_fsdp(c_.scenario.parallelism.zero, c_.scenario.parallelism.pp); }
   bool per_microbatch_reduce() const { return c_.scenario.parallelism.reduces_gradients_per_microbatch(); }
-  // Whether block `b` is in PyTorch FSDP's root unit (holds_fsdp_root).
+  // Whether block `b` is in FSDP2's root unit (holds_fsdp_root).
   bool in_root(const BlockRef& b) const {
     return holds_root_ && (b.kind == BlockKind::kEmbedding || b.kind == BlockKind::kHead);
   }
@@ -596,6 +600,12 @@ class StageBuilder {
   // (foreach_all_gather_copy_out in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
   // Returns the copy, or `gathered` under other gathers.
   TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
+  // The root unit's weights for a pass over block `b`: copied out of `gathered` once a gather.
+  TaskId root_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name) {
+    if (root_.copied_out == kNoId)
+      root_.copied_out = copy_out_weights(b, microbatch, gathered, name);
+    return root_.copied_out;
+  }
   // A copy kernel (`kernels` of them) of block `b` on the compute stream moving `moved` bytes,
   // holding `held` bytes more while it runs and freeing `freed_bytes` as it ends.
   TaskId compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name, Bytes moved,
@@ -652,13 +662,16 @@ class StageBuilder {
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
-  // PyTorch FSDP's root unit (holds_fsdp_root): the embedding's and the head's weights gathered
-  // together and their parameters; each micro-batch's gather until its embedding's backward;
-  // the output layer's gradients kept until the root's reduction.
+  // FSDP2's root unit (holds_fsdp_root): the embedding's and the head's weights gathered
+  // together and their parameters. A gather and the copy out of it serve every pass until an
+  // embedding's backward frees them (under gpipe every forward runs before the first backward);
+  // the next gather waits for that pass. The head's gradients are kept until the root's copy in.
   struct RootUnit {
     FsdpGathers gathers;
     BlockParameters parameters;
-    std::map<int, TaskId> gathered;
+    TaskId gathered = kNoId;
+    TaskId copied_out = kNoId;
+    TaskId released = kNoId;
     int64_t kept_gradient_bytes = 0;
   };
   bool holds_root_ = false;
@@ -832,16 +845,16 @@ TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<Bl
   for (size_t j = i; j <= std::min(i + ahead, blocks.size() - 1); ++j) {
     if (fsdp_pass.gathers[j] != kNoId) continue;
     const bool root = in_root(blocks[j]);
-    // The root unit is gathered once a micro-batch, as its forward starts.
-    if (auto it = root_.gathered.find(microbatch); root && it != root_.gathered.end()) {
-      fsdp_pass.gathers[j] = it->second;
+    if (root && root_.gathered != kNoId) {
+      fsdp_pass.gathers[j] = root_.gathered;
       continue;
     }
-    const TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
+    TaskId freed = j > ahead ? fsdp_pass.exits[j - ahead - 1] : kNoId;
+    if (root && freed == kNoId) freed = root_.released;
     const FsdpGathers& gathers = gathers_of(blocks[j]);
     fsdp_pass.gathers[j] = gather_weights(blocks[j], microbatch, freed, fmt::format("fsdp.{}_weight_gather", pass),
                                           gathers.sizes, gathers.experts, true);
-    if (root) root_.gathered.emplace(microbatch, fsdp_pass.gathers[j]);
+    if (root) root_.gathered = fsdp_pass.gathers[j];
   }
   return fsdp_pass.gathers[i];
 }
@@ -877,12 +890,15 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   std::vector<TaskId> entry = run.carried;
   int64_t free_at_exit = 0;
   if (fsdp()) {
-    TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward");
-    // The root unit's weights are copied out once, for the embedding, and kept.
-    if (!in_root(block) || block.kind == BlockKind::kEmbedding)
-      gathered = copy_out_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out");
-    entry.push_back(gathered);
-    if (!in_root(block)) free_at_exit = plans.gathered_bytes;
+    const TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward");
+    if (in_root(block)) {
+      entry.push_back(
+          root_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out"));
+    } else {
+      entry.push_back(
+          copy_out_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out"));
+      free_at_exit = plans.gathered_bytes;
+    }
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
     entry.push_back(it->second);
   }
@@ -966,8 +982,10 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
   if (fsdp()) {
     TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "backward");
     if (in_root(block)) {
-      // Gathered since the forward.
-      if (block.kind == BlockKind::kEmbedding) root_.gathered.erase(run.microbatch);
+      entry.push_back(
+          root_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
+      // The embedding's backward (or its W pass) frees them.
+      if (block.kind == BlockKind::kEmbedding) root_.gathered = root_.copied_out = kNoId;
     } else {
       // DeepSpeed gathers them again between the recomputed forward and the backward; they are
       // timed after the block's gathers, ahead of its pass: with its synchronized gathers

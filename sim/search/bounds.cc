@@ -371,7 +371,7 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   const bool reduce_scattered =
       parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
-  // PyTorch FSDP's root unit: the embedding and the head gathered and reduced together, once.
+  // FSDP2's root unit: the embedding and the head gathered and reduced together, once.
   const bool root = gathers && holds_fsdp_root(parallelism);
   HeldWeights root_weights;
   StreamLoad per_microbatch;

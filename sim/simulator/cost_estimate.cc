@@ -110,14 +110,15 @@ CostEstimate estimate_cost(const Scenario& s) {
   double embedding = block_tasks(embedding_graph);
   double head = block_tasks(head_graph);
   if (holds_fsdp_root(p)) {
-    // PyTorch FSDP's root unit, the embedding's and the head's weights, per micro-batch: one
-    // gather (its experts' apart), under per_parameter one copy out and one copy in, one set
-    // of reductions, and the output layer's gradients kept until then.
+    // FSDP2's root unit, the embedding's and the head's weights, per micro-batch: one gather
+    // (its experts' apart) and one copy out of it (under gpipe the forwards share the first and
+    // each later backward gathers again), one copy in, one set of reductions, and the head's
+    // gradients kept until then.
     const bool experts = embedding_graph.expert_parameters + head_graph.expert_parameters > 0;
     const bool experts_gathered =
         fsdp_gathers(s, embedding_graph).experts + fsdp_gathers(s, head_graph).experts > Bytes(0);
-    embedding = pass_tasks(embedding_graph) + 1.0 + (experts_gathered ? 1.0 : 0.0) +
-                (per_parameter ? 2.0 : 0.0) + reductions(experts) + 1.0;
+    embedding = pass_tasks(embedding_graph) + 2.0 + (experts_gathered ? 1.0 : 0.0) + 1.0 +
+                reductions(experts) + 1.0;
     head = pass_tasks(head_graph);
   }
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is

@@ -330,7 +330,8 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
 }
 
 TEST(Lowering, PerParameterFsdpCopiesWeightsOutAndGradientsIn) {
-  // GPT 1.7B (hidden 2304) over 8 H100s under PyTorch FSDP2: each block pass's weights are
+  // GPT 1.7B (hidden 2304) over 8 H100s under PyTorch FSDP2: each layer pass's weights, and the
+  // root unit's (the embedding's tables and the head's norm) once as the forward starts, are
   // copied out of the gather's buffer on the compute stream after the gather and right before
   // the pass, reading and writing the layer's 12h² + 13h bf16 weights; after each block's
   // backward the compute stream waits for the reduce-scatter issued before, then copies the
@@ -389,7 +390,7 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
       const double fastest_s = 2.0 * layer_weight_bytes / h100_peak_bytes_per_s;
       if (seconds >= fastest_s && seconds <= 1.5 * fastest_s) ++layer_copies;
     }
-    EXPECT_EQ(layer_copies, 24);  // the embedding's table is larger, the head's final norm smaller
+    EXPECT_EQ(layer_copies, 24);  // the root unit's, in forward, is larger
     const std::vector<std::string> next = followers(fmt::format("fsdp.{}_weight_copy_out", pass));
     ASSERT_EQ(next.size(), copies.size());
     for (const std::string& name : next)
@@ -426,15 +427,34 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   EXPECT_GT(p.result.iteration_time, simulate(scenario_of(flat)).result.iteration_time);
 }
 
+// Rank 0's bytes in use above its static memory at `time_s`: what the tasks started by then
+// allocated, less what those ended by then freed, with the transients of those running.
+int64_t dynamic_bytes_at(const Prediction& p, double time_s) {
+  const Program& program = p.lowering->stages[0]->program;
+  int64_t bytes = 0;
+  for (const TaskSpan& span : p.run.spans) {
+    if (span.rank != 0) continue;
+    const Task& task = program.kind(span.task);
+    if (to_seconds(span.start) / Seconds(1) <= time_s)
+      bytes += task.alloc_at_start_bytes + task.transient_bytes;
+    if (to_seconds(span.end) / Seconds(1) <= time_s)
+      bytes -= task.free_at_end_bytes + task.transient_bytes;
+  }
+  return bytes;
+}
+
 TEST(Lowering, Fsdp2KeepsItsRootUnitGatheredUntilTheBackwardEnds) {
   // Two Llama-like layers (hidden h = 4096) under a large untied vocabulary V = 128256, on 8
-  // H100s under PyTorch FSDP2: the embedding and the output layer form the root unit, gathered
-  // once as each micro-batch's forward starts and kept through its backward, so only the layers
-  // are gathered for backward; the output layer's gradient waits for the embedding's, and one
-  // reduce-scatter takes both once the embedding's backward is done. While the head's backward
-  // runs, the two tables (2·V·h bf16 weights) and the output layer's bf16 gradient (V·h) are
-  // held at once, far more than the 256 tokens' logits and activations. Gathering block by
-  // block (`block`) the head is gathered and reduced as a block of its own.
+  // H100s under PyTorch FSDP2, 2 micro-batches: the embedding and the output layer form the root
+  // unit, gathered once as each micro-batch's forward starts and kept through its backward, so
+  // only the layers are gathered for backward; the output layer's gradient waits for the
+  // embedding's, and one reduce-scatter takes both once the embedding's backward is done. As
+  // the last layer's backward starts, the two tables (V·h bf16 weights each) and the output
+  // layer's bf16 gradient are held, far more than the 256 tokens' activations; once the step's
+  // reductions are done none is. Gathering block by block (`block`) the head is gathered and
+  // reduced as a block of its own. Under gpipe every forward runs before the first backward, and
+  // the root gathered for the first forward serves them all; the backwards after the first
+  // gather it again.
   const std::string text = R"(model:
   name: wide-vocabulary
   layers: 2
@@ -449,43 +469,56 @@ TEST(Lowering, Fsdp2KeepsItsRootUnitGatheredUntilTheBackwardEnds) {
   position: rope
   tied_embeddings: false
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, zero: 3, fsdp_gather: GATHER}
+parallelism: {dp: 8, zero: 3, fsdp_gather: GATHER, schedule: SCHEDULE}
 training: {global_batch: 16, micro_batch: 1, seq_len: 256}
 )";
+  const double table_bytes = 128256.0 * 4096.0 * 2.0;
   for (const std::string gather : {"per_parameter", "block"}) {
-    SCOPED_TRACE(gather);
-    const bool root = gather == "per_parameter";
-    std::string scenario = text;
-    const Prediction p =
-        simulate(scenario_of(scenario.replace(scenario.find("GATHER"), 6, gather)));
-    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
-    // Rank 0's spans, in time order.
-    std::vector<std::tuple<double, double, std::string>> spans;
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (t.rank[i] == 0) spans.emplace_back(t.start_s[i], t.end_s[i], t.names[t.name[i]]);
+    for (const std::string schedule : {"1f1b", "gpipe"}) {
+      SCOPED_TRACE(gather + " " + schedule);
+      const bool root = gather == "per_parameter";
+      const bool gpipe = schedule == "gpipe";
+      std::string scenario = text;
+      scenario.replace(scenario.find("GATHER"), 6, gather);
+      scenario.replace(scenario.find("SCHEDULE"), 8, schedule);
+      const Prediction p = simulate(scenario_of(scenario));
+      const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+      // Rank 0's spans, in time order.
+      std::vector<std::tuple<double, double, std::string>> spans;
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t.rank[i] == 0) spans.emplace_back(t.start_s[i], t.end_s[i], t.names[t.name[i]]);
+      }
+      std::sort(spans.begin(), spans.end());
+      const auto count = [&](std::string_view name) {
+        return std::ranges::count_if(spans, [&](const auto& s) { return std::get<2>(s) == name; });
+      };
+      // Forward: the root unit and the 2 layers, or the embedding, the 2 layers and the head;
+      // backward: the layers alone, or all four again.
+      EXPECT_EQ(count("fsdp.forward_weight_gather"), root ? (gpipe ? 1 + 2 * 2 : 2 * 3) : 2 * 4);
+      EXPECT_EQ(count("fsdp.backward_weight_gather"), root ? 2 * 2 + (gpipe ? 1 : 0) : 2 * 4);
+      EXPECT_EQ(count("fsdp.gradient_reduce_scatter"), 2 * (root ? 3 : 4));
+      EXPECT_EQ(count("fsdp.root_gradients_kept"), 2 * (root ? 1 : 0));
+      if (!root || gpipe) continue;
+      // Each micro-batch's last reduce-scatter is the root's, after its embedding's backward.
+      std::vector<double> embedding_backward_end, layer_backward_start, scatter_start;
+      double step_start = 0.0;
+      for (const auto& [start, end, name] : spans) {
+        if (name == "embedding.backward") embedding_backward_end.push_back(end);
+        if (name == "layer.backward") layer_backward_start.push_back(start);
+        if (name == "fsdp.gradient_reduce_scatter") scatter_start.push_back(start);
+        if (name == "step.gradient_norm") step_start = start;
+      }
+      ASSERT_EQ(embedding_backward_end.size(), 2u);
+      ASSERT_EQ(layer_backward_start.size(), 2u * 2u);
+      ASSERT_EQ(scatter_start.size(), 2u * 3u);
+      for (int microbatch = 0; microbatch < 2; ++microbatch) {
+        EXPECT_GE(scatter_start[3 * microbatch + 2], embedding_backward_end[microbatch]);
+        EXPECT_GE(static_cast<double>(dynamic_bytes_at(p, layer_backward_start[2 * microbatch])),
+                  3.0 * table_bytes);
+      }
+      EXPECT_GT(step_start, 0.0);
+      EXPECT_LT(static_cast<double>(dynamic_bytes_at(p, step_start)), table_bytes);
     }
-    std::sort(spans.begin(), spans.end());
-    const auto count = [&](std::string_view name) {
-      return std::ranges::count_if(spans, [&](const auto& s) { return std::get<2>(s) == name; });
-    };
-    // Per micro-batch (2), forward: the root unit and the 2 layers, or the embedding, the 2
-    // layers and the head; backward: the layers alone, or all four again.
-    EXPECT_EQ(count("fsdp.forward_weight_gather"), 2 * (root ? 3 : 4));
-    EXPECT_EQ(count("fsdp.backward_weight_gather"), 2 * (root ? 2 : 4));
-    EXPECT_EQ(count("fsdp.gradient_reduce_scatter"), 2 * (root ? 3 : 4));
-    EXPECT_EQ(count("fsdp.root_gradients_kept"), 2 * (root ? 1 : 0));
-    if (!root) continue;
-    // The root unit's reduce-scatter is the last, after the embedding's backward.
-    double embedding_backward_end = 0.0, last_scatter_start = 0.0;
-    for (const auto& [start, end, name] : spans) {
-      if (name == "embedding.backward") embedding_backward_end = end;
-      if (name == "fsdp.gradient_reduce_scatter") last_scatter_start = start;
-    }
-    EXPECT_GT(embedding_backward_end, 0.0);
-    EXPECT_GE(last_scatter_start, embedding_backward_end);
-    const double table_bytes = 128256.0 * 4096.0 * 2.0;
-    const int64_t dynamic = p.result.stages[0].peak_bytes - p.result.stages[0].static_bytes;
-    EXPECT_GE(static_cast<double>(dynamic), 3.0 * table_bytes);
   }
 }
 
