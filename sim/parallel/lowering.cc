@@ -361,7 +361,7 @@ class StageBuilder {
       // rank holds the only copy of its experts.
       const bool experts_apart = reduced.expert > 0 && p.expert_data_ranks() > 1;
       if (fsdp() && p.fsdp_gather == FsdpGather::kPerParameter) {
-        // The copy of the root's gradients frees the output layer's kept so far.
+        // The copy of the root's gradients frees the head's kept so far.
         const int64_t kept = in_root(block) ? std::exchange(root_.kept_gradient_bytes, 0) : 0;
         backward_done =
             copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart, kept);
@@ -414,10 +414,11 @@ class StageBuilder {
                                std::move(deps), freed_bytes);
   }
 
-  // The output layer's gradients, in the weights' dtype as autograd leaves them, held from the
-  // head's backward until the root's gradients are copied in after the embedding's: FSDP2 runs
-  // the root's post-backward in its final backward callback, the root's forward inputs (token
-  // ids) having no gradient to hook (FSDPState._root_post_backward_final_callback).
+  // The head's gradients (its final norm's, output layer's and any prediction modules'), in the
+  // weights' dtype as autograd leaves them, held from its backward until the root's gradients
+  // are copied in after the embedding's backward: FSDP2 runs the root's post-backward in its
+  // final backward callback, the root's forward inputs (token ids) having no gradient to hook
+  // (FSDPState._root_post_backward_final_callback).
   void keep_root_gradients(const BlockRef& head, int microbatch, TaskId backward_done) {
     PACELINE_CHECK(root_.kept_gradient_bytes == 0,
                    "the head's gradients kept twice before the root's copy in");
