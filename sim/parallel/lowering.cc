@@ -418,7 +418,9 @@ class StageBuilder {
   // weights' dtype as autograd leaves them, held from its backward until the root's gradients
   // are copied in after the embedding's backward: FSDP2 runs the root's post-backward in its
   // final backward callback, the root's forward inputs (token ids) having no gradient to hook
-  // (FSDPState._root_post_backward_final_callback).
+  // (FSDPState._root_post_backward_final_callback). A head that reads the word embedding (tied,
+  // or prediction modules' lookups) leaves its gradient of the table with autograd until the
+  // embedding's backward adds its own.
   void keep_root_gradients(const BlockRef& head, int microbatch, TaskId backward_done) {
     PACELINE_CHECK(root_.kept_gradient_bytes == 0,
                    "the head's gradients kept twice before the root's copy in");
@@ -427,8 +429,12 @@ class StageBuilder {
     kept.tag = ActivityTag::kCompute;
     kept.name = "fsdp.root_gradients_kept";
     kept.deps = {backward_done};
-    kept.alloc_bytes = static_cast<int64_t>(static_cast<double>(plans_of(head).graph->parameters) *
-                                            parameter_bytes(c_.scenario.training).weight);
+    const double weight_bytes = parameter_bytes(c_.scenario.training).weight;
+    Bytes kept_bytes(static_cast<double>(plans_of(head).graph->parameters) * weight_bytes);
+    if (head_copies_word_embedding(c_.scenario.model))
+      kept_bytes += word_embedding_gradient_bytes(c_.scenario.model, c_.scenario.parallelism.tp,
+                                                  weight_bytes);
+    kept.alloc_bytes = static_cast<int64_t>(kept_bytes / Bytes(1));
     kept.block = head.block;
     kept.microbatch = microbatch;
     add(kept);

@@ -449,12 +449,13 @@ TEST(Lowering, Fsdp2KeepsItsRootUnitGatheredUntilTheBackwardEnds) {
   // unit, gathered once as each micro-batch's forward starts and kept through its backward, so
   // only the layers are gathered for backward; the output layer's gradient waits for the
   // embedding's, and one reduce-scatter takes both once the embedding's backward is done. As
-  // the last layer's backward starts, the two tables (V·h bf16 weights each) and the output
-  // layer's bf16 gradient are held, far more than the 256 tokens' activations; once the step's
-  // reductions are done none is. Gathering block by block (`block`) the head is gathered and
-  // reduced as a block of its own. Under gpipe every forward runs before the first backward, and
-  // the root gathered for the first forward serves them all; the backwards after the first
-  // gather it again.
+  // the last layer's backward starts, the two tables (V·h bf16 weights each), the output
+  // layer's bf16 gradient and the layer's weights gathered again are held, far more than the
+  // 256 tokens' activations; once the step's reductions are done none is. Tied, the root holds
+  // the one table, and autograd its gradient from the head until the embedding adds its own.
+  // Gathering block by block (`block`) the head is gathered and reduced as a block of its own.
+  // Under gpipe every forward runs before the first backward, and the root gathered for the first
+  // forward serves them all; the backwards after the first gather it again.
   const std::string text = R"(model:
   name: wide-vocabulary
   layers: 2
@@ -473,14 +474,20 @@ parallelism: {dp: 8, zero: 3, fsdp_gather: GATHER, schedule: SCHEDULE}
 training: {global_batch: 16, micro_batch: 1, seq_len: 256}
 )";
   const double table_bytes = 128256.0 * 4096.0 * 2.0;
+  // Q and O 4096², K and V 4096·1024, three MLP projections 4096·14336, two norms, in bf16.
+  const double layer_bytes =
+      2.0 * (2 * 4096.0 * 4096 + 2 * 4096.0 * 1024 + 3 * 4096.0 * 14336 + 2 * 4096);
   for (const std::string gather : {"per_parameter", "block"}) {
-    for (const std::string schedule : {"1f1b", "gpipe"}) {
+    for (const std::string schedule : {"1f1b", "gpipe", "tied"}) {
       SCOPED_TRACE(gather + " " + schedule);
       const bool root = gather == "per_parameter";
       const bool gpipe = schedule == "gpipe";
+      const bool tied = schedule == "tied";
       std::string scenario = text;
       scenario.replace(scenario.find("GATHER"), 6, gather);
-      scenario.replace(scenario.find("SCHEDULE"), 8, schedule);
+      scenario.replace(scenario.find("SCHEDULE"), 8, gpipe ? "gpipe" : "1f1b");
+      if (tied)
+        scenario.replace(scenario.find("tied_embeddings: false"), 22, "tied_embeddings: true");
       const Prediction p = simulate(scenario_of(scenario));
       const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
       // Rank 0's spans, in time order.
@@ -514,7 +521,7 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 256}
       for (int microbatch = 0; microbatch < 2; ++microbatch) {
         EXPECT_GE(scatter_start[3 * microbatch + 2], embedding_backward_end[microbatch]);
         EXPECT_GE(static_cast<double>(dynamic_bytes_at(p, layer_backward_start[2 * microbatch])),
-                  3.0 * table_bytes);
+                  (tied ? 2.0 : 3.0) * table_bytes + layer_bytes);
       }
       EXPECT_GT(step_start, 0.0);
       EXPECT_LT(static_cast<double>(dynamic_bytes_at(p, step_start)), table_bytes);
