@@ -353,8 +353,12 @@ class StageBuilder {
         keep_root_gradients(block, microbatch, backward_done);
         return;
       }
-      // The embedding's pass frees the root's weights.
-      if (in_root(block)) root_.released = backward_done;
+      // The embedding's pass (its backward, or its W pass) has freed the root's weights: the
+      // next pass gathers them again, after it.
+      if (in_root(block)) {
+        root_.gathered = root_.copied_out = kNoId;
+        root_.released = backward_done;
+      }
       const BlockParameters reduced = reduced_parameters(block);
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
@@ -591,6 +595,13 @@ class StageBuilder {
     bool done() const { return next == blocks.size(); }
   };
   PassRun start_run(int microbatch, int chunk, bool reversed, bool input_only);
+  // Whether the pass `run` makes over block `b` is the block's last of the micro-batch, which
+  // frees its gathered weights: a whole backward, or a zero-bubble B pass over a block whose W
+  // pass has nothing to run (the embedding's: its lookup's gradient comes with the B pass). Its
+  // gradients are handed on in the W passes' order all the same.
+  bool ends_block(const PassRun& run, const BlockRef& b) const {
+    return !run.input_only || c_.plans[plans_of(b).backward_weight]->tasks.empty();
+  }
   // The block just emitted: its exits carry on to the next.
   void advance(PassRun& run, const Instance& instance);
   PassRun start_forward(int microbatch, int chunk);
@@ -662,6 +673,9 @@ class StageBuilder {
   std::map<std::pair<int, int32_t>, TaskId> last_backward_;
   // Zero-bubble: op → task of each (microbatch, chunk, block) input-gradient pass, for its W pass.
   std::map<std::tuple<int, int, int32_t>, std::vector<TaskId>> backward_ops_;
+  // Zero-bubble: the last compute task of each B pass that ended its block (ends_block), whose
+  // gradients its W pass's turn hands on.
+  std::map<std::tuple<int, int, int32_t>, TaskId> ended_in_b_pass_;
   std::map<int32_t, TaskId> start_gathers_;  // ZeRO-1/2 with overlapped parameter gather
   TaskId last_compute_ = kNoId;
   // ZeRO-3 all-reduced gradients waiting in the bucket, and the task after which the last is ready.
@@ -991,8 +1005,6 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
     if (in_root(block)) {
       entry.push_back(
           root_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
-      // The embedding's backward (or its W pass) frees them.
-      if (block.kind == BlockKind::kEmbedding) root_.gathered = root_.copied_out = kNoId;
     } else {
       // DeepSpeed gathers them again between the recomputed forward and the backward; they are
       // timed after the block's gathers, ahead of its pass: with its synchronized gathers
@@ -1006,7 +1018,7 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
           copy_out_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
     }
     // Under zero-bubble the weights stay gathered until the W pass.
-    if (!run.input_only) free_at_exit = freed_after_backward(block);
+    if (ends_block(run, block)) free_at_exit = freed_after_backward(block);
   }
   if (const int32_t reloaded = offloaded_layer(block.block, 1); reloaded >= 0) {
     // The copy back allocates its memory as it is issued, after the compute queued before.
@@ -1024,11 +1036,13 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
 }
 
 void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
+  const BlockRef& block = run.blocks[run.next];
   if (!run.input_only) {
-    const BlockRef& block = run.blocks[run.next];
     last_backward_[{run.chunk, block.block}] = instance.last_compute;
     if (per_microbatch_reduce())
       reduce_block_gradients(block, run.microbatch, instance.last_compute);
+  } else if (ends_block(run, block)) {
+    ended_in_b_pass_[{run.microbatch, run.chunk, block.block}] = instance.last_compute;
   }
   advance(run, instance);
 }
@@ -1083,6 +1097,13 @@ void StageBuilder::weight(int microbatch, int chunk) {
   for (const BlockRef& block : blocks) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
+    if (const auto ended = ended_in_b_pass_.find(key); ended != ended_in_b_pass_.end()) {
+      backward_ops_.erase(key);
+      last_backward_[{chunk, block.block}] = ended->second;
+      if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, ended->second);
+      ended_in_b_pass_.erase(ended);
+      continue;
+    }
     const int64_t free_at_exit = fsdp() ? freed_after_backward(block) : 0;
     const Instance instance = instantiate(plans.backward_weight, block, microbatch, {}, &backward_ops_.at(key),
                                           nullptr, free_at_exit);

@@ -122,7 +122,8 @@ bool per_microbatch_fsdp(int zero, int pp);
 // are one unit, gathered as the forward starts and never resharded after it (FSDPState._lazy_init
 // sets the root's post_forward_mesh_info to None), so they stay gathered until the backward is
 // done; their gradients are copied in and reduce-scattered together after the embedding's
-// backward, the output layer's kept until then.
+// backward, the head's (with its gradient of the word embedding, where it reads the table) kept
+// until then.
 bool holds_fsdp_root(const Parallelism& parallelism);
 
 // The parameters of a block a rank holds, of which expert weights (reduced over the expert-data
