@@ -353,12 +353,6 @@ class StageBuilder {
         keep_root_gradients(block, microbatch, backward_done);
         return;
       }
-      // The embedding's pass (its backward, or its W pass) has freed the root's weights: the
-      // next pass gathers them again, after it.
-      if (in_root(block)) {
-        root_.gathered = root_.copied_out = kNoId;
-        root_.released = backward_done;
-      }
       const BlockParameters reduced = reduced_parameters(block);
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
@@ -618,6 +612,13 @@ class StageBuilder {
   // (foreach_all_gather_copy_out in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
   // Returns the copy, or `gathered` under other gathers.
   TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
+  // After `freed`, the embedding's last pass of a micro-batch, which frees the root unit's
+  // weights: the next pass over the root gathers them again, once it has run.
+  void release_root_after(const BlockRef& b, TaskId freed) {
+    if (!in_root(b) || b.kind != BlockKind::kEmbedding) return;
+    root_.gathered = root_.copied_out = kNoId;
+    root_.released = freed;
+  }
   // The root unit's weights for a pass over block `b`: copied out of `gathered` once a gather.
   TaskId root_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name) {
     if (root_.copied_out == kNoId)
@@ -632,7 +633,8 @@ class StageBuilder {
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
-  // Under zero-bubble a B pass frees nothing (the W pass does), so there it only orders them.
+  // Under zero-bubble a B pass frees nothing where the W pass does (ends_block), so there it only
+  // orders them.
   TaskId prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i, int microbatch,
                            const char* pass);
 
@@ -1017,7 +1019,7 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
       entry.push_back(
           copy_out_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
     }
-    // Under zero-bubble the weights stay gathered until the W pass.
+    // Under zero-bubble the weights stay gathered until the W pass, if it runs anything.
     if (ends_block(run, block)) free_at_exit = freed_after_backward(block);
   }
   if (const int32_t reloaded = offloaded_layer(block.block, 1); reloaded >= 0) {
@@ -1044,6 +1046,7 @@ void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
   } else if (ends_block(run, block)) {
     ended_in_b_pass_[{run.microbatch, run.chunk, block.block}] = instance.last_compute;
   }
+  if (ends_block(run, block)) release_root_after(block, instance.last_compute);
   advance(run, instance);
 }
 
@@ -1100,7 +1103,9 @@ void StageBuilder::weight(int microbatch, int chunk) {
     if (const auto ended = ended_in_b_pass_.find(key); ended != ended_in_b_pass_.end()) {
       backward_ops_.erase(key);
       last_backward_[{chunk, block.block}] = ended->second;
-      if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, ended->second);
+      // Reduced per micro-batch, they go at this turn, behind the W passes queued before it
+      // (whose gradients an open all-reduce bucket may hold too).
+      if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, last_compute_);
       ended_in_b_pass_.erase(ended);
       continue;
     }
@@ -1118,6 +1123,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
     }
     backward_ops_.erase(key);
     last_backward_[{chunk, block.block}] = instance.last_compute;
+    release_root_after(block, instance.last_compute);
     if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, instance.last_compute);
   }
   if (per_microbatch_reduce()) reduce_gradient_bucket();

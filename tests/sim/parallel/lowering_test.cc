@@ -456,7 +456,7 @@ TEST(Lowering, Fsdp2KeepsItsRootUnitGatheredUntilTheBackwardEnds) {
   // Gathering block by block (`block`) the head is gathered and reduced as a block of its own.
   // Under gpipe every forward runs before the first backward, and the root gathered for the first
   // forward serves them all; the backwards after the first gather it again. Under zero-bubble
-  // the embedding's W pass frees it.
+  // the embedding's B pass frees it (its W pass has nothing to run).
   const std::string text = R"(model:
   name: wide-vocabulary
   layers: 2
@@ -512,10 +512,13 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 256}
       // Under zero-bubble the head's gradients come with its W pass, after the layers' B passes.
       const std::string freeing = zero_bubble ? "embedding.backward_input" : "embedding.backward";
       const std::string layer_backward = zero_bubble ? "layer.backward_input" : "layer.backward";
-      std::vector<double> embedding_backward_end, layer_backward_start, scatter_start;
+      std::vector<double> embedding_backward_end, head_backward_end, layer_backward_start,
+          scatter_start;
       double step_start = 0.0;
       for (const auto& [start, end, name] : spans) {
         if (name == freeing) embedding_backward_end.push_back(end);
+        if (name == (zero_bubble ? "head.backward_weight" : "head.backward"))
+          head_backward_end.push_back(end);
         if (name == layer_backward) layer_backward_start.push_back(start);
         if (name == "fsdp.gradient_reduce_scatter") scatter_start.push_back(start);
         if (name == "step.gradient_norm") step_start = start;
@@ -526,10 +529,12 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 256}
       EXPECT_LT(static_cast<double>(dynamic_bytes_at(p, step_start)), table_bytes);
       if (!root) continue;
       ASSERT_EQ(embedding_backward_end.size(), 2u);
+      ASSERT_EQ(head_backward_end.size(), 2u);
       ASSERT_EQ(layer_backward_start.size(), 2u * 2u);
       ASSERT_EQ(scatter_start.size(), 2u * 3u);
       for (int microbatch = 0; microbatch < 2; ++microbatch) {
         EXPECT_GE(scatter_start[3 * microbatch + 2], embedding_backward_end[microbatch]);
+        EXPECT_GE(scatter_start[3 * microbatch + 2], head_backward_end[microbatch]);
         const double tables = (tied ? 1.0 : 2.0) + (zero_bubble ? 0.0 : 1.0);
         EXPECT_GE(static_cast<double>(dynamic_bytes_at(p, layer_backward_start[2 * microbatch])),
                   tables * table_bytes + layer_bytes);
