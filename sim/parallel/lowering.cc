@@ -675,9 +675,6 @@ class StageBuilder {
   std::map<std::pair<int, int32_t>, TaskId> last_backward_;
   // Zero-bubble: op → task of each (microbatch, chunk, block) input-gradient pass, for its W pass.
   std::map<std::tuple<int, int, int32_t>, std::vector<TaskId>> backward_ops_;
-  // Zero-bubble: the last compute task of each B pass that ended its block (ends_block), whose
-  // gradients its W pass's turn hands on.
-  std::map<std::tuple<int, int, int32_t>, TaskId> ended_in_b_pass_;
   std::map<int32_t, TaskId> start_gathers_;  // ZeRO-1/2 with overlapped parameter gather
   TaskId last_compute_ = kNoId;
   // ZeRO-3 all-reduced gradients waiting in the bucket, and the task after which the last is ready.
@@ -1039,14 +1036,13 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
 
 void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
   const BlockRef& block = run.blocks[run.next];
-  if (!run.input_only) {
+  if (ends_block(run, block)) {
     last_backward_[{run.chunk, block.block}] = instance.last_compute;
-    if (per_microbatch_reduce())
-      reduce_block_gradients(block, run.microbatch, instance.last_compute);
-  } else if (ends_block(run, block)) {
-    ended_in_b_pass_[{run.microbatch, run.chunk, block.block}] = instance.last_compute;
+    release_root_after(block, instance.last_compute);
   }
-  if (ends_block(run, block)) release_root_after(block, instance.last_compute);
+  // A zero-bubble B pass leaves them to its W pass's turn (weight()).
+  if (!run.input_only && per_microbatch_reduce())
+    reduce_block_gradients(block, run.microbatch, instance.last_compute);
   advance(run, instance);
 }
 
@@ -1100,13 +1096,11 @@ void StageBuilder::weight(int microbatch, int chunk) {
   for (const BlockRef& block : blocks) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
-    if (const auto ended = ended_in_b_pass_.find(key); ended != ended_in_b_pass_.end()) {
+    if (c_.plans[plans.backward_weight]->tasks.empty()) {  // its B pass ended it (ends_block)
       backward_ops_.erase(key);
-      last_backward_[{chunk, block.block}] = ended->second;
-      // Reduced per micro-batch, they go at this turn, behind the W passes queued before it
-      // (whose gradients an open all-reduce bucket may hold too).
+      // Reduced per micro-batch, its gradients go at this turn, behind the W passes queued before
+      // it (whose gradients an open all-reduce bucket may hold too).
       if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, last_compute_);
-      ended_in_b_pass_.erase(ended);
       continue;
     }
     const int64_t free_at_exit = fsdp() ? freed_after_backward(block) : 0;

@@ -82,7 +82,6 @@ CostEstimate estimate_cost(const Scenario& s) {
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const bool experts_reduced = p.expert_data_ranks() > 1;
   const bool hybrid = p.hybrid_sharded();  // each block's shard all-reduced across replicas
-  const bool per_parameter = p.fsdp_gather == FsdpGather::kPerParameter;
   auto pass_tasks = [&](const LayerGraph& graph) {
     auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
     const double backward =
@@ -101,7 +100,7 @@ CostEstimate estimate_cost(const Scenario& s) {
       const double tasks_per_gather = p.fsdp_gather == FsdpGather::kTensor ? 3.0 : 1.0;
       fsdp += tasks_per_gather * static_cast<double>(2 * gathers.sizes.size() + gathers.regather_sizes.size()) +
               (gathers.experts > Bytes(0) ? 2.0 : 0.0);
-      if (per_parameter) fsdp += 3.0;
+      if (p.fsdp_gather == FsdpGather::kPerParameter) fsdp += 3.0;
     }
     return pass_tasks(graph) + fsdp;
   };
