@@ -157,6 +157,14 @@ OptimizerStep optimizer_step(const Training& t, double gradient_bytes, double we
 
 namespace {
 
+// The host's time for one Python-level PyTorch op without autograd: about 2 us
+// (pytorch/pytorch issue 41383, a PyTorch maintainer: "approx 2 us. Approx half of it is python
+// parsing overhead"; the reporter measured 5 us).
+constexpr Seconds kPythonOpHostTime = Seconds(2e-6);
+// The host's time to enqueue one kernel launch, launches not captured in a graph: about 2.6 us
+// (ahrefs/ocannl issue 488).
+constexpr Seconds kLaunchHostTime = Seconds(2.6e-6);
+
 // Under partial recomputation (training.recompute_layers), the layers of a chunk past the
 // recomputed ones keep their activations: kDenseKept and kMoeKept.
 enum class BlockKind { kEmbedding, kDense, kMoe, kDenseKept, kMoeKept, kHead };
@@ -564,11 +572,15 @@ class StageBuilder {
   // fsdp_gather: tensor gathers as DeepSpeed did in 2021: torch.distributed.all_gather into a
   // list of one view per rank of a zero-filled buffer, which PyTorch's NCCL process group then
   // ran as a gather into a new flat buffer followed by one copy per list entry on its stream.
-  // The host building that list over `ranks` after `after`, as task `name`; returns it.
-  TaskId build_gather_list(const BlockRef& b, int microbatch, TaskId after, int ranks, const std::string& name);
+  // Host work of `duration` after `after` that nothing is queued on the GPU beside (a Python loop
+  // after a synchronization), as task `name` of `block`; returns it.
+  TaskId host_loop(int32_t block, int microbatch, TaskId after, Seconds duration,
+                   const std::string& name);
   // The copies after `gather` of `size` bytes over `ranks`, as task `name`; returns it.
-  TaskId copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, int ranks,
+  TaskId copy_out_gather(int32_t block, int microbatch, TaskId gather, Bytes size, int ranks,
                          const std::string& name);
+  // fsdp_gather: tensor: the step's gather of the tensors kept whole, after `after`.
+  void gather_persistent_weights(TaskId after);
   // One pass's FSDP gathers and block exits, in the pass's block order.
   struct FsdpPass {
     explicit FsdpPass(size_t blocks) : gathers(blocks, kNoId), exits(blocks, kNoId) {}
@@ -792,35 +804,37 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
   };
   const auto ranks = static_cast<int>(placement(GroupKind::kDataShard).size());
   for (const Bytes size : sizes) {
-    if (per_tensor_list) last = build_gather_list(b, microbatch, last, ranks, name + ".list");
+    // DeepSpeed's _allgather_param synchronized the GPU, then looped in Python over the ranks,
+    // each iteration one narrow() view of the buffer and one torch.distributed.get_rank(group)
+    // call (deepspeed/runtime/zero/partition_parameters.py of 2021), with nothing queued on the
+    // GPU; get_rank's chain of Python calls and dictionary lookups is taken as 1 us more than an
+    // op (judgment). The copies' launches after the gather overlap the gather itself.
+    if (per_tensor_list) {
+      last = host_loop(b.block, microbatch, last,
+                       (kPythonOpHostTime + Seconds(1e-6)) * static_cast<double>(ranks),
+                       name + ".list");
+    }
     gather(size, GroupKind::kDataShard);
-    if (per_tensor_list) last = copy_out_gather(b, microbatch, last, size, ranks, name + ".copies");
+    if (per_tensor_list)
+      last = copy_out_gather(b.block, microbatch, last, size, ranks, name + ".copies");
   }
   if (experts > Bytes(0)) gather(experts, GroupKind::kExpertData);
   return last;
 }
 
-TaskId StageBuilder::build_gather_list(const BlockRef& b, int microbatch, TaskId after, int ranks,
-                                       const std::string& name) {
-  // DeepSpeed's _allgather_param synchronized the GPU, then looped in Python over the ranks, each
-  // iteration one narrow() view of the buffer and one torch.distributed.get_rank(group) call
-  // (deepspeed/runtime/zero/partition_parameters.py of 2021), with nothing queued on the GPU. A
-  // Python-level PyTorch op costs about 2 us of host time without autograd (pytorch/pytorch issue
-  // 41383, a PyTorch maintainer: "approx 2 us. Approx half of it is python parsing overhead";
-  // the reporter measured 5 us); get_rank's chain of Python calls and dictionary lookups is taken
-  // as 1 us more (judgment). The copies' launches after the gather overlap the gather itself.
-  constexpr Seconds kHostTimePerListEntry = Seconds(3e-6);
-  LoneTask list;
-  list.duration = kHostTimePerListEntry * static_cast<double>(ranks);
-  list.name = name;
-  list.deps = {after};
-  list.block = b.block;
-  list.microbatch = microbatch;
-  return add(list);
+TaskId StageBuilder::host_loop(int32_t block, int microbatch, TaskId after, Seconds duration,
+                               const std::string& name) {
+  LoneTask loop;
+  loop.duration = duration;
+  loop.name = name;
+  loop.deps = {after};
+  loop.block = block;
+  loop.microbatch = microbatch;
+  return add(loop);
 }
 
-TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId gather, Bytes size, int ranks,
-                                     const std::string& name) {
+TaskId StageBuilder::copy_out_gather(int32_t block, int microbatch, TaskId gather, Bytes size,
+                                     int ranks, const std::string& name) {
   LoneTask copies;
   // A zero-filled buffer, then one copy per rank out of the flat buffer NCCL gathered into: the
   // fill writes the bytes once, the copies read and write them. Each kernel pays the GPU's
@@ -829,7 +843,7 @@ TaskId StageBuilder::copy_out_gather(const BlockRef& b, int microbatch, TaskId g
   copies.name = name;
   copies.deps = {gather};
   copies.transient_bytes = static_cast<int64_t>(size / Bytes(1));  // the flat buffer
-  copies.block = b.block;
+  copies.block = block;
   copies.microbatch = microbatch;
   return add(copies);
 }
@@ -1234,10 +1248,48 @@ void StageBuilder::step() {
   optimizer.deps = {norm};
   const TaskId update = add(optimizer);
   last_compute_ = update;
+  if (fsdp() && p.fsdp_gather == FsdpGather::kTensor) gather_persistent_weights(update);
   // ZeRO-1/2 without overlap: the updated weights are gathered before the step ends.
   if (p.zero >= 1 && !fsdp() && !s.training.overlap_param_gather) {
     gather_updated_weights(weights, {update});
   }
+}
+
+// DeepSpeed's ZeRO-3 of 2021 kept the tensors of at most stage3_param_persistence_threshold
+// elements whole on every rank, and after each optimizer step (_post_step) gathered their
+// updated shards in one synchronous all-gather (_allgather_params in
+// deepspeed/runtime/zero/partition_parameters.py of 2021): a Python loop over the ranks built one
+// narrow() view each of a flat buffer; after the gather, tensor by tensor, a loop over the ranks
+// holding a share of it copied that share into the whole tensor, each iteration a narrow() of
+// the buffer, a view() and a narrow() of the tensor and a copy_(): four Python-level ops and a
+// kernel launch, which the host issues far slower than the GPU copies a few elements.
+void StageBuilder::gather_persistent_weights(TaskId after) {
+  const Parallelism& p = c_.scenario.parallelism;
+  const int64_t ranks = static_cast<int64_t>(placement(GroupKind::kDataShard).size());
+  int64_t elements = 0;
+  int64_t copies = 0;
+  for (int chunk = 0; chunk < p.virtual_stages; ++chunk) {
+    for (const BlockRef& block : chunk_blocks(chunk)) {
+      for (const int64_t tensor : plans_of(block).graph->weight_tensors) {
+        if (tensor == 0 || tensor > p.fsdp_persistence_threshold) continue;
+        const int64_t share = (tensor + ranks - 1) / ranks;
+        elements += tensor;
+        copies += (tensor + share - 1) / share;
+      }
+    }
+  }
+  if (copies == 0) return;
+  const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
+  const Bytes size(static_cast<double>(elements) * bytes.weight);
+  const TaskId list = host_loop(-3, -1, after, kPythonOpHostTime * static_cast<double>(ranks),
+                                "fsdp.persistent_weight_gather.list");
+  const TaskId gather = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
+                                        "fsdp.persistent_weight_gather", {list});
+  const TaskId copied_out = copy_out_gather(-3, -1, gather, size, static_cast<int>(ranks),
+                                            "fsdp.persistent_weight_gather.copies");
+  host_loop(-3, -1, copied_out,
+            (4.0 * kPythonOpHostTime + kLaunchHostTime) * static_cast<double>(copies),
+            "fsdp.persistent_weight_gather.unpack");
 }
 
 TaskId StageBuilder::gather_updated_weights(const HeldWeights& weights, std::vector<TaskId> deps) {

@@ -137,10 +137,13 @@ CostEstimate estimate_cost(const Scenario& s) {
   // micro-batch and virtual stage: at most four pipeline transfers; per step and block: at most
   // two weight gathers (its experts' apart) and three gradient reductions (reducing per
   // micro-batch with reduce-scatters, the gathers alone); per step: the word embedding exchange,
-  // the gradient norm, the optimizer and a final weight gather (two, with experts).
+  // the gradient norm, the optimizer and a final weight gather (two, with experts); under
+  // fsdp_gather: tensor, the gather of the tensors kept whole (a list, the gather, its copies and
+  // their unpacking).
   const double microbatches = static_cast<double>(s.training.num_microbatches(p.dp));
   const double expert_gathers = s.model.moe && experts_reduced ? 1.0 : 0.0;
-  std::vector<double> stage_tasks(p.pp, 4.0 + expert_gathers);
+  const double persistent_gather = p.zero >= 3 && p.fsdp_gather == FsdpGather::kTensor ? 4.0 : 0.0;
+  std::vector<double> stage_tasks(p.pp, 4.0 + expert_gathers + persistent_gather);
   int layer = 0;
   const int virtual_total = static_cast<int>(p.layers_per_stage.size());
   for (int vs = 0; vs < virtual_total; ++vs) {
