@@ -583,6 +583,20 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   EXPECT_NEAR(unpack[0].second - unpack[0].first, kept_whole * 8 * (4 * 2e-6 + 2.6e-6), 1e-9);
   EXPECT_NEAR(p.result.iteration_time / Seconds(1), unpack[0].second, 1e-9);
 
+  // Over 3072 ranks a tensor of 2304 elements is one element a rank on 2304 of them, the QKV
+  // biases (6912) and fc1's (9216) three on 2304 and 3072: of each tensor, only the ranks holding
+  // a share are copied from.
+  const std::string wide = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 384, gpus_per_node: 8, inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}}
+parallelism: {dp: 3072, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}
+training: {global_batch: 3072, micro_batch: 1, seq_len: 2048}
+)";
+  const auto wide_unpack =
+      spans_of(simulate(scenario_of(wide)), "fsdp.persistent_weight_gather.unpack");
+  ASSERT_EQ(wide_unpack.size(), 1u);
+  const int shares = 24 * (4 * 2304 + 2304 + 2304 + 3072 + 2304) + 2 * 2304;
+  EXPECT_NEAR(wide_unpack[0].second - wide_unpack[0].first, shares * (4 * 2e-6 + 2.6e-6), 1e-9);
+
   // Gathering whole blocks, or keeping no tensor whole, there is nothing to gather after the step.
   for (const std::string& variant :
        {std::string(text).replace(text.find(", fsdp_gather: tensor"),
