@@ -31,6 +31,23 @@ cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 1}
 training: {global_batch: 8, micro_batch: 2, seq_len: 2048}
 )";
 
+// Rank 0's tasks named `name` in `t`, as (start, end) in time order.
+std::vector<std::pair<double, double>> rank0_spans(const Timeline& t, std::string_view name) {
+  std::vector<std::pair<double, double>> found;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.rank[i] == 0 && t.names[t.name[i]] == name) found.emplace_back(t.start_s[i], t.end_s[i]);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// GPT 1.7B (hidden 2304, biases, LayerNorm) over 8 GPUs under ZeRO-3, gathering per tensor.
+constexpr const char* kPerTensorGpt = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}
+training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
+)";
+
 // How many blocks each bucket takes.
 std::vector<size_t> bucket_blocks(std::span<const BlockParameters> blocks,
                                   int64_t bucket_parameters) {
@@ -269,25 +286,13 @@ training: {{global_batch: 8, micro_batch: 1, seq_len: 2048}}
 }
 
 TEST(Lowering, PerTensorFsdpGathersRunOneAfterAnother) {
-  // GPT 1.7B (hidden 2304, biases, LayerNorm) over 8 GPUs, gathering per tensor: each layer's
-  // QKV, projection, fc1 and fc2 weights, the tensors of over 10^5 elements, by their own
-  // all-gathers, each starting once the one before has ended; biases and norms are not gathered.
-  const std::string text = R"(model: gpt-1.7b
-cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}
-training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
-)";
+  // Each layer's QKV, projection, fc1 and fc2 weights, the tensors of over 10^5 elements, by
+  // their own all-gathers, each starting once the one before has ended; biases and norms are not
+  // gathered.
+  const std::string text = kPerTensorGpt;
   const Prediction p = simulate(scenario_of(text));
   const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
-  // Rank 0's tasks of one name, as (start, end) in time order.
-  const auto spans = [&](const char* name) {
-    std::vector<std::pair<double, double>> found;
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (t.rank[i] == 0 && t.names[t.name[i]] == name) found.emplace_back(t.start_s[i], t.end_s[i]);
-    }
-    std::sort(found.begin(), found.end());
-    return found;
-  };
+  const auto spans = [&](std::string_view name) { return rank0_spans(t, name); };
   const std::vector<std::pair<double, double>> gathers = spans("fsdp.forward_weight_gather");
   double gathered_s = 0.0;
   for (const auto& [start, end] : gathers) gathered_s += end - start;
@@ -544,24 +549,13 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 256}
 }
 
 TEST(Lowering, PerTensorFsdpGathersTheTensorsKeptWholeAfterTheStep) {
-  // GPT 1.7B (hidden 2304, biases, LayerNorm) over 8 GPUs, gathering per tensor: the tensors of
-  // at most 10^5 elements stay whole, and after the optimizer their updated shards are gathered
-  // once, then copied into place tensor by tensor and rank by rank from Python: per layer the two
-  // norms' weights and biases and the four projections' biases, and the final norm's two, each
-  // in 8 shares of 4 Python-level ops (2 us each) and a launch (2.6 us).
-  const std::string text = R"(model: gpt-1.7b
-cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, zero: 3, fsdp_prefetch: 0, fsdp_gather: tensor}
-training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
-)";
-  const auto spans_of = [](const Prediction& p, const std::string& name) {
-    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
-    std::vector<std::pair<double, double>> found;
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (t.rank[i] == 0 && t.names[t.name[i]] == name)
-        found.emplace_back(t.start_s[i], t.end_s[i]);
-    }
-    return found;
+  // The tensors of at most 10^5 elements stay whole, and after the optimizer their updated
+  // shards are gathered once, then copied into place tensor by tensor and rank by rank from
+  // Python: per layer the two norms' weights and biases and the four projections' biases, and the
+  // final norm's two, each in 8 shares of 4 Python-level ops (2 us each) and a launch (2.6 us).
+  const std::string text = kPerTensorGpt;
+  const auto spans_of = [](const Prediction& p, std::string_view name) {
+    return rank0_spans(make_timeline(*p.lowering, p.run, /*kernels=*/false), name);
   };
   const Prediction p = simulate(scenario_of(text));
   const auto optimizer = spans_of(p, "step.optimizer");
