@@ -165,6 +165,10 @@ constexpr Seconds kPythonOpHostTime = Seconds(2e-6);
 // (ahrefs/ocannl issue 488).
 constexpr Seconds kLaunchHostTime = Seconds(2.6e-6);
 
+// The block and micro-batch of a task that belongs to the step, not to a pass over a block.
+constexpr int32_t kStepBlock = -3;
+constexpr int32_t kStepMicrobatch = -1;
+
 // Under partial recomputation (training.recompute_layers), the layers of a chunk past the
 // recomputed ones keep their activations: kDenseKept and kMoeKept.
 enum class BlockKind { kEmbedding, kDense, kMoe, kDenseKept, kMoeKept, kHead };
@@ -291,8 +295,8 @@ class StageBuilder {
     int64_t alloc_bytes = 0;
     int64_t free_bytes = 0;
     int64_t transient_bytes = 0;
-    int32_t block = -3;
-    int32_t microbatch = -1;
+    int32_t block = kStepBlock;
+    int32_t microbatch = kStepMicrobatch;
   };
 
   TaskId add(const LoneTask& spec) {
@@ -1281,13 +1285,15 @@ void StageBuilder::gather_persistent_weights(TaskId after) {
   if (copies == 0) return;
   const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
   const Bytes size(static_cast<double>(elements) * bytes.weight);
-  const TaskId list = host_loop(-3, -1, after, kPythonOpHostTime * static_cast<double>(ranks),
-                                "fsdp.persistent_weight_gather.list");
+  const TaskId list =
+      host_loop(kStepBlock, kStepMicrobatch, after, kPythonOpHostTime * static_cast<double>(ranks),
+                "fsdp.persistent_weight_gather.list");
   const TaskId gather = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
                                         "fsdp.persistent_weight_gather", {list});
-  const TaskId copied_out = copy_out_gather(-3, -1, gather, size, static_cast<int>(ranks),
-                                            "fsdp.persistent_weight_gather.copies");
-  host_loop(-3, -1, copied_out,
+  const TaskId copied_out =
+      copy_out_gather(kStepBlock, kStepMicrobatch, gather, size, static_cast<int>(ranks),
+                      "fsdp.persistent_weight_gather.copies");
+  host_loop(kStepBlock, kStepMicrobatch, copied_out,
             (4.0 * kPythonOpHostTime + kLaunchHostTime) * static_cast<double>(copies),
             "fsdp.persistent_weight_gather.unpack");
 }
