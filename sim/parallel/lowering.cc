@@ -164,6 +164,9 @@ constexpr Seconds kPythonOpHostTime = Seconds(2e-6);
 // The host's time to enqueue one kernel launch, launches not captured in a graph: about 2.6 us
 // (ahrefs/ocannl issue 488).
 constexpr Seconds kLaunchHostTime = Seconds(2.6e-6);
+// torch.distributed.get_rank(group)'s chain of Python calls and dictionary lookups, beyond an op
+// (judgment).
+constexpr Seconds kGetRankExtraHostTime = Seconds(1e-6);
 
 // The block and micro-batch of a task that belongs to the step, not to a pass over a block.
 constexpr int32_t kStepBlock = -3;
@@ -610,7 +613,11 @@ class StageBuilder {
   // pass has nothing to run (the embedding's: its lookup's gradient comes with the B pass). Its
   // gradients are handed on in the W passes' order all the same.
   bool ends_block(const PassRun& run, const BlockRef& b) const {
-    return !run.input_only || c_.plans[plans_of(b).backward_weight]->tasks.empty();
+    return !run.input_only || weight_pass_empty(b);
+  }
+  // Whether block `b`'s zero-bubble W pass has nothing to run.
+  bool weight_pass_empty(const BlockRef& b) const {
+    return c_.plans[plans_of(b).backward_weight]->tasks.empty();
   }
   // The block just emitted: its exits carry on to the next.
   void advance(PassRun& run, const Instance& instance);
@@ -811,11 +818,10 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     // DeepSpeed's _allgather_param synchronized the GPU, then looped in Python over the ranks,
     // each iteration one narrow() view of the buffer and one torch.distributed.get_rank(group)
     // call (deepspeed/runtime/zero/partition_parameters.py of 2021), with nothing queued on the
-    // GPU; get_rank's chain of Python calls and dictionary lookups is taken as 1 us more than an
-    // op (judgment). The copies' launches after the gather overlap the gather itself.
+    // GPU. The copies' launches after the gather overlap the gather itself.
     if (per_tensor_list) {
       last = host_loop(b.block, microbatch, last,
-                       (kPythonOpHostTime + Seconds(1e-6)) * static_cast<double>(ranks),
+                       (kPythonOpHostTime + kGetRankExtraHostTime) * static_cast<double>(ranks),
                        name + ".list");
     }
     gather(size, GroupKind::kDataShard);
@@ -1114,7 +1120,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
   for (const BlockRef& block : blocks) {
     const BlockPlans& plans = plans_of(block);
     const auto key = std::make_tuple(microbatch, chunk, block.block);
-    if (c_.plans[plans.backward_weight]->tasks.empty()) {  // its B pass ended it (ends_block)
+    if (weight_pass_empty(block)) {  // its B pass ended it (ends_block)
       backward_ops_.erase(key);
       // Reduced per micro-batch, its gradients go at this turn, behind the W passes queued before
       // it (whose gradients an open all-reduce bucket may hold too).
