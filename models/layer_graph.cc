@@ -599,10 +599,11 @@ int64_t LayerGraph::largest_weight() const {
 namespace {
 
 struct Dims {
-  int64_t tokens;     // T
-  int64_t sp_tokens;  // Ts
-  double e;           // bytes per activation element
-  bool sp;            // sequence parallel with tp > 1
+  int64_t micro_batch;  // b
+  int64_t tokens;       // T
+  int64_t sp_tokens;    // Ts
+  double e;             // bytes per activation element
+  bool sp;              // sequence parallel with tp > 1
   // PyTorch's tensor parallelism: a column-parallel GEMM keeps its gathered input, and a
   // tensor-parallel entry's backward collective is issued after the backward of the GEMMs
   // reading it, weight gradients included.
@@ -620,6 +621,7 @@ struct Dims {
 
 Dims dims_of(const LayerShard& shard) {
   Dims d;
+  d.micro_batch = shard.micro_batch;
   d.tokens = shard.micro_batch * (shard.seq_len / shard.cp);
   d.sp = shard.sequence_parallel && shard.tp > 1;
   d.sp_tokens = d.sp ? d.tokens / shard.tp : d.tokens;
@@ -784,11 +786,37 @@ int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, 
   return b.add(sum);
 }
 
+// PyTorch's functional collectives gather and scatter along dimension 0, and its sequence
+// parallelism shards the activations [b, s, h] along s: a gather is followed by a copy putting
+// the ranks' shards back in sequence order, a reduce-scatter preceded by one putting them in rank
+// order (torch.cat over torch.chunk, torch/distributed/_functional_collectives.py), each reading
+// and writing the whole tensor: `forward` bytes of it forward, `backward` backward. A gather of
+// one sequence (b = 1) is a view since pytorch/pytorch PR 169404 (December 2025). Async TP's
+// fused ops move the gathered dimension with views instead. `of_gather`: the copy of a gather
+// (forward; its gradient's reduce-scatter backward), else of a reduce-scatter (forward; its
+// gradient's gather backward). Returns what the collective reads: the copy runs before a
+// gather here, not after, as autograd issues the redistribution's backward, copy and
+// reduce-scatter, only after its readers' weight gradients, and every part of a collective
+// without overlap is waited for.
+std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const std::string& name,
+                                     Bytes forward, Bytes backward, std::vector<int> inputs,
+                                     bool of_gather) {
+  if (!d.pytorch_tp || !d.sp || d.overlap) return inputs;
+  const bool gathers_copy = d.micro_batch > 1;
+  Forward f = memory_op(name + ".rank_order", MemoryKernel::kElementwise,
+                        of_gather && !gathers_copy ? Bytes(0) : forward * 2.0, Bytes(0),
+                        !of_gather && !gathers_copy ? Bytes(0) : backward * 2.0, std::move(inputs));
+  f.op.transient = forward;
+  return {b.add(f)};
+}
+
 // The all-gather of a norm's sequence-parallel output over TP (its gradient reduce-scattered).
 int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int norm) {
-  Forward f = collective(b.at(norm).op.name + ".gather", Collective::kAllGather,
-                         Collective::kReduceScatter, CommGroup::kTensor,
-                         elements(static_cast<double>(d.tokens * m.hidden), d.e), {norm});
+  const Bytes size = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  const std::string name = b.at(norm).op.name + ".gather";
+  Forward f =
+      collective(name, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, size,
+                 add_rank_order_copy(b, d, name, size, size, {norm}, /*of_gather=*/true));
   f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
 }
@@ -834,6 +862,9 @@ int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::st
     return inputs.front();
   }
   const Bytes size = elements(static_cast<double>(d.tokens * width), d.e);
+  if (d.sp)
+    inputs = add_rank_order_copy(b, d, name + ".gather", size, size, std::move(inputs),
+                                 /*of_gather=*/true);
   Forward f = d.sp
                   ? collective(name + ".gather", Collective::kAllGather, Collective::kReduceScatter,
                                CommGroup::kTensor, size, std::move(inputs))
@@ -871,7 +902,11 @@ int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& 
     const int last = scatter(".reduce_scatter", size * (1.0 / d.tp), {input, rest});
     return add_chunk_sum(b, d, name + ".reduce_scatter", size, last, /*forward=*/true);
   }
-  if (d.sp) return scatter(".reduce_scatter", size, {input});
+  if (d.sp) {
+    return scatter(".reduce_scatter", size,
+                   add_rank_order_copy(b, d, name + ".reduce_scatter", size, size, {input},
+                                       /*of_gather=*/false));
+  }
   return b.add(collective(name + ".allreduce", Collective::kAllReduce, Collective::kNone, CommGroup::kTensor, size,
                           {input}));
 }

@@ -782,7 +782,53 @@ TEST(LayerGraph, MegatronGathersAColumnParallelInputAgainAndPytorchKeepsItGather
   for (const OpId id : pytorch.ops(Phase::kBackwardWeight)) {
     EXPECT_NE(pytorch.op(id).kind, OpKind::kCommunication) << pytorch.op(id).name;
   }
-  EXPECT_EQ(pytorch.num_ops() + 2, megatron.num_ops());
+  // Two gathers again; PyTorch's copies into rank order aside (below), nothing else differs.
+  int copies = 0;
+  for (OpId id = 0; id < pytorch.num_ops(); ++id) {
+    copies += pytorch.op(id).name.find(".rank_order") != std::string::npos;
+  }
+  EXPECT_EQ(pytorch.num_ops() - copies + 2, megatron.num_ops());
+}
+
+TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
+  // PyTorch gathers and reduce-scatters along dimension 0, the sequence shards lying along
+  // dimension 1: a copy of the whole activation follows each gather and precedes each
+  // reduce-scatter, reading and writing it, both ways; a gather of one sequence is a view.
+  // Megatron-LM's activations are sequence-first, and async TP's fused ops use views.
+  const ModelSpec m = llama_like();
+  LayerShard s = shard(4, /*sp=*/true);
+  s.tp_implementation = TpImplementation::kPytorch;
+  const std::vector<std::string> gathers = {"attn.norm.gather", "mlp.norm.gather"};
+  const std::vector<std::string> scatters = {"attn.proj.reduce_scatter", "mlp.fc2.reduce_scatter"};
+  for (const int64_t micro_batch : {2, 1}) {
+    s.micro_batch = micro_batch;
+    const LayerGraph g = build_transformer_layer(m, s, false);
+    const double copy = 2.0 * static_cast<double>(micro_batch * s.seq_len * m.hidden) * 2.0;
+    const double gather_copy = micro_batch > 1 ? copy : 0.0;
+    const auto traffic = [&](Phase phase, const std::string& name) {
+      return g.op(op_in(g, phase, name)).bytes / Bytes(1);
+    };
+    for (const std::string& gather : gathers) {
+      EXPECT_DOUBLE_EQ(traffic(Phase::kForward, gather + ".rank_order"), gather_copy) << gather;
+      EXPECT_DOUBLE_EQ(traffic(Phase::kBackwardInput, gather + ".rank_order.bwd"), copy) << gather;
+    }
+    for (const std::string& scatter : scatters) {
+      EXPECT_DOUBLE_EQ(traffic(Phase::kForward, scatter + ".rank_order"), copy) << scatter;
+      EXPECT_DOUBLE_EQ(traffic(Phase::kBackwardInput, scatter + ".rank_order.bwd"), gather_copy)
+          << scatter;
+    }
+  }
+  LayerShard async_tp = s;
+  async_tp.tp_comm_overlap = true;
+  async_tp.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
+  LayerShard megatron = s;
+  megatron.tp_implementation = TpImplementation::kMegatron;
+  for (const LayerShard& other : {async_tp, megatron}) {
+    const LayerGraph g = build_transformer_layer(m, other, false);
+    for (OpId id = 0; id < g.num_ops(); ++id) {
+      EXPECT_EQ(g.op(id).name.find(".rank_order"), std::string::npos) << g.op(id).name;
+    }
+  }
 }
 
 TEST(LayerGraph, SharedExpertsKeepTheirOwnTokensUnderEitherTensorParallelism) {
