@@ -810,13 +810,18 @@ std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const 
   return {b.add(f)};
 }
 
-// The all-gather of a norm's sequence-parallel output over TP (its gradient reduce-scattered).
-int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int norm) {
-  const Bytes size = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+// The all-gather of a norm's sequence-parallel output over TP (its gradient reduce-scattered),
+// in `gathered_e` bytes per element.
+int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int norm,
+                    double gathered_e) {
+  const double count = static_cast<double>(d.tokens * m.hidden);
+  const Bytes gathered = elements(count, gathered_e);
+  const Bytes gradient = elements(count, d.e);
   const std::string name = b.at(norm).op.name + ".gather";
-  Forward f =
-      collective(name, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, size,
-                 add_rank_order_copy(b, d, name, size, size, {norm}, /*of_gather=*/true));
+  Forward f = collective(
+      name, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
+      add_rank_order_copy(b, d, name, gathered, gradient, {norm}, /*of_gather=*/true));
+  f.backward_comm.size = gradient;
   f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
 }
@@ -837,16 +842,27 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const int norm = b.add(elementwise_op(std::move(name), kernel, rows, cost, {input}));
   b.at(norm).op.flop = Flop(rows * 5.0);
   if (!gather_after) return norm;
-  if (!overlap_gather || !d.overlap) return add_norm_gather(b, m, d, norm);
-  const Bytes gathered = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  // Under fp8 the norm's fp8 output is what is gathered, its gradient reduce-scattered in 16
+  // bits: Transformer Engine's LayerNormLinear and LayerNormMLP gather the fp8 output of their
+  // norm (and Userbuffers' overlapped gathers fill fp8 buffers), torchao's
+  // PrepareFloat8ModuleInput (torchtitan's tensorwise float8) casts before redistributing.
+  const double gathered_e = shard.fp8 ? 1.0 : d.e;
+  if (!overlap_gather || !d.overlap) return add_norm_gather(b, m, d, norm, gathered_e);
+  const double count = static_cast<double>(d.tokens * m.hidden);
+  const Bytes gathered = elements(count, gathered_e);
+  const Bytes gradient = elements(count, d.e);
   const std::string gather = b.at(norm).op.name + ".gather";
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
   // the input gradient is reduce-scattered in chunks and summed (add_chunk_sum).
-  const int summed = add_chunk_sum(b, d, gather, gathered, norm, /*forward=*/false);
-  const int first = b.add(collective(gather, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor,
-                                     gathered * (1.0 / d.tp), {summed}));
-  const int rest = b.add(collective(gather + ".overlapped", Collective::kAllGather, Collective::kReduceScatter,
-                                    CommGroup::kTensor, gathered * ((d.tp - 1.0) / d.tp), {first}));
+  const int summed = add_chunk_sum(b, d, gather, gradient, norm, /*forward=*/false);
+  const auto chunks = [&](const std::string& chunk_name, double share, int after) {
+    Forward f = collective(chunk_name, Collective::kAllGather, Collective::kReduceScatter,
+                           CommGroup::kTensor, gathered * share, {after});
+    f.backward_comm.size = gradient * share;
+    return b.add(f);
+  };
+  const int first = chunks(gather, 1.0 / d.tp, summed);
+  const int rest = chunks(gather + ".overlapped", (d.tp - 1.0) / d.tp, first);
   b.complete_beside(first, rest);
   return first;
 }
@@ -993,8 +1009,10 @@ int add_column_parallel_gemm(LayerGraphBuilder& b, const LayerShard& shard, cons
       {input}));
   add_grad_cast(b, shard, d.e, gemm);
   if (d.regathers()) {
-    b.at(gemm).regather_for_wgrad = CommSpec{Collective::kAllGather, CommGroup::kTensor,
-                                             elements(static_cast<double>(d.tokens * k), d.e)};
+    // The kept shard, gathered as it was kept (fp8: Transformer Engine gathers its fp8 copy).
+    b.at(gemm).regather_for_wgrad =
+        CommSpec{Collective::kAllGather, CommGroup::kTensor,
+                 Bytes(static_cast<double>(d.tokens * k) * saved_input_bytes(shard, d.e))};
   }
   return gemm;
 }
@@ -1602,7 +1620,7 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
                     const Dims& d, int norm) {
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;
-  const int input = d.sp ? add_norm_gather(b, m, d, norm) : norm;
+  const int input = d.sp ? add_norm_gather(b, m, d, norm, d.e) : norm;
   const int entry = add_column_parallel_entry(b, m, d, "head.logits", input);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(

@@ -831,6 +831,34 @@ TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
   }
 }
 
+TEST(LayerGraph, Fp8GathersTheNormOutputInFp8AndReduceScattersItsGradientIn16Bits) {
+  // Transformer Engine gathers its norms' fp8 output, and the fp8 shard a column-parallel GEMM
+  // keeps for its weight gradient; torchao casts before the gather. Gradients stay bf16.
+  const ModelSpec m = llama_like();
+  for (const TpImplementation implementation :
+       {TpImplementation::kMegatron, TpImplementation::kPytorch}) {
+    for (const bool fp8 : {false, true}) {
+      LayerShard s = shard(4, /*sp=*/true);
+      s.tp_implementation = implementation;
+      s.fp8 = fp8;
+      const LayerGraph g = build_transformer_layer(m, s, false);
+      const double gradient = static_cast<double>(s.micro_batch * s.seq_len * m.hidden) * 2.0;
+      const double gathered = fp8 ? gradient / 2.0 : gradient;
+      for (const std::string gather : {"attn.norm.gather", "mlp.norm.gather"}) {
+        EXPECT_DOUBLE_EQ(g.op(forward_op(g, gather)).comm.size / Bytes(1), gathered) << gather;
+        EXPECT_DOUBLE_EQ(
+            g.op(op_in(g, Phase::kBackwardInput, gather + ".bwd")).comm.size / Bytes(1), gradient)
+            << gather;
+      }
+      if (implementation == TpImplementation::kMegatron) {
+        EXPECT_DOUBLE_EQ(
+            g.op(op_in(g, Phase::kBackwardWeight, "attn.qkv.input_regather")).comm.size / Bytes(1),
+            gathered);
+      }
+    }
+  }
+}
+
 TEST(LayerGraph, SharedExpertsKeepTheirOwnTokensUnderEitherTensorParallelism) {
   // Shared experts run on the rank's own tokens: nothing to gather again, nothing gathered kept.
   ModelSpec m = llama_like();
