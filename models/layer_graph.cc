@@ -791,22 +791,26 @@ int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, 
 // the ranks' shards back in sequence order, a reduce-scatter preceded by one putting them in rank
 // order (torch.cat over torch.chunk, torch/distributed/_functional_collectives.py), each reading
 // and writing the whole tensor: `forward` bytes of it forward, `backward` backward. A gather of
-// one sequence (b = 1) is a view since pytorch/pytorch PR 169404 (December 2025). Async TP's
-// fused ops move the gathered dimension with views instead. `of_gather`: the copy of a gather
-// (forward; its gradient's reduce-scatter backward), else of a reduce-scatter (forward; its
-// gradient's gather backward). Returns what the collective reads: the copy runs before a
-// gather here, not after, as autograd issues the redistribution's backward, copy and
-// reduce-scatter, only after its readers' weight gradients, and every part of a collective
-// without overlap is waited for.
+// one sequence (b = 1) is a view, as in PyTorch since PR 169404 (December 2025); before, it was
+// copied too. Async TP's fused ops, which the chunked collectives beside a GEMM stand for, move
+// the gathered dimension with views; the collectives outside the compiled blocks (the
+// embedding's, the output layer's) copy still. `of_gather`: the copy of a gather (forward; its
+// gradient's reduce-scatter backward), else of a reduce-scatter (forward; its gradient's gather
+// backward). Placed before a gather, so that its backward follows the gradient's reduce-scatter,
+// which waits for the readers' weight gradients: either side costs the same, as the gather is
+// waited for. Its transient is the copy's output (the collective's own buffer, alive beside it,
+// is not counted twice). Returns what the collective reads.
 std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const std::string& name,
                                      Bytes forward, Bytes backward, std::vector<int> inputs,
                                      bool of_gather) {
-  if (!d.pytorch_tp || !d.sp || d.overlap) return inputs;
-  const bool gathers_copy = d.micro_batch > 1;
-  Forward f = memory_op(name + ".rank_order", MemoryKernel::kElementwise,
-                        of_gather && !gathers_copy ? Bytes(0) : forward * 2.0, Bytes(0),
-                        !of_gather && !gathers_copy ? Bytes(0) : backward * 2.0, std::move(inputs));
-  f.op.transient = forward;
+  if (!d.pytorch_tp || !d.sp) return inputs;
+  const bool gather_copies = d.micro_batch > 1;
+  const Bytes forward_copy = of_gather && !gather_copies ? Bytes(0) : forward;
+  const Bytes backward_copy = !of_gather && !gather_copies ? Bytes(0) : backward;
+  Forward f = memory_op(name + ".rank_order", MemoryKernel::kElementwise, forward_copy * 2.0,
+                        Bytes(0), backward_copy * 2.0, std::move(inputs));
+  f.op.transient = forward_copy;
+  f.backward_transient = backward_copy;
   return {b.add(f)};
 }
 
@@ -870,22 +874,28 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
 // Before column-parallel GEMMs reading `width` columns of every token: under sequence
 // parallelism an all-gather of the rank's tokens (reduce-scatter of the gradient backward),
 // without it identity forward and an all-reduce of the input gradient backward (Megatron's `f`).
-// Without tensor parallelism, nothing: the GEMMs read `inputs` (then one op) themselves.
-int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::string& name, int64_t width,
-                              std::vector<int> inputs) {
+// `fp8_width` of the columns are gathered in fp8 (what fp8 GEMMs read: Transformer Engine casts
+// before it gathers), their gradient in 16 bits. Without tensor parallelism, nothing: the GEMMs
+// read `inputs` (then one op) themselves.
+int add_tensor_parallel_entry(LayerGraphBuilder& b, const Dims& d, const std::string& name,
+                              int64_t width, std::vector<int> inputs, int64_t fp8_width = 0) {
   if (d.tp == 1) {
     PACELINE_CHECK(inputs.size() == 1, "an entry joining several inputs without tensor parallelism");
     return inputs.front();
   }
-  const Bytes size = elements(static_cast<double>(d.tokens * width), d.e);
+  const double tokens = static_cast<double>(d.tokens);
+  const Bytes size = elements(tokens * static_cast<double>(width), d.e);
+  const Bytes gathered(
+      tokens * (static_cast<double>(width - fp8_width) * d.e + static_cast<double>(fp8_width)));
   if (d.sp)
-    inputs = add_rank_order_copy(b, d, name + ".gather", size, size, std::move(inputs),
+    inputs = add_rank_order_copy(b, d, name + ".gather", gathered, size, std::move(inputs),
                                  /*of_gather=*/true);
   Forward f = d.sp
                   ? collective(name + ".gather", Collective::kAllGather, Collective::kReduceScatter,
-                               CommGroup::kTensor, size, std::move(inputs))
+                               CommGroup::kTensor, gathered, std::move(inputs))
                   : collective(name + ".grad_allreduce", Collective::kNone, Collective::kAllReduce,
                                CommGroup::kTensor, size, std::move(inputs));
+  f.backward_comm.size = size;
   f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
 }
@@ -1035,7 +1045,13 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
   const int kv_down = b.add(weight_gemm("attn.kv_down", d.sp_tokens, a.kv_lora_rank + a.rope_head_dim, m.hidden, 1,
                                         gemm_dtype(shard), d.e, Bytes(0), {norm}));
   add_grad_cast(b, shard, d.e, kv_down);
-  const ElementwiseCost norm_cost = rms_norm_cost(d.fusion, d.e);
+  // Under fp8 the norms also write the up-projections' fp8 input (Transformer Engine's
+  // LayerNormColumnParallelLinear), as add_norm's do.
+  ElementwiseCost norm_cost = rms_norm_cost(d.fusion, d.e);
+  if (shard.fp8) {
+    norm_cost.forward += 1.0;
+    if (norm_cost.forward_kernels > 1) ++norm_cost.forward_kernels;
+  }
   const int kv_norm = b.add(elementwise_op("attn.kv_norm", MemoryKernel::kRmsNorm,
                                            Ts * static_cast<double>(a.kv_lora_rank), norm_cost, {kv_down}));
   int q_norm = -1;
@@ -1052,15 +1068,17 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
   if (d.tp > 1) {
     std::vector<int> compressed = {kv_norm};
     if (q_norm >= 0) compressed.push_back(q_norm);
-    latent = add_tensor_parallel_entry(b, d, "attn.latent",
-                                       a.kv_lora_rank + a.rope_head_dim + a.q_lora_rank, std::move(compressed));
+    latent = add_tensor_parallel_entry(
+        b, d, "attn.latent", a.kv_lora_rank + a.rope_head_dim + a.q_lora_rank,
+        std::move(compressed), shard.fp8 ? a.kv_lora_rank + a.q_lora_rank : 0);
   }
   const int64_t q_width = heads * m.head_dim;
   int q_up = 0;
   if (q_norm >= 0) {
     q_up = add_column_parallel_gemm(b, shard, d, "attn.q_up", q_width, a.q_lora_rank, latent >= 0 ? latent : q_norm);
   } else {
-    const int entry = add_tensor_parallel_entry(b, d, "attn.q", m.hidden, {norm});
+    const int entry =
+        add_tensor_parallel_entry(b, d, "attn.q", m.hidden, {norm}, shard.fp8 ? m.hidden : 0);
     q_up = add_column_parallel_gemm(b, shard, d, "attn.q", q_width, m.hidden, entry);
   }
   const int64_t nope = m.head_dim - a.rope_head_dim;
@@ -1676,11 +1694,12 @@ int add_mtp_module(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
   const int joined =
       b.add(memory_op("concat", MemoryKernel::kElementwise, elements(rows, 2.0 * d.e), Bytes(0),
                       elements(rows, 2.0 * d.e), {embedding_norm, hidden_norm}));
-  const int entry = add_tensor_parallel_entry(b, d, "eh_proj", 2 * m.hidden, {joined});
-  const int cast =
-      add_input_cast(b, shard, d.e, "eh_proj", static_cast<double>(d.tokens * 2 * m.hidden), entry);
+  // Transformer Engine casts the rank's tokens, then gathers them in fp8.
+  const int cast = add_input_cast(b, shard, d.e, "eh_proj", rows, joined);
+  const int entry = add_tensor_parallel_entry(b, d, "eh_proj", 2 * m.hidden, {cast},
+                                              shard.fp8 ? 2 * m.hidden : 0);
   int projected =
-      add_column_parallel_gemm(b, shard, d, "eh_proj", m.hidden / shard.tp, 2 * m.hidden, cast);
+      add_column_parallel_gemm(b, shard, d, "eh_proj", m.hidden / shard.tp, 2 * m.hidden, entry);
   if (shard.tp > 1) {
     const Bytes output = elements(static_cast<double>(d.tokens * m.hidden), d.e);
     projected = b.add(collective("eh_proj.output_gather", Collective::kAllGather, Collective::kNone,

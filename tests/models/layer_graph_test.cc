@@ -274,6 +274,16 @@ TEST(LayerGraph, MultiTokenPredictionRunsAModuleBeforeTheHead) {
   ASSERT_TRUE(ops.count("mtp1.eh_proj.scatter.bwd"));
   EXPECT_EQ(ops["mtp1.eh_proj.scatter.bwd"]->comm.collective, Collective::kAllGather);
   EXPECT_EQ(with_mtp.op(with_mtp.forward_exit()).name, "head.cross_entropy.allreduce");
+  // Under fp8 the projection's input is cast on the rank's tokens and gathered in fp8.
+  LayerShard fp8 = s;
+  fp8.fp8 = true;
+  const LayerGraph g8 = build_output_head(m, fp8);
+  EXPECT_DOUBLE_EQ(g8.op(forward_op(g8, "mtp1.eh_proj.input_cast")).bytes / Bytes(1),
+                   tokens / 2 * 2 * h * (2 + 2));
+  EXPECT_DOUBLE_EQ(g8.op(forward_op(g8, "mtp1.eh_proj.gather")).comm.size / Bytes(1),
+                   tokens * 2 * h);
+  EXPECT_TRUE(waits_for(g8, forward_op(g8, "mtp1.eh_proj.gather"),
+                        forward_op(g8, "mtp1.eh_proj.input_cast")));
   // It normalises the model's final norm's output (Megatron-Core's decoder output).
   EXPECT_EQ(with_mtp.predecessors(op_in(with_mtp, Phase::kForward, "mtp1.hnorm")),
             std::vector<OpId>{op_in(with_mtp, Phase::kForward, "head.norm")});
@@ -484,6 +494,15 @@ TEST(LayerGraph, LatentAttentionProjectsDownOnTheRanksTokensAndUpOnItsHeads) {
   EXPECT_EQ(mnk("attn.proj"), (std::vector<int64_t>{4096, 7168, 64 * 128}));
   // The compressed query and key/value and the rotary key part are gathered, not the 7168-wide input.
   EXPECT_EQ(forward("attn.latent.gather").comm.size, Bytes(4096.0 * (1536 + 512 + 64) * 2));
+  // Under fp8 the normalised compressed parts, which the up-projections read, are gathered in
+  // fp8; the rotary part and the gradient stay 16-bit.
+  LayerShard fp8 = s;
+  fp8.fp8 = true;
+  const LayerGraph g8 = build_transformer_layer(m, fp8, false);
+  EXPECT_EQ(g8.op(forward_op(g8, "attn.latent.gather")).comm.size,
+            Bytes(4096.0 * ((1536 + 512) + 64 * 2)));
+  EXPECT_EQ(g8.op(op_in(g8, Phase::kBackwardInput, "attn.latent.gather.bwd")).comm.size,
+            Bytes(4096.0 * (1536 + 512 + 64) * 2));
   // Queries and keys 192 wide, values 128: Q·Kᵀ and P·V at their own widths, half of it causal.
   const AttentionShape& core = forward("attn.core").attention;
   EXPECT_EQ(core.head_dim, 192);
@@ -782,17 +801,14 @@ TEST(LayerGraph, MegatronGathersAColumnParallelInputAgainAndPytorchKeepsItGather
   for (const OpId id : pytorch.ops(Phase::kBackwardWeight)) {
     EXPECT_NE(pytorch.op(id).kind, OpKind::kCommunication) << pytorch.op(id).name;
   }
-  // Two gathers again; PyTorch's copies into rank order aside (below), nothing else differs.
-  int copies = 0;
-  for (OpId id = 0; id < pytorch.num_ops(); ++id) {
-    copies += pytorch.op(id).name.find(".rank_order") != std::string::npos;
-  }
-  EXPECT_EQ(pytorch.num_ops() - copies + 2, megatron.num_ops());
+  // Two gathers again; PyTorch's copies into rank order aside (below: four, forward and
+  // backward), nothing else differs.
+  EXPECT_EQ(pytorch.num_ops() - 8 + 2, megatron.num_ops());
 }
 
 TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
   // PyTorch gathers and reduce-scatters along dimension 0, the sequence shards lying along
-  // dimension 1: a copy of the whole activation follows each gather and precedes each
+  // dimension 1: a copy of the whole activation goes with each gather and precedes each
   // reduce-scatter, reading and writing it, both ways; a gather of one sequence is a view.
   // Megatron-LM's activations are sequence-first, and async TP's fused ops use views.
   const ModelSpec m = llama_like();
@@ -803,57 +819,98 @@ TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
   for (const int64_t micro_batch : {2, 1}) {
     s.micro_batch = micro_batch;
     const LayerGraph g = build_transformer_layer(m, s, false);
-    const double copy = 2.0 * static_cast<double>(micro_batch * s.seq_len * m.hidden) * 2.0;
-    const double gather_copy = micro_batch > 1 ? copy : 0.0;
-    const auto traffic = [&](Phase phase, const std::string& name) {
-      return g.op(op_in(g, phase, name)).bytes / Bytes(1);
+    const double full = static_cast<double>(micro_batch * s.seq_len * m.hidden) * 2.0;
+    const double gather_copy = micro_batch > 1 ? full : 0.0;
+    const auto expect_copy = [&](const std::string& name, double forward, double backward) {
+      const Op& f = g.op(forward_op(g, name));
+      const Op& b = g.op(op_in(g, Phase::kBackwardInput, name + ".bwd"));
+      EXPECT_DOUBLE_EQ(f.bytes / Bytes(1), 2.0 * forward) << name;
+      EXPECT_DOUBLE_EQ(f.transient / Bytes(1), forward) << name;
+      EXPECT_DOUBLE_EQ(b.bytes / Bytes(1), 2.0 * backward) << name;
+      EXPECT_DOUBLE_EQ(b.transient / Bytes(1), backward) << name;
     };
     for (const std::string& gather : gathers) {
-      EXPECT_DOUBLE_EQ(traffic(Phase::kForward, gather + ".rank_order"), gather_copy) << gather;
-      EXPECT_DOUBLE_EQ(traffic(Phase::kBackwardInput, gather + ".rank_order.bwd"), copy) << gather;
+      expect_copy(gather + ".rank_order", gather_copy, full);
+      // The gather waits for its copy; the copy's backward for the weight gradients the
+      // gradient's reduce-scatter waits for.
+      EXPECT_TRUE(waits_for(g, forward_op(g, gather), forward_op(g, gather + ".rank_order")));
     }
+    EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.norm.gather.rank_order.bwd"),
+                          op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
     for (const std::string& scatter : scatters) {
-      EXPECT_DOUBLE_EQ(traffic(Phase::kForward, scatter + ".rank_order"), copy) << scatter;
-      EXPECT_DOUBLE_EQ(traffic(Phase::kBackwardInput, scatter + ".rank_order.bwd"), gather_copy)
-          << scatter;
+      expect_copy(scatter + ".rank_order", full, gather_copy);
+      EXPECT_TRUE(waits_for(g, forward_op(g, scatter), forward_op(g, scatter + ".rank_order")));
     }
   }
+  const auto copies = [](const LayerGraph& g) {
+    int count = 0;
+    for (OpId id = 0; id < g.num_ops(); ++id) count += g.op(id).name.ends_with(".rank_order");
+    return count;
+  };
   LayerShard async_tp = s;
   async_tp.tp_comm_overlap = true;
   async_tp.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
+  EXPECT_EQ(copies(build_transformer_layer(m, async_tp, false)), 0);
   LayerShard megatron = s;
   megatron.tp_implementation = TpImplementation::kMegatron;
-  for (const LayerShard& other : {async_tp, megatron}) {
-    const LayerGraph g = build_transformer_layer(m, other, false);
-    for (OpId id = 0; id < g.num_ops(); ++id) {
-      EXPECT_EQ(g.op(id).name.find(".rank_order"), std::string::npos) << g.op(id).name;
-    }
+  EXPECT_EQ(copies(build_transformer_layer(m, megatron, false)), 0);
+  // The embedding's reduce-scatter and the output layer's gather run outside the fused blocks.
+  for (const LayerShard& either : {s, async_tp}) {
+    EXPECT_EQ(copies(build_embedding(m, either)), 1);
+    EXPECT_EQ(copies(build_output_head(m, either)), 1);
   }
 }
 
 TEST(LayerGraph, Fp8GathersTheNormOutputInFp8AndReduceScattersItsGradientIn16Bits) {
-  // Transformer Engine gathers its norms' fp8 output, and the fp8 shard a column-parallel GEMM
-  // keeps for its weight gradient; torchao casts before the gather. Gradients stay bf16.
+  // Transformer Engine gathers its norms' fp8 output, whole or in chunks beside the GEMM, and
+  // the fp8 shard a column-parallel GEMM keeps for its weight gradient; torchao casts before the
+  // gather. Gradients stay bf16, and so does the output layer's input.
   const ModelSpec m = llama_like();
   for (const TpImplementation implementation :
        {TpImplementation::kMegatron, TpImplementation::kPytorch}) {
-    for (const bool fp8 : {false, true}) {
-      LayerShard s = shard(4, /*sp=*/true);
-      s.tp_implementation = implementation;
-      s.fp8 = fp8;
-      const LayerGraph g = build_transformer_layer(m, s, false);
-      const double gradient = static_cast<double>(s.micro_batch * s.seq_len * m.hidden) * 2.0;
-      const double gathered = fp8 ? gradient / 2.0 : gradient;
-      for (const std::string gather : {"attn.norm.gather", "mlp.norm.gather"}) {
-        EXPECT_DOUBLE_EQ(g.op(forward_op(g, gather)).comm.size / Bytes(1), gathered) << gather;
-        EXPECT_DOUBLE_EQ(
-            g.op(op_in(g, Phase::kBackwardInput, gather + ".bwd")).comm.size / Bytes(1), gradient)
-            << gather;
-      }
-      if (implementation == TpImplementation::kMegatron) {
-        EXPECT_DOUBLE_EQ(
-            g.op(op_in(g, Phase::kBackwardWeight, "attn.qkv.input_regather")).comm.size / Bytes(1),
-            gathered);
+    for (const bool overlap : {false, true}) {
+      for (const bool fp8 : {false, true}) {
+        LayerShard s = shard(4, /*sp=*/true);
+        s.tp_implementation = implementation;
+        s.tp_comm_overlap = overlap;
+        s.tp_comm_overlap_method = implementation == TpImplementation::kPytorch
+                                       ? TpOverlapMethod::kAsyncTp
+                                       : TpOverlapMethod::kUserbuffers;
+        s.fp8 = fp8;
+        const LayerGraph g = build_transformer_layer(m, s, false);
+        const double gradient = static_cast<double>(s.micro_batch * s.seq_len * m.hidden) * 2.0;
+        const double gathered = fp8 ? gradient / 2.0 : gradient;
+        // Beside the GEMM, the first of tp chunks is on its path and the rest overlaps it.
+        const double share = overlap ? 0.25 : 1.0;
+        const auto size = [&](Phase phase, const std::string& name) {
+          return g.op(op_in(g, phase, name)).comm.size / Bytes(1);
+        };
+        for (const char* norm : {"attn.norm", "mlp.norm"}) {
+          const std::string gather = std::string(norm) + ".gather";
+          EXPECT_DOUBLE_EQ(size(Phase::kForward, gather), gathered * share) << gather;
+          EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".bwd"), gradient * share)
+              << gather;
+          if (overlap) {
+            EXPECT_DOUBLE_EQ(size(Phase::kForward, gather + ".overlapped"), gathered * 0.75);
+            EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".overlapped.bwd"),
+                             gradient * 0.75);
+          } else if (implementation == TpImplementation::kPytorch) {
+            const std::string copy = gather + ".rank_order";
+            EXPECT_DOUBLE_EQ(g.op(forward_op(g, copy)).bytes / Bytes(1), 2.0 * gathered);
+            EXPECT_DOUBLE_EQ(g.op(op_in(g, Phase::kBackwardInput, copy + ".bwd")).bytes / Bytes(1),
+                             2.0 * gradient);
+          }
+        }
+        if (implementation == TpImplementation::kMegatron) {
+          for (const char* gemm : {"attn.qkv", "mlp.fc1"}) {
+            EXPECT_DOUBLE_EQ(size(Phase::kBackwardWeight, std::string(gemm) + ".input_regather"),
+                             gathered)
+                << gemm;
+          }
+        }
+        const LayerGraph head = build_output_head(m, s);
+        EXPECT_DOUBLE_EQ(head.op(forward_op(head, "head.norm.gather")).comm.size / Bytes(1),
+                         gradient);
       }
     }
   }
