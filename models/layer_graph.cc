@@ -1626,10 +1626,13 @@ int add_token_embedding(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d)
   return last;
 }
 
-// The final norm a prediction reads, of `input`.
+// The final norm a prediction reads, of `input`. It writes no fp8 copy: the output layer runs in
+// the activation dtype.
 int add_prediction_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard,
                         const Dims& d, int input) {
-  return add_norm(b, m, shard, d, "head.norm", input, false);
+  LayerShard no_fp8 = shard;
+  no_fp8.fp8 = false;
+  return add_norm(b, m, no_fp8, d, "head.norm", input, false);
 }
 
 // Output projection and softmax cross-entropy loss reading the final norm's output `norm`

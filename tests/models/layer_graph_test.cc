@@ -911,6 +911,12 @@ TEST(LayerGraph, Fp8GathersTheNormOutputInFp8AndReduceScattersItsGradientIn16Bit
         const LayerGraph head = build_output_head(m, s);
         EXPECT_DOUBLE_EQ(head.op(forward_op(head, "head.norm.gather")).comm.size / Bytes(1),
                          gradient);
+        // Nor does its norm write an fp8 copy.
+        LayerShard bf16 = s;
+        bf16.fp8 = false;
+        const LayerGraph bf16_head = build_output_head(m, bf16);
+        EXPECT_EQ(head.op(forward_op(head, "head.norm")).bytes,
+                  bf16_head.op(forward_op(bf16_head, "head.norm")).bytes);
       }
     }
   }
