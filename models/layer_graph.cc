@@ -774,15 +774,15 @@ void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int 
 // PyTorch's async TP reduce-scatters a GEMM's output by copying its tp chunks to their owners
 // as they are computed, then sums the tp chunks each rank holds in one memory-bound kernel
 // (torch.sum over stacked_partials in torch/distributed/_symmetric_memory,
-// _fused_matmul_reduce_scatter_impl): it reads the tp chunks, `full` in all, and writes one.
-// `forward`: after a forward reduce-scatter; else before a gather, summing its gradient in
-// backward. Under userbuffers the communication kernels sum as they go: `input` itself.
-int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, Bytes full, int input, bool forward) {
+// _fused_matmul_reduce_scatter_impl): it reads the tp chunks, `full` in all, and writes one, after
+// an overlapped reduce-scatter in forward. Under userbuffers the communication kernels sum as
+// they go: `input` itself.
+int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, Bytes full,
+                  int input) {
   if (!d.chunk_sum) return input;
-  const Bytes traffic = full * (1.0 + 1.0 / d.tp);
-  Forward sum = memory_op(name + ".chunk_sum", MemoryKernel::kElementwise, forward ? traffic : Bytes(0), Bytes(0),
-                          forward ? Bytes(0) : traffic, {input});
-  if (forward) sum.recipe = Recipe::kCommunication;  // the gradient passes straight through
+  Forward sum = memory_op(name + ".chunk_sum", MemoryKernel::kElementwise,
+                          full * (1.0 + 1.0 / d.tp), Bytes(0), Bytes(0), {input});
+  sum.recipe = Recipe::kCommunication;  // the gradient passes straight through
   return b.add(sum);
 }
 
@@ -857,15 +857,30 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const Bytes gradient = elements(count, d.e);
   const std::string gather = b.at(norm).op.name + ".gather";
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
-  // the input gradient is reduce-scattered in chunks and summed (add_chunk_sum).
-  const int summed = add_chunk_sum(b, d, gather, gradient, norm, /*forward=*/false);
+  // Userbuffers reduce-scatter the input gradient in chunks beside the GEMM computing it. PyTorch's
+  // async TP fuses a reduce-scatter only with the one GEMM making its input
+  // (torch/_inductor/fx_passes/micro_pipeline_tp.py, _find_producer_matmul), and the gradient of
+  // a gathered norm output is the sum of the input gradients of the projections reading it
+  // (torchtitan's wq, wk and wv; w1 and w3): it is reduce-scattered whole after them, as without
+  // overlap (pytorch/pytorch PR 149946: in the backward graph the reduce-scatters "are receiving
+  // as input the addition of various scaled_mms").
+  int gathered_from = norm;
+  if (d.chunk_sum) {
+    Forward whole = collective(gather + ".gradient", Collective::kNone, Collective::kReduceScatter,
+                               CommGroup::kTensor, gradient,
+                               add_rank_order_copy(b, d, gather, Bytes(0), gradient, {norm},
+                                                   /*of_gather=*/true));
+    whole.backward_after_weight_gradients = d.pytorch_tp;
+    gathered_from = b.add(whole);
+  }
+  const Collective chunk_gradient = d.chunk_sum ? Collective::kNone : Collective::kReduceScatter;
   const auto chunks = [&](const std::string& chunk_name, double share, int after) {
-    Forward f = collective(chunk_name, Collective::kAllGather, Collective::kReduceScatter,
-                           CommGroup::kTensor, gathered * share, {after});
+    Forward f = collective(chunk_name, Collective::kAllGather, chunk_gradient, CommGroup::kTensor,
+                           gathered * share, {after});
     f.backward_comm.size = gradient * share;
     return b.add(f);
   };
-  const int first = chunks(gather, 1.0 / d.tp, summed);
+  const int first = chunks(gather, 1.0 / d.tp, gathered_from);
   const int rest = chunks(gather + ".overlapped", (d.tp - 1.0) / d.tp, first);
   b.complete_beside(first, rest);
   return first;
@@ -926,7 +941,7 @@ int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& 
     const int rest = scatter(".reduce_scatter.overlapped", size * ((d.tp - 1.0) / d.tp), b.at(input).inputs);
     b.at(input).wgrad_also_after.push_back(rest);
     const int last = scatter(".reduce_scatter", size * (1.0 / d.tp), {input, rest});
-    return add_chunk_sum(b, d, name + ".reduce_scatter", size, last, /*forward=*/true);
+    return add_chunk_sum(b, d, name + ".reduce_scatter", size, last);
   }
   if (d.sp) {
     return scatter(".reduce_scatter", size,

@@ -847,10 +847,19 @@ TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
     for (OpId id = 0; id < g.num_ops(); ++id) count += g.op(id).name.ends_with(".rank_order");
     return count;
   };
+  // Async TP's fused gathers copy nothing; their gradients, reduce-scattered whole, are copied.
   LayerShard async_tp = s;
   async_tp.tp_comm_overlap = true;
   async_tp.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
-  EXPECT_EQ(copies(build_transformer_layer(m, async_tp, false)), 0);
+  const LayerGraph async_layer = build_transformer_layer(m, async_tp, false);
+  EXPECT_EQ(copies(async_layer), 2);
+  for (const std::string& gather : gathers) {
+    const std::string copy = gather + ".rank_order";
+    EXPECT_DOUBLE_EQ(async_layer.op(forward_op(async_layer, copy)).bytes / Bytes(1), 0.0);
+    EXPECT_DOUBLE_EQ(
+        async_layer.op(op_in(async_layer, Phase::kBackwardInput, copy + ".bwd")).bytes / Bytes(1),
+        2.0 * static_cast<double>(s.micro_batch * s.seq_len * m.hidden) * 2.0);
+  }
   LayerShard megatron = s;
   megatron.tp_implementation = TpImplementation::kMegatron;
   EXPECT_EQ(copies(build_transformer_layer(m, megatron, false)), 0);
@@ -888,12 +897,18 @@ TEST(LayerGraph, Fp8GathersTheNormOutputInFp8AndReduceScattersItsGradientIn16Bit
         for (const char* norm : {"attn.norm", "mlp.norm"}) {
           const std::string gather = std::string(norm) + ".gather";
           EXPECT_DOUBLE_EQ(size(Phase::kForward, gather), gathered * share) << gather;
-          EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".bwd"), gradient * share)
+          const bool async_tp = overlap && implementation == TpImplementation::kPytorch;
+          // Async TP reduce-scatters the gradient whole (AsyncTensorParallelism... below).
+          EXPECT_DOUBLE_EQ(
+              size(Phase::kBackwardInput, gather + (async_tp ? ".gradient.bwd" : ".bwd")),
+              async_tp ? gradient : gradient * share)
               << gather;
           if (overlap) {
             EXPECT_DOUBLE_EQ(size(Phase::kForward, gather + ".overlapped"), gathered * 0.75);
-            EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".overlapped.bwd"),
-                             gradient * 0.75);
+            if (!async_tp) {
+              EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".overlapped.bwd"),
+                               gradient * 0.75);
+            }
           } else if (implementation == TpImplementation::kPytorch) {
             const std::string copy = gather + ".rank_order";
             EXPECT_DOUBLE_EQ(g.op(forward_op(g, copy)).bytes / Bytes(1), 2.0 * gathered);
@@ -987,12 +1002,13 @@ TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
 
 TEST(LayerGraph, AsyncTensorParallelismSumsTheChunksItHolds) {
   // PyTorch's async TP: after each overlapped reduce-scatter the rank sums the tp = 4 chunks it
-  // holds, reading the whole partial output and writing a quarter; backward, the gradient of each
-  // overlapped gather is summed the same way. Userbuffers sum inside their kernels: no such op.
+  // holds, reading the whole partial output and writing a quarter. Userbuffers sum inside their
+  // kernels: no such op.
   const ModelSpec m = gpt_like();
   LayerShard async_shard = shard(4, /*sp=*/true);
   async_shard.tp_comm_overlap = true;
   async_shard.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
+  async_shard.tp_implementation = TpImplementation::kPytorch;
   const LayerGraph g = build_transformer_layer(m, async_shard, false);
   const auto find = [&](const std::string& name) -> const Op* {
     for (OpId id = 0; id < g.num_ops(); ++id) {
@@ -1006,14 +1022,21 @@ TEST(LayerGraph, AsyncTensorParallelismSumsTheChunksItHolds) {
     EXPECT_DOUBLE_EQ(find(rs)->bytes / Bytes(1), full * 1.25) << rs;
     EXPECT_EQ(find(rs + ".bwd"), nullptr) << rs;  // the gradient passes straight through
   }
-  for (const std::string gather : {"attn.norm.gather.chunk_sum", "mlp.norm.gather.chunk_sum"}) {
-    ASSERT_NE(find(gather), nullptr) << gather;
-    EXPECT_DOUBLE_EQ(find(gather)->bytes / Bytes(1), 0.0) << gather;
-    ASSERT_NE(find(gather + ".bwd"), nullptr) << gather;
-    EXPECT_DOUBLE_EQ(find(gather + ".bwd")->bytes / Bytes(1), full * 1.25) << gather;
+  // The gradient of a gathered norm output, the sum of the projections' input gradients, is
+  // reduce-scattered whole after their weight gradients, with no chunks beside a GEMM to sum.
+  for (const std::string gather : {"attn.norm.gather", "mlp.norm.gather"}) {
+    EXPECT_EQ(find(gather + ".chunk_sum"), nullptr) << gather;
+    EXPECT_EQ(find(gather + ".bwd"), nullptr) << gather;
+    EXPECT_EQ(find(gather + ".overlapped.bwd"), nullptr) << gather;
+    ASSERT_NE(find(gather + ".gradient.bwd"), nullptr) << gather;
+    EXPECT_EQ(find(gather + ".gradient.bwd")->comm.collective, Collective::kReduceScatter);
+    EXPECT_DOUBLE_EQ(find(gather + ".gradient.bwd")->comm.size / Bytes(1), full) << gather;
   }
+  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.norm.gather.gradient.bwd"),
+                        op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
   LayerShard userbuffers_shard = async_shard;
   userbuffers_shard.tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
+  userbuffers_shard.tp_implementation = TpImplementation::kMegatron;
   const LayerGraph userbuffers = build_transformer_layer(m, userbuffers_shard, false);
   for (OpId id = 0; id < userbuffers.num_ops(); ++id) {
     EXPECT_EQ(userbuffers.op(id).name.find("chunk_sum"), std::string::npos) << userbuffers.op(id).name;
