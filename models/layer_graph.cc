@@ -609,7 +609,9 @@ struct Dims {
   // reading it, weight gradients included.
   bool pytorch_tp;
   bool overlap;       // sp collectives in tp chunks beside their GEMMs
-  bool chunk_sum;     // overlapped reduce-scatters sum their chunks after the exchange
+  // PyTorch's async TP: overlapped reduce-scatters sum their chunks after the exchange, and a
+  // gathered norm output's gradient is reduce-scattered whole (add_norm).
+  bool async_tp;
   int tp;
   Fusion fusion;
 
@@ -628,7 +630,7 @@ Dims dims_of(const LayerShard& shard) {
   d.pytorch_tp = shard.tp_implementation == TpImplementation::kPytorch;
   d.e = bytes_per_element(shard.activation_dtype);
   d.overlap = d.sp && shard.tp_comm_overlap;
-  d.chunk_sum = d.overlap && shard.tp_comm_overlap_method == TpOverlapMethod::kAsyncTp;
+  d.async_tp = d.overlap && shard.tp_comm_overlap_method == TpOverlapMethod::kAsyncTp;
   d.tp = shard.tp;
   d.fusion = shard.fusion;
   return d;
@@ -779,7 +781,7 @@ void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int 
 // they go: `input` itself.
 int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, Bytes full,
                   int input) {
-  if (!d.chunk_sum) return input;
+  if (!d.async_tp) return input;
   Forward sum = memory_op(name + ".chunk_sum", MemoryKernel::kElementwise,
                           full * (1.0 + 1.0 / d.tp), Bytes(0), Bytes(0), {input});
   sum.recipe = Recipe::kCommunication;  // the gradient passes straight through
@@ -793,13 +795,14 @@ int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, 
 // and writing the whole tensor: `forward` bytes of it forward, `backward` backward. A gather of
 // one sequence (b = 1) is a view, as in PyTorch since PR 169404 (December 2025); before, it was
 // copied too. Async TP's fused ops, which the chunked collectives beside a GEMM stand for, move
-// the gathered dimension with views; the collectives outside the compiled blocks (the
-// embedding's, the output layer's) copy still. `of_gather`: the copy of a gather (forward; its
-// gradient's reduce-scatter backward), else of a reduce-scatter (forward; its gradient's gather
-// backward). Placed before a gather, so that its backward follows the gradient's reduce-scatter,
-// which waits for the readers' weight gradients: either side costs the same, as the gather is
-// waited for. Its transient is the copy's output (the collective's own buffer, alive beside it,
-// is not counted twice). Returns what the collective reads.
+// the gathered dimension with views; the collectives it leaves unfused (a gathered norm output's
+// gradient, the embedding's and the output layer's outside the compiled blocks) copy still.
+// `of_gather`: the copy of a gather (forward; its gradient's reduce-scatter backward), else of a
+// reduce-scatter (forward; its gradient's gather backward). Placed before a gather, so that its
+// backward follows the gradient's reduce-scatter, which waits for the readers' weight gradients:
+// either side costs the same, as the gather is waited for. Its transient is the copy's output (the
+// collective's own buffer, alive beside it, is not counted twice). Returns what the collective
+// reads.
 std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const std::string& name,
                                      Bytes forward, Bytes backward, std::vector<int> inputs,
                                      bool of_gather) {
@@ -865,7 +868,7 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   // overlap (pytorch/pytorch PR 149946: in the backward graph the reduce-scatters "are receiving
   // as input the addition of various scaled_mms").
   int gathered_from = norm;
-  if (d.chunk_sum) {
+  if (d.async_tp) {
     Forward whole = collective(gather + ".gradient", Collective::kNone, Collective::kReduceScatter,
                                CommGroup::kTensor, gradient,
                                add_rank_order_copy(b, d, gather, Bytes(0), gradient, {norm},
@@ -873,7 +876,7 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
     whole.backward_after_weight_gradients = d.pytorch_tp;
     gathered_from = b.add(whole);
   }
-  const Collective chunk_gradient = d.chunk_sum ? Collective::kNone : Collective::kReduceScatter;
+  const Collective chunk_gradient = d.async_tp ? Collective::kNone : Collective::kReduceScatter;
   const auto chunks = [&](const std::string& chunk_name, double share, int after) {
     Forward f = collective(chunk_name, Collective::kAllGather, chunk_gradient, CommGroup::kTensor,
                            gathered * share, {after});

@@ -106,15 +106,26 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given) {
                                                 : Schedule::kOneFOneB;
   p.sequence_parallel = map.get<bool>("sequence_parallel", p.tp > 1);
   p.tp_comm_overlap = map.get<bool>("tp_comm_overlap", false);
-  const std::string method = map.choice("tp_comm_overlap_method", {"userbuffers", "async_tp"}, "userbuffers");
-  p.tp_comm_overlap_method = method == "async_tp" ? TpOverlapMethod::kAsyncTp : TpOverlapMethod::kUserbuffers;
-  if (map.has("tp_comm_overlap_method") && !p.tp_comm_overlap) {
-    map.fail("tp_comm_overlap_method", fmt::format("= {} applies to tp_comm_overlap: true only", method));
-  }
   const std::string implementation =
       map.choice("tp_implementation", {"megatron", "pytorch"}, "megatron");
   p.tp_implementation =
       implementation == "pytorch" ? TpImplementation::kPytorch : TpImplementation::kMegatron;
+  // Each tensor parallelism overlaps its collectives its own way: Megatron-LM's with Transformer
+  // Engine's userbuffers, PyTorch's with its async TP.
+  const std::string own_method = implementation == "pytorch" ? "async_tp" : "userbuffers";
+  const std::string method =
+      map.choice("tp_comm_overlap_method", {"userbuffers", "async_tp"}, own_method);
+  p.tp_comm_overlap_method =
+      method == "async_tp" ? TpOverlapMethod::kAsyncTp : TpOverlapMethod::kUserbuffers;
+  if (map.has("tp_comm_overlap_method") && !p.tp_comm_overlap) {
+    map.fail("tp_comm_overlap_method",
+             fmt::format("= {} applies to tp_comm_overlap: true only", method));
+  }
+  if (method != own_method) {
+    map.fail("tp_comm_overlap_method",
+             fmt::format("= {} applies to tp_implementation: {} only (here {})", method,
+                         method == "async_tp" ? "pytorch" : "megatron", implementation));
+  }
   p.zero = map.get<int>("zero", 0);
   if (p.zero < 0 || p.zero > 3) {
     map.fail("zero", fmt::format("= {} is out of range; expected 0 (none), 1 (optimizer states), 2 (+ gradients) "

@@ -849,16 +849,23 @@ TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
   };
   // Async TP's fused gathers copy nothing; their gradients, reduce-scattered whole, are copied.
   LayerShard async_tp = s;
+  async_tp.micro_batch = 2;
   async_tp.tp_comm_overlap = true;
   async_tp.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
   const LayerGraph async_layer = build_transformer_layer(m, async_tp, false);
   EXPECT_EQ(copies(async_layer), 2);
-  for (const std::string& gather : gathers) {
-    const std::string copy = gather + ".rank_order";
-    EXPECT_DOUBLE_EQ(async_layer.op(forward_op(async_layer, copy)).bytes / Bytes(1), 0.0);
-    EXPECT_DOUBLE_EQ(
-        async_layer.op(op_in(async_layer, Phase::kBackwardInput, copy + ".bwd")).bytes / Bytes(1),
-        2.0 * static_cast<double>(s.micro_batch * s.seq_len * m.hidden) * 2.0);
+  const double gradient = static_cast<double>(2 * s.seq_len * m.hidden) * 2.0;
+  const std::vector<std::pair<std::string, std::string>> readers = {
+      {"attn.norm.gather", "attn.qkv.wgrad"}, {"mlp.norm.gather", "mlp.fc1.wgrad"}};
+  for (const auto& [gather, wgrad] : readers) {
+    const Op& forward = async_layer.op(forward_op(async_layer, gather + ".rank_order"));
+    const OpId backward = op_in(async_layer, Phase::kBackwardInput, gather + ".rank_order.bwd");
+    EXPECT_DOUBLE_EQ(forward.bytes / Bytes(1), 0.0) << gather;
+    EXPECT_DOUBLE_EQ(forward.transient / Bytes(1), 0.0) << gather;
+    EXPECT_DOUBLE_EQ(async_layer.op(backward).bytes / Bytes(1), 2.0 * gradient) << gather;
+    EXPECT_DOUBLE_EQ(async_layer.op(backward).transient / Bytes(1), gradient) << gather;
+    EXPECT_TRUE(waits_for(async_layer, backward, op_in(async_layer, Phase::kBackwardWeight, wgrad)))
+        << gather;
   }
   LayerShard megatron = s;
   megatron.tp_implementation = TpImplementation::kMegatron;
@@ -1034,6 +1041,8 @@ TEST(LayerGraph, AsyncTensorParallelismSumsTheChunksItHolds) {
   }
   EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.norm.gather.gradient.bwd"),
                         op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
+  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "mlp.norm.gather.gradient.bwd"),
+                        op_in(g, Phase::kBackwardWeight, "mlp.fc1.wgrad")));
   LayerShard userbuffers_shard = async_shard;
   userbuffers_shard.tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
   userbuffers_shard.tp_implementation = TpImplementation::kMegatron;

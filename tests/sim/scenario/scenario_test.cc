@@ -378,13 +378,29 @@ TEST(Scenario, DeduplicatedExpertExchangesNeedExpertParallelism) {
 }
 
 TEST(Scenario, TensorParallelOverlapNamesWhatRunsIt) {
+  // Each tensor parallelism overlaps its own way: Megatron-LM's with userbuffers, PyTorch's with
+  // async TP; the other way is an error.
   const std::string overlapped = replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap: true\n");
   EXPECT_EQ(load_scenario_text(overlapped, "s.yaml").parallelism.tp_comm_overlap_method, TpOverlapMethod::kUserbuffers);
-  const Scenario async_tp = load_scenario_text(
-      replace(overlapped, "  tp_comm_overlap: true\n", "  tp_comm_overlap: true\n  tp_comm_overlap_method: async_tp\n"),
-      "s.yaml");
+  const std::string pytorch = replace(overlapped, "  tp_comm_overlap: true\n",
+                                      "  tp_comm_overlap: true\n  tp_implementation: pytorch\n");
+  const Scenario async_tp = load_scenario_text(pytorch, "s.yaml");
   EXPECT_EQ(async_tp.parallelism.tp_comm_overlap_method, TpOverlapMethod::kAsyncTp);
   EXPECT_EQ(to_string(async_tp.parallelism.tp_comm_overlap_method), "async_tp");
+  EXPECT_EQ(
+      load_scenario_text(
+          replace(pytorch, "pytorch\n", "pytorch\n  tp_comm_overlap_method: async_tp\n"), "s.yaml")
+          .parallelism.tp_comm_overlap_method,
+      TpOverlapMethod::kAsyncTp);
+  EXPECT_EQ(error_of(replace(overlapped, "true\n", "true\n  tp_comm_overlap_method: async_tp\n")),
+            "s.yaml:13:27: parallelism.tp_comm_overlap_method = async_tp applies to "
+            "tp_implementation: pytorch "
+            "only (here megatron)");
+  EXPECT_EQ(
+      error_of(replace(pytorch, "pytorch\n", "pytorch\n  tp_comm_overlap_method: userbuffers\n")),
+      "s.yaml:14:27: parallelism.tp_comm_overlap_method = userbuffers applies to "
+      "tp_implementation: "
+      "megatron only (here pytorch)");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16\n", "  pp: 16\n  tp_comm_overlap_method: async_tp\n")),
             "s.yaml:12:27: parallelism.tp_comm_overlap_method = async_tp applies to tp_comm_overlap: true only");
 }
