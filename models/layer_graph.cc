@@ -817,26 +817,43 @@ std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const 
   return {b.add(f)};
 }
 
-// The all-gather of a norm's sequence-parallel output over TP (its gradient reduce-scattered),
-// in `gathered_e` bytes per element.
-int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d, int norm,
-                    double gathered_e) {
+// The all-gather of norm `norm_name`'s sequence-parallel output `output` over TP (its gradient
+// reduce-scattered), in `gathered_e` bytes per element.
+int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d,
+                    const std::string& norm_name, int output, double gathered_e) {
   const double count = static_cast<double>(d.tokens * m.hidden);
   const Bytes gathered = elements(count, gathered_e);
   const Bytes gradient = elements(count, d.e);
-  const std::string name = b.at(norm).op.name + ".gather";
+  const std::string name = norm_name + ".gather";
   Forward f = collective(
       name, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
-      add_rank_order_copy(b, d, name, gathered, gradient, {norm}, /*of_gather=*/true));
+      add_rank_order_copy(b, d, name, gathered, gradient, {output}, /*of_gather=*/true));
   f.backward_comm.size = gradient;
   f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
 }
 
-// Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s).
-// Returns the index of the gathered (or plain) norm output for the GEMMs to read.
-int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, std::string name,
-             int input, bool gather_after, bool overlap_gather = false) {
+// The input gradients of `projections` linears reading one norm's output, `input`, summed in
+// backward over all T rows: under fusion (torch.compile) in one kernel reading each and writing
+// the sum, eager by autograd pairwise, each sum reading two and writing one. Forward, nothing.
+int add_projection_gradient_sum(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d,
+                                const std::string& norm_name, int projections, int input) {
+  const Bytes gradient = elements(static_cast<double>(d.tokens * m.hidden), d.e);
+  const bool fused = d.fusion == Fusion::kFused;
+  const double passes = fused ? projections + 1.0 : 3.0 * (projections - 1);
+  Forward sum = memory_op(norm_name + ".gradient_sum", MemoryKernel::kElementwise, Bytes(0),
+                          Bytes(0), gradient * passes, {input});
+  sum.backward_kernels = fused ? 1 : projections - 1;
+  sum.backward_transient = gradient;
+  return b.add(sum);
+}
+
+// Adds ops reading `input` of `tokens` rows of width H: norm → (SP gather) → GEMM(s), read by
+// `projections` separate linears (training.separate_projections) or one GEMM. Returns the index
+// of the gathered (or plain) norm output for the GEMMs to read.
+int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d,
+             std::string name, int input, bool gather_after, bool overlap_gather = false,
+             int projections = 1) {
   const MemoryKernel kernel = m.norm == Norm::kRmsNorm ? MemoryKernel::kRmsNorm : MemoryKernel::kLayerNorm;
   const double rows = static_cast<double>(d.sp_tokens * m.hidden);
   // LayerNorm is one kernel in eager mode too. Under fp8 the norm also writes the GEMM's fp8
@@ -846,19 +863,23 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
     cost.forward += 1.0;
     if (cost.forward_kernels > 1) ++cost.forward_kernels;
   }
-  const int norm = b.add(elementwise_op(std::move(name), kernel, rows, cost, {input}));
+  const int norm = b.add(elementwise_op(name, kernel, rows, cost, {input}));
   b.at(norm).op.flop = Flop(rows * 5.0);
-  if (!gather_after) return norm;
+  // Summed in backward before the gather's reduce-scatter; sitting before the gather here, it
+  // costs the same, as the reduce-scatter is waited for, and leaves the GEMMs reading the gather.
+  const int output =
+      projections > 1 ? add_projection_gradient_sum(b, m, d, name, projections, norm) : norm;
+  if (!gather_after) return output;
   // Under fp8 the norm's fp8 output is what is gathered, its gradient reduce-scattered in 16
   // bits: Transformer Engine's LayerNormLinear and LayerNormMLP gather the fp8 output of their
   // norm (and Userbuffers' overlapped gathers fill fp8 buffers), torchao's
   // PrepareFloat8ModuleInput (torchtitan's tensorwise float8) casts before redistributing.
   const double gathered_e = shard.fp8 ? 1.0 : d.e;
-  if (!overlap_gather || !d.overlap) return add_norm_gather(b, m, d, norm, gathered_e);
+  if (!overlap_gather || !d.overlap) return add_norm_gather(b, m, d, name, output, gathered_e);
   const double count = static_cast<double>(d.tokens * m.hidden);
   const Bytes gathered = elements(count, gathered_e);
   const Bytes gradient = elements(count, d.e);
-  const std::string gather = b.at(norm).op.name + ".gather";
+  const std::string gather = name + ".gather";
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
   // Userbuffers reduce-scatter the input gradient in chunks beside the GEMM computing it. PyTorch's
   // async TP fuses a reduce-scatter only with the one GEMM making its input
@@ -867,11 +888,11 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   // (torchtitan's wq, wk and wv; w1 and w3): it is reduce-scattered whole after them, as without
   // overlap (pytorch/pytorch PR 149946: in the backward graph the reduce-scatters "are receiving
   // as input the addition of various scaled_mms").
-  int gathered_from = norm;
+  int gathered_from = output;
   if (d.async_tp) {
     Forward whole = collective(gather + ".gradient", Collective::kNone, Collective::kReduceScatter,
                                CommGroup::kTensor, gradient,
-                               add_rank_order_copy(b, d, gather, Bytes(0), gradient, {norm},
+                               add_rank_order_copy(b, d, gather, Bytes(0), gradient, {output},
                                                    /*of_gather=*/true));
     whole.backward_after_weight_gradients = d.pytorch_tp;
     gathered_from = b.add(whole);
@@ -1133,7 +1154,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     latent_norm = add_norm(b, m, shard, d, "attn.norm", residual, /*gather_after=*/false);
     last = add_latent_projections(b, m, shard, d, latent_norm, heads, up_projection);
   } else {
-    const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true);
+    const int norm = add_norm(b, m, shard, d, "attn.norm", residual, d.sp, /*overlap_gather=*/true,
+                              shard.separate_projections ? 3 : 1);
     const int qkv_input = add_column_parallel_entry(b, m, d, "attn.qkv", norm);
     // Column-parallel QKV projection. Under fp8 the norm writes the fp8 input itself (Transformer
     // Engine's LayerNormLinear).
@@ -1591,7 +1613,9 @@ int add_transformer_layer(LayerGraphBuilder& b, const ModelSpec& m, const LayerS
   int after_attention = 0;
   add_attention(b, m, shard, d, residual, after_attention);
   const int mlp_first = b.size();
-  const int norm = add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe, /*overlap_gather=*/true);
+  const int norm =
+      add_norm(b, m, shard, d, "mlp.norm", after_attention, d.sp && !moe, /*overlap_gather=*/true,
+               shard.separate_projections && m.gated_mlp() && !moe ? 2 : 1);
   int mlp_out = 0;
   if (moe) {
     mlp_out = add_moe_mlp(b, m, shard, d, norm);
@@ -1659,7 +1683,7 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
                     const Dims& d, int norm) {
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;
-  const int input = d.sp ? add_norm_gather(b, m, d, norm, d.e) : norm;
+  const int input = d.sp ? add_norm_gather(b, m, d, b.at(norm).op.name, norm, d.e) : norm;
   const int entry = add_column_parallel_entry(b, m, d, "head.logits", input);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(

@@ -150,6 +150,9 @@ struct LayerShard {
   RecomputeModules recompute_modules = kDefaultRecomputeModules;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   bool repeat_kv = false;  // keys and values copied out to the query heads before the attention call
+  // Queries, keys and values (a gated MLP's gate and up) projected by a linear each, whose input
+  // gradients backward sums; their GEMMs are timed as one.
+  bool separate_projections = false;
   MoeWeighting moe_weighting = MoeWeighting::kTokens;
   ExpertGemm expert_gemm = ExpertGemm::kPerExpert;
   TokenDispatcher ep_dispatcher = TokenDispatcher::kAllToAll;

@@ -34,6 +34,7 @@ LayerShard layer_shard(const Scenario& s) {
   shard.recompute_modules = s.training.recompute_modules;
   shard.attention_kernel = s.training.attention;
   shard.repeat_kv = s.training.repeat_kv;
+  shard.separate_projections = s.training.separate_projections;
   shard.moe_weighting = s.training.moe_weighting;
   shard.expert_gemm = s.training.expert_gemm;
   shard.ep_dispatcher = s.parallelism.ep_dispatcher;

@@ -345,6 +345,7 @@ Json to_json(const Scenario& s) {
   }
   if (t.activation_offload_layers > 0) training.set("activation_offload_layers", t.activation_offload_layers);
   training.set("attention", to_string(t.attention)).set("repeat_kv", t.repeat_kv);
+  training.set("separate_projections", t.separate_projections);
   if (s.model.moe) {
     training.set("moe_weighting", to_string(t.moe_weighting))
         .set("expert_gemm", to_string(t.expert_gemm));

@@ -281,6 +281,7 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                 : attention == "flash_triton" ? AttentionKernel::kFlashTriton
                                               : AttentionKernel::kFlash;
   t.repeat_kv = map.get<bool>("repeat_kv", false);
+  t.separate_projections = map.get<bool>("separate_projections", false);
   const std::string weighting = map.choice("moe_weighting", {"tokens", "activation"}, "tokens");
   t.moe_weighting = weighting == "activation" ? MoeWeighting::kActivation : MoeWeighting::kTokens;
   t.expert_gemm = map.choice("expert_gemm", {"per_expert", "grouped"}, "per_expert") == "grouped"

@@ -126,6 +126,10 @@ struct Training {
   // Llama and Hugging Face's eager attention do (`repeat_kv`), rather than read per key/value
   // head by the kernel.
   bool repeat_kv = false;
+  // Queries, keys and values, and a gated MLP's gate and up projection, computed by a linear each
+  // (torchtitan's Llama, Hugging Face's models) rather than one GEMM: backward sums the linears'
+  // input gradients.
+  bool separate_projections = false;
   MoeWeighting moe_weighting = MoeWeighting::kTokens;
   ExpertGemm expert_gemm = ExpertGemm::kPerExpert;
   Fusion fusion = Fusion::kFused;

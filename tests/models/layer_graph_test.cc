@@ -944,6 +944,39 @@ TEST(LayerGraph, Fp8GathersTheNormOutputInFp8AndReduceScattersItsGradientIn16Bit
   }
 }
 
+TEST(LayerGraph, SeparateProjectionsSumTheirInputGradients) {
+  // Three linears read the attention norm's output and two the MLP norm's (a gated MLP): backward
+  // sums their input gradients over all 4096 tokens of the tp 4 group, in one kernel compiled
+  // (reading each, writing the sum), pairwise eager. Forward nothing; one fused GEMM, no sum.
+  const ModelSpec m = llama_like();
+  const double gradient = 2.0 * 2048 * 1024 * 2;  // b·s·h bf16, gathered
+  for (const Fusion fusion : {Fusion::kFused, Fusion::kEager}) {
+    LayerShard s = shard(4, /*sp=*/true);
+    s.tp_implementation = TpImplementation::kPytorch;
+    s.fusion = fusion;
+    s.separate_projections = true;
+    const LayerGraph g = build_transformer_layer(m, s, false);
+    const bool fused = fusion == Fusion::kFused;
+    const std::vector<std::tuple<std::string, double, int>> sums = {
+        {"attn.norm", fused ? 4.0 : 6.0, fused ? 1 : 2}, {"mlp.norm", 3.0, 1}};
+    for (const auto& [norm, passes, kernels] : sums) {
+      const std::string sum = norm + ".gradient_sum";
+      EXPECT_DOUBLE_EQ(g.op(forward_op(g, sum)).bytes / Bytes(1), 0.0) << sum;
+      const OpId backward = op_in(g, Phase::kBackwardInput, sum + ".bwd");
+      EXPECT_DOUBLE_EQ(g.op(backward).bytes / Bytes(1), passes * gradient) << sum;
+      EXPECT_EQ(g.op(backward).kernels, kernels) << sum;
+      // Before the norm's backward, after the projections' input gradients.
+      EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, norm + ".bwd"), backward)) << sum;
+    }
+    EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.norm.gradient_sum.bwd"),
+                          op_in(g, Phase::kBackwardInput, "attn.qkv.dgrad")));
+  }
+  const LayerGraph one_gemm = build_transformer_layer(m, shard(4, /*sp=*/true), false);
+  for (OpId id = 0; id < one_gemm.num_ops(); ++id) {
+    EXPECT_EQ(one_gemm.op(id).name.find("gradient_sum"), std::string::npos) << one_gemm.op(id).name;
+  }
+}
+
 TEST(LayerGraph, SharedExpertsKeepTheirOwnTokensUnderEitherTensorParallelism) {
   // Shared experts run on the rank's own tokens: nothing to gather again, nothing gathered kept.
   ModelSpec m = llama_like();

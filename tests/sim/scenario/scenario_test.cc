@@ -60,6 +60,11 @@ TEST(Scenario, DefaultsAreResolved) {
   EXPECT_EQ(s.training.precision, Precision::kBf16);
   EXPECT_EQ(s.training.recompute, Recompute::kNone);
   EXPECT_TRUE(s.training.overlap_grad_reduce);
+  EXPECT_FALSE(s.training.separate_projections);  // Megatron-LM's fused QKV and gate/up GEMMs
+  EXPECT_TRUE(load_scenario_text(replace(kBase, "global_batch: 1536",
+                                         "global_batch: 1536\n  separate_projections: true"),
+                                 "s.yaml")
+                  .training.separate_projections);
   // 96 layers over 16 stages: 6 each.
   EXPECT_EQ(s.parallelism.layers_per_stage, std::vector<int>(16, 6));
   EXPECT_EQ(s.training.num_microbatches(8), 192);
