@@ -776,15 +776,17 @@ void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int 
 // PyTorch's async TP reduce-scatters a GEMM's output by copying its tp chunks to their owners
 // as they are computed, then sums the tp chunks each rank holds in one memory-bound kernel
 // (torch.sum over stacked_partials in torch/distributed/_symmetric_memory,
-// _fused_matmul_reduce_scatter_impl): it reads the tp chunks, `full` in all, and writes one, after
-// an overlapped reduce-scatter in forward. Under userbuffers the communication kernels sum as
-// they go: `input` itself.
+// _fused_matmul_reduce_scatter_impl): it reads the tp chunks, `full` in all, and writes one.
+// `forward`: after a forward reduce-scatter; else before a gather, summing its gradient in
+// backward. Under userbuffers the communication kernels sum as they go: `input` itself.
 int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, Bytes full,
-                  int input) {
+                  int input, bool forward) {
   if (!d.async_tp) return input;
-  Forward sum = memory_op(name + ".chunk_sum", MemoryKernel::kElementwise,
-                          full * (1.0 + 1.0 / d.tp), Bytes(0), Bytes(0), {input});
-  sum.recipe = Recipe::kCommunication;  // the gradient passes straight through
+  const Bytes traffic = full * (1.0 + 1.0 / d.tp);
+  Forward sum =
+      memory_op(name + ".chunk_sum", MemoryKernel::kElementwise, forward ? traffic : Bytes(0),
+                Bytes(0), forward ? Bytes(0) : traffic, {input});
+  if (forward) sum.recipe = Recipe::kCommunication;  // the gradient passes straight through
   return b.add(sum);
 }
 
@@ -818,16 +820,18 @@ std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const 
 }
 
 // The all-gather of norm `norm_name`'s sequence-parallel output `output` over TP (its gradient
-// reduce-scattered), in `gathered_e` bytes per element.
+// reduce-scattered), in `gathered_e` bytes per element. `copied_gradient`: the bytes of its
+// gradient PyTorch copies into rank order (none where a compiled sum writes it so).
 int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d,
-                    const std::string& norm_name, int output, double gathered_e) {
+                    const std::string& norm_name, int output, double gathered_e,
+                    Bytes copied_gradient) {
   const double count = static_cast<double>(d.tokens * m.hidden);
   const Bytes gathered = elements(count, gathered_e);
   const Bytes gradient = elements(count, d.e);
   const std::string name = norm_name + ".gather";
   Forward f = collective(
       name, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
-      add_rank_order_copy(b, d, name, gathered, gradient, {output}, /*of_gather=*/true));
+      add_rank_order_copy(b, d, name, gathered, copied_gradient, {output}, /*of_gather=*/true));
   f.backward_comm.size = gradient;
   f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
@@ -875,29 +879,35 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   // norm (and Userbuffers' overlapped gathers fill fp8 buffers), torchao's
   // PrepareFloat8ModuleInput (torchtitan's tensorwise float8) casts before redistributing.
   const double gathered_e = shard.fp8 ? 1.0 : d.e;
-  if (!overlap_gather || !d.overlap) return add_norm_gather(b, m, d, name, output, gathered_e);
   const double count = static_cast<double>(d.tokens * m.hidden);
-  const Bytes gathered = elements(count, gathered_e);
   const Bytes gradient = elements(count, d.e);
+  // Compiled, the projections' gradient sum writes its output in rank order (Inductor folds the
+  // copy's torch.cat into it).
+  const Bytes copied_gradient = projections > 1 && d.fusion == Fusion::kFused ? Bytes(0) : gradient;
+  if (!overlap_gather || !d.overlap)
+    return add_norm_gather(b, m, d, name, output, gathered_e, copied_gradient);
+  const Bytes gathered = elements(count, gathered_e);
   const std::string gather = name + ".gather";
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
-  // Userbuffers reduce-scatter the input gradient in chunks beside the GEMM computing it. PyTorch's
-  // async TP fuses a reduce-scatter only with the one GEMM making its input
-  // (torch/_inductor/fx_passes/micro_pipeline_tp.py, _find_producer_matmul), and the gradient of
-  // a gathered norm output is the sum of the input gradients of the projections reading it
-  // (torchtitan's wq, wk and wv; w1 and w3): it is reduce-scattered whole after them, as without
-  // overlap (pytorch/pytorch PR 149946: in the backward graph the reduce-scatters "are receiving
-  // as input the addition of various scaled_mms").
-  int gathered_from = output;
-  if (d.async_tp) {
-    Forward whole = collective(gather + ".gradient", Collective::kNone, Collective::kReduceScatter,
-                               CommGroup::kTensor, gradient,
-                               add_rank_order_copy(b, d, gather, Bytes(0), gradient, {output},
-                                                   /*of_gather=*/true));
+  // the input gradient is reduce-scattered in chunks beside the GEMM computing it (async TP then
+  // sums them, add_chunk_sum). But PyTorch's async TP fuses a reduce-scatter only with the one
+  // GEMM making its input (torch/_inductor/fx_passes/micro_pipeline_tp.py,
+  // _find_producer_matmul): the sum of separate projections' input gradients (torchtitan's wq, wk
+  // and wv; w1 and w3) is reduce-scattered whole after them, as without overlap (pytorch/pytorch
+  // PR 149946: in the backward graph the reduce-scatters "are receiving as input the addition of
+  // various scaled_mms").
+  const bool whole_gradient = d.async_tp && projections > 1;
+  int gathered_from =
+      whole_gradient ? output : add_chunk_sum(b, d, gather, gradient, output, /*forward=*/false);
+  if (whole_gradient) {
+    Forward whole = collective(
+        gather + ".gradient", Collective::kNone, Collective::kReduceScatter, CommGroup::kTensor,
+        gradient,
+        add_rank_order_copy(b, d, gather, Bytes(0), copied_gradient, {output}, /*of_gather=*/true));
     whole.backward_after_weight_gradients = d.pytorch_tp;
     gathered_from = b.add(whole);
   }
-  const Collective chunk_gradient = d.async_tp ? Collective::kNone : Collective::kReduceScatter;
+  const Collective chunk_gradient = whole_gradient ? Collective::kNone : Collective::kReduceScatter;
   const auto chunks = [&](const std::string& chunk_name, double share, int after) {
     Forward f = collective(chunk_name, Collective::kAllGather, chunk_gradient, CommGroup::kTensor,
                            gathered * share, {after});
@@ -965,7 +975,7 @@ int add_row_parallel_exit(LayerGraphBuilder& b, const ModelSpec& m, const Dims& 
     const int rest = scatter(".reduce_scatter.overlapped", size * ((d.tp - 1.0) / d.tp), b.at(input).inputs);
     b.at(input).wgrad_also_after.push_back(rest);
     const int last = scatter(".reduce_scatter", size * (1.0 / d.tp), {input, rest});
-    return add_chunk_sum(b, d, name + ".reduce_scatter", size, last);
+    return add_chunk_sum(b, d, name + ".reduce_scatter", size, last, /*forward=*/true);
   }
   if (d.sp) {
     return scatter(".reduce_scatter", size,
@@ -1683,7 +1693,9 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
                     const Dims& d, int norm) {
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;
-  const int input = d.sp ? add_norm_gather(b, m, d, b.at(norm).op.name, norm, d.e) : norm;
+  const int input =
+      d.sp ? add_norm_gather(b, m, d, b.at(norm).op.name, norm, d.e, elements(T * m.hidden, d.e))
+           : norm;
   const int entry = add_column_parallel_entry(b, m, d, "head.logits", input);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(

@@ -848,24 +848,32 @@ TEST(LayerGraph, PytorchCopiesSequenceShardsIntoRankOrderAroundEachCollective) {
     return count;
   };
   // Async TP's fused gathers copy nothing; their gradients, reduce-scattered whole, are copied.
+  // Async TP fuses its gathers, and the reduce-scatters of gradients one GEMM makes, with GEMMs.
   LayerShard async_tp = s;
   async_tp.micro_batch = 2;
   async_tp.tp_comm_overlap = true;
   async_tp.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
-  const LayerGraph async_layer = build_transformer_layer(m, async_tp, false);
-  EXPECT_EQ(copies(async_layer), 2);
+  EXPECT_EQ(copies(build_transformer_layer(m, async_tp, false)), 0);
+  // A sum of separate projections' input gradients is reduce-scattered whole, with or without
+  // async TP, after the copy into rank order, which a compiled sum makes itself.
   const double gradient = static_cast<double>(2 * s.seq_len * m.hidden) * 2.0;
   const std::vector<std::pair<std::string, std::string>> readers = {
       {"attn.norm.gather", "attn.qkv.wgrad"}, {"mlp.norm.gather", "mlp.fc1.wgrad"}};
-  for (const auto& [gather, wgrad] : readers) {
-    const Op& forward = async_layer.op(forward_op(async_layer, gather + ".rank_order"));
-    const OpId backward = op_in(async_layer, Phase::kBackwardInput, gather + ".rank_order.bwd");
-    EXPECT_DOUBLE_EQ(forward.bytes / Bytes(1), 0.0) << gather;
-    EXPECT_DOUBLE_EQ(forward.transient / Bytes(1), 0.0) << gather;
-    EXPECT_DOUBLE_EQ(async_layer.op(backward).bytes / Bytes(1), 2.0 * gradient) << gather;
-    EXPECT_DOUBLE_EQ(async_layer.op(backward).transient / Bytes(1), gradient) << gather;
-    EXPECT_TRUE(waits_for(async_layer, backward, op_in(async_layer, Phase::kBackwardWeight, wgrad)))
-        << gather;
+  for (const LayerShard& base : {s, async_tp}) {
+    for (const Fusion fusion : {Fusion::kFused, Fusion::kEager}) {
+      LayerShard separate = base;
+      separate.micro_batch = 2;
+      separate.separate_projections = true;
+      separate.fusion = fusion;
+      const LayerGraph g = build_transformer_layer(m, separate, false);
+      const double copied = fusion == Fusion::kFused ? 0.0 : gradient;
+      for (const auto& [gather, wgrad] : readers) {
+        const OpId backward = op_in(g, Phase::kBackwardInput, gather + ".rank_order.bwd");
+        EXPECT_DOUBLE_EQ(g.op(backward).bytes / Bytes(1), 2.0 * copied) << gather;
+        EXPECT_DOUBLE_EQ(g.op(backward).transient / Bytes(1), copied) << gather;
+        EXPECT_TRUE(waits_for(g, backward, op_in(g, Phase::kBackwardWeight, wgrad))) << gather;
+      }
+    }
   }
   LayerShard megatron = s;
   megatron.tp_implementation = TpImplementation::kMegatron;
@@ -904,18 +912,12 @@ TEST(LayerGraph, Fp8GathersTheNormOutputInFp8AndReduceScattersItsGradientIn16Bit
         for (const char* norm : {"attn.norm", "mlp.norm"}) {
           const std::string gather = std::string(norm) + ".gather";
           EXPECT_DOUBLE_EQ(size(Phase::kForward, gather), gathered * share) << gather;
-          const bool async_tp = overlap && implementation == TpImplementation::kPytorch;
-          // Async TP reduce-scatters the gradient whole (AsyncTensorParallelism... below).
-          EXPECT_DOUBLE_EQ(
-              size(Phase::kBackwardInput, gather + (async_tp ? ".gradient.bwd" : ".bwd")),
-              async_tp ? gradient : gradient * share)
+          EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".bwd"), gradient * share)
               << gather;
           if (overlap) {
             EXPECT_DOUBLE_EQ(size(Phase::kForward, gather + ".overlapped"), gathered * 0.75);
-            if (!async_tp) {
-              EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".overlapped.bwd"),
-                               gradient * 0.75);
-            }
+            EXPECT_DOUBLE_EQ(size(Phase::kBackwardInput, gather + ".overlapped.bwd"),
+                             gradient * 0.75);
           } else if (implementation == TpImplementation::kPytorch) {
             const std::string copy = gather + ".rank_order";
             EXPECT_DOUBLE_EQ(g.op(forward_op(g, copy)).bytes / Bytes(1), 2.0 * gathered);
@@ -1042,41 +1044,54 @@ TEST(LayerGraph, OverlappedTensorCollectivesLeaveOneChunkOnTheGemmPath) {
 
 TEST(LayerGraph, AsyncTensorParallelismSumsTheChunksItHolds) {
   // PyTorch's async TP: after each overlapped reduce-scatter the rank sums the tp = 4 chunks it
-  // holds, reading the whole partial output and writing a quarter. Userbuffers sum inside their
-  // kernels: no such op.
+  // holds, reading the whole partial output and writing a quarter; backward, the gradient of an
+  // overlapped gather is reduce-scattered beside the one GEMM making it and summed the same way.
+  // A sum of separate projections' gradients (queries, keys and values here; the GPT MLP has one)
+  // it reduce-scatters whole after their weight gradients. Userbuffers sum inside their kernels.
   const ModelSpec m = gpt_like();
   LayerShard async_shard = shard(4, /*sp=*/true);
   async_shard.tp_comm_overlap = true;
   async_shard.tp_comm_overlap_method = TpOverlapMethod::kAsyncTp;
   async_shard.tp_implementation = TpImplementation::kPytorch;
-  const LayerGraph g = build_transformer_layer(m, async_shard, false);
-  const auto find = [&](const std::string& name) -> const Op* {
-    for (OpId id = 0; id < g.num_ops(); ++id) {
-      if (g.op(id).name == name) return &g.op(id);
-    }
-    return nullptr;
-  };
   const double full = 2.0 * 2048 * 1024 * 2;  // b·s·h bf16
-  for (const std::string rs : {"attn.proj.reduce_scatter.chunk_sum", "mlp.fc2.reduce_scatter.chunk_sum"}) {
-    ASSERT_NE(find(rs), nullptr) << rs;
-    EXPECT_DOUBLE_EQ(find(rs)->bytes / Bytes(1), full * 1.25) << rs;
-    EXPECT_EQ(find(rs + ".bwd"), nullptr) << rs;  // the gradient passes straight through
+  for (const bool separate : {false, true}) {
+    async_shard.separate_projections = separate;
+    const LayerGraph g = build_transformer_layer(m, async_shard, false);
+    const auto find = [&](const std::string& name) -> const Op* {
+      for (OpId id = 0; id < g.num_ops(); ++id) {
+        if (g.op(id).name == name) return &g.op(id);
+      }
+      return nullptr;
+    };
+    for (const std::string rs :
+         {"attn.proj.reduce_scatter.chunk_sum", "mlp.fc2.reduce_scatter.chunk_sum"}) {
+      ASSERT_NE(find(rs), nullptr) << rs;
+      EXPECT_DOUBLE_EQ(find(rs)->bytes / Bytes(1), full * 1.25) << rs;
+      EXPECT_EQ(find(rs + ".bwd"), nullptr) << rs;  // the gradient passes straight through
+    }
+    for (const std::string gather : {"attn.norm.gather", "mlp.norm.gather"}) {
+      if (separate && gather == "attn.norm.gather") {
+        EXPECT_EQ(find(gather + ".chunk_sum"), nullptr);
+        EXPECT_EQ(find(gather + ".bwd"), nullptr);
+        EXPECT_EQ(find(gather + ".overlapped.bwd"), nullptr);
+        ASSERT_NE(find(gather + ".gradient.bwd"), nullptr);
+        EXPECT_EQ(find(gather + ".gradient.bwd")->comm.collective, Collective::kReduceScatter);
+        EXPECT_DOUBLE_EQ(find(gather + ".gradient.bwd")->comm.size / Bytes(1), full);
+        EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, gather + ".gradient.bwd"),
+                              op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
+        continue;
+      }
+      EXPECT_EQ(find(gather + ".gradient"), nullptr) << gather;
+      ASSERT_NE(find(gather + ".chunk_sum"), nullptr) << gather;
+      EXPECT_DOUBLE_EQ(find(gather + ".chunk_sum")->bytes / Bytes(1), 0.0) << gather;
+      ASSERT_NE(find(gather + ".chunk_sum.bwd"), nullptr) << gather;
+      EXPECT_DOUBLE_EQ(find(gather + ".chunk_sum.bwd")->bytes / Bytes(1), full * 1.25) << gather;
+      ASSERT_NE(find(gather + ".overlapped.bwd"), nullptr) << gather;
+      EXPECT_DOUBLE_EQ(find(gather + ".overlapped.bwd")->comm.size / Bytes(1), full * 0.75);
+    }
   }
-  // The gradient of a gathered norm output, the sum of the projections' input gradients, is
-  // reduce-scattered whole after their weight gradients, with no chunks beside a GEMM to sum.
-  for (const std::string gather : {"attn.norm.gather", "mlp.norm.gather"}) {
-    EXPECT_EQ(find(gather + ".chunk_sum"), nullptr) << gather;
-    EXPECT_EQ(find(gather + ".bwd"), nullptr) << gather;
-    EXPECT_EQ(find(gather + ".overlapped.bwd"), nullptr) << gather;
-    ASSERT_NE(find(gather + ".gradient.bwd"), nullptr) << gather;
-    EXPECT_EQ(find(gather + ".gradient.bwd")->comm.collective, Collective::kReduceScatter);
-    EXPECT_DOUBLE_EQ(find(gather + ".gradient.bwd")->comm.size / Bytes(1), full) << gather;
-  }
-  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "attn.norm.gather.gradient.bwd"),
-                        op_in(g, Phase::kBackwardWeight, "attn.qkv.wgrad")));
-  EXPECT_TRUE(waits_for(g, op_in(g, Phase::kBackwardInput, "mlp.norm.gather.gradient.bwd"),
-                        op_in(g, Phase::kBackwardWeight, "mlp.fc1.wgrad")));
   LayerShard userbuffers_shard = async_shard;
+  userbuffers_shard.separate_projections = false;
   userbuffers_shard.tp_comm_overlap_method = TpOverlapMethod::kUserbuffers;
   userbuffers_shard.tp_implementation = TpImplementation::kMegatron;
   const LayerGraph userbuffers = build_transformer_layer(m, userbuffers_shard, false);
