@@ -614,6 +614,8 @@ struct Dims {
   bool async_tp;
   int tp;
   Fusion fusion;
+  // Compiled by torch.compile, which async TP, an Inductor pass, always is.
+  bool compiled() const { return fusion == Fusion::kFused || async_tp; }
 
   // Megatron-LM's column-parallel GEMM under sp keeps its input's sequence shard and gathers it
   // again for the weight gradient; otherwise it keeps all `tokens` rows.
@@ -797,8 +799,9 @@ int add_chunk_sum(LayerGraphBuilder& b, const Dims& d, const std::string& name, 
 // and writing the whole tensor: `forward` bytes of it forward, `backward` backward. A gather of
 // one sequence (b = 1) is a view, as in PyTorch since PR 169404 (December 2025); before, it was
 // copied too. Async TP's fused ops, which the chunked collectives beside a GEMM stand for, move
-// the gathered dimension with views; the collectives it leaves unfused (a gathered norm output's
-// gradient, the embedding's and the output layer's outside the compiled blocks) copy still.
+// the gathered dimension with views; the collectives it leaves unfused copy still (the
+// embedding's and the output layer's, outside the compiled blocks), but for a summed gradient of
+// separate projections, which the compiled sum writes in rank order (add_norm).
 // `of_gather`: the copy of a gather (forward; its gradient's reduce-scatter backward), else of a
 // reduce-scatter (forward; its gradient's gather backward). Placed before a gather, so that its
 // backward follows the gradient's reduce-scatter, which waits for the readers' weight gradients:
@@ -843,7 +846,7 @@ int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d,
 int add_projection_gradient_sum(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d,
                                 const std::string& norm_name, int projections, int input) {
   const Bytes gradient = elements(static_cast<double>(d.tokens * m.hidden), d.e);
-  const bool fused = d.fusion == Fusion::kFused;
+  const bool fused = d.compiled();
   const double passes = fused ? projections + 1.0 : 3.0 * (projections - 1);
   Forward sum = memory_op(norm_name + ".gradient_sum", MemoryKernel::kElementwise, Bytes(0),
                           Bytes(0), gradient * passes, {input});
@@ -883,7 +886,7 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const Bytes gradient = elements(count, d.e);
   // Compiled, the projections' gradient sum writes its output in rank order (Inductor folds the
   // copy's torch.cat into it).
-  const Bytes copied_gradient = projections > 1 && d.fusion == Fusion::kFused ? Bytes(0) : gradient;
+  const Bytes copied_gradient = projections > 1 && d.compiled() ? Bytes(0) : gradient;
   if (!overlap_gather || !d.overlap)
     return add_norm_gather(b, m, d, name, output, gathered_e, copied_gradient);
   const Bytes gathered = elements(count, gathered_e);
