@@ -676,6 +676,15 @@ ElementwiseCost rms_norm_cost(Fusion fusion, double e) {
   return {28.0 + 4.0 * e, 44.0 + 6.0 * e, 4.0 + e, 6, 9};
 }
 
+// A norm that also writes its reader GEMM's fp8 input under fp8 (Transformer Engine's
+// LayerNormLinear): one byte more per element; eager, one more kernel.
+ElementwiseCost with_fp8_output(ElementwiseCost cost, const LayerShard& shard) {
+  if (!shard.fp8) return cost;
+  cost.forward += 1.0;
+  if (cost.forward_kernels > 1) ++cost.forward_kernels;
+  return cost;
+}
+
 // Rotary embedding of queries and keys. Fused: one pass each way. Eager (torchtitan's complex
 // form; the rotate-half form moves about as much): upcast, complex product with the
 // frequencies, downcast — per tensor, for queries and keys — and the same backward.
@@ -823,18 +832,19 @@ std::vector<int> add_rank_order_copy(LayerGraphBuilder& b, const Dims& d, const 
 }
 
 // The all-gather of norm `norm_name`'s sequence-parallel output `output` over TP (its gradient
-// reduce-scattered), in `gathered_e` bytes per element. `copied_gradient`: the bytes of its
-// gradient PyTorch copies into rank order (none where a compiled sum writes it so).
+// reduce-scattered), in `gathered_e` bytes per element. `gradient_in_rank_order`: a compiled sum
+// writes the gradient so, and PyTorch copies none of it into rank order.
 int add_norm_gather(LayerGraphBuilder& b, const ModelSpec& m, const Dims& d,
                     const std::string& norm_name, int output, double gathered_e,
-                    Bytes copied_gradient) {
+                    bool gradient_in_rank_order = false) {
   const double count = static_cast<double>(d.tokens * m.hidden);
   const Bytes gathered = elements(count, gathered_e);
   const Bytes gradient = elements(count, d.e);
   const std::string name = norm_name + ".gather";
   Forward f = collective(
       name, Collective::kAllGather, Collective::kReduceScatter, CommGroup::kTensor, gathered,
-      add_rank_order_copy(b, d, name, gathered, copied_gradient, {output}, /*of_gather=*/true));
+      add_rank_order_copy(b, d, name, gathered, gradient_in_rank_order ? Bytes(0) : gradient,
+                          {output}, /*of_gather=*/true));
   f.backward_comm.size = gradient;
   f.backward_after_weight_gradients = d.pytorch_tp;
   return b.add(f);
@@ -865,11 +875,8 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const double rows = static_cast<double>(d.sp_tokens * m.hidden);
   // LayerNorm is one kernel in eager mode too. Under fp8 the norm also writes the GEMM's fp8
   // input (Transformer Engine's LayerNormLinear; eager, one more kernel).
-  ElementwiseCost cost = rms_norm_cost(m.norm == Norm::kRmsNorm ? d.fusion : Fusion::kFused, d.e);
-  if (shard.fp8) {
-    cost.forward += 1.0;
-    if (cost.forward_kernels > 1) ++cost.forward_kernels;
-  }
+  const ElementwiseCost cost = with_fp8_output(
+      rms_norm_cost(m.norm == Norm::kRmsNorm ? d.fusion : Fusion::kFused, d.e), shard);
   const int norm = b.add(elementwise_op(name, kernel, rows, cost, {input}));
   b.at(norm).op.flop = Flop(rows * 5.0);
   // Summed in backward before the gather's reduce-scatter; sitting before the gather here, it
@@ -886,9 +893,9 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
   const Bytes gradient = elements(count, d.e);
   // Compiled, the projections' gradient sum writes its output in rank order (Inductor folds the
   // copy's torch.cat into it).
-  const Bytes copied_gradient = projections > 1 && d.compiled() ? Bytes(0) : gradient;
+  const bool gradient_in_rank_order = projections > 1 && d.compiled();
   if (!overlap_gather || !d.overlap)
-    return add_norm_gather(b, m, d, name, output, gathered_e, copied_gradient);
+    return add_norm_gather(b, m, d, name, output, gathered_e, gradient_in_rank_order);
   const Bytes gathered = elements(count, gathered_e);
   const std::string gather = name + ".gather";
   // Chunked beside the GEMM that reads it: the GEMM starts on the first of tp chunks. Backward,
@@ -906,7 +913,8 @@ int add_norm(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, 
     Forward whole = collective(
         gather + ".gradient", Collective::kNone, Collective::kReduceScatter, CommGroup::kTensor,
         gradient,
-        add_rank_order_copy(b, d, gather, Bytes(0), copied_gradient, {output}, /*of_gather=*/true));
+        add_rank_order_copy(b, d, gather, Bytes(0), gradient_in_rank_order ? Bytes(0) : gradient,
+                            {output}, /*of_gather=*/true));
     whole.backward_after_weight_gradients = d.pytorch_tp;
     gathered_from = b.add(whole);
   }
@@ -1099,11 +1107,7 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
   add_grad_cast(b, shard, d.e, kv_down);
   // Under fp8 the norms also write the up-projections' fp8 input (Transformer Engine's
   // LayerNormColumnParallelLinear), as add_norm's do.
-  ElementwiseCost norm_cost = rms_norm_cost(d.fusion, d.e);
-  if (shard.fp8) {
-    norm_cost.forward += 1.0;
-    if (norm_cost.forward_kernels > 1) ++norm_cost.forward_kernels;
-  }
+  const ElementwiseCost norm_cost = with_fp8_output(rms_norm_cost(d.fusion, d.e), shard);
   const int kv_norm = b.add(elementwise_op("attn.kv_norm", MemoryKernel::kRmsNorm,
                                            Ts * static_cast<double>(a.kv_lora_rank), norm_cost, {kv_down}));
   int q_norm = -1;
@@ -1696,9 +1700,7 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
                     const Dims& d, int norm) {
   const double T = static_cast<double>(d.tokens);
   const int64_t vocab = m.vocab / shard.tp;
-  const int input =
-      d.sp ? add_norm_gather(b, m, d, b.at(norm).op.name, norm, d.e, elements(T * m.hidden, d.e))
-           : norm;
+  const int input = d.sp ? add_norm_gather(b, m, d, b.at(norm).op.name, norm, d.e) : norm;
   const int entry = add_column_parallel_entry(b, m, d, "head.logits", input);
   // The output projection runs in the activation dtype (Transformer Engine keeps it out of fp8).
   const int logits = b.add(
