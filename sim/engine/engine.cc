@@ -86,9 +86,14 @@ class RunState {
       state.remaining_tasks = program.num_tasks();
       state.memory_bytes = ranks[r].initial_memory_bytes;
       state.outcome.peak_memory_bytes = state.memory_bytes;
-      if (ranks[r].record_spans) recorded_tasks += program.num_tasks();
+      if (ranks[r].record_spans) {
+        recorded_tasks += program.num_tasks();
+        result_.memory.push_back(
+            MemorySample{static_cast<uint32_t>(r), SimTime::zero(), state.memory_bytes});
+      }
     }
     result_.spans.reserve(recorded_tasks);
+    result_.memory.reserve(result_.memory.size() + 2 * recorded_tasks);
   }
 
   RunResult run() {
@@ -146,6 +151,11 @@ class RunState {
  private:
   const Program& program(uint32_t rank) const { return *setups_[rank].program; }
 
+  void record_memory(uint32_t rank) {
+    if (setups_[rank].record_spans)
+      result_.memory.push_back(MemorySample{rank, now_, ranks_[rank].memory_bytes});
+  }
+
   // Streams run in order, so a task has finished exactly when its stream has moved past it:
   // the rank's few stream positions say which tasks are done, with no state per task.
   static bool dependencies_finished(const RankState& state, const Program& p, TaskId task) {
@@ -184,7 +194,9 @@ class RunState {
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;
+      state.outcome.peak_memory_task = task;
     }
+    record_memory(rank);
     state.start_times[t.stream] = now_;
     if (sync == kNoId) {
       start_running(rank, t);
@@ -379,6 +391,7 @@ class RunState {
     const Task& t = p.kind(task);
     stop_running(rank, t);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
+    record_memory(rank);
     if (setups_[rank].record_spans) {
       result_.spans.push_back(TaskSpan{rank, task, state.start_times[t.stream], now_});
     }

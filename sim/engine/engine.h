@@ -101,13 +101,24 @@ struct RankOutcome {
   SimTime finish;               // when the rank's last task ended
   int64_t peak_memory_bytes = 0;
   SimTime peak_memory_time;     // when the peak was first reached
+  TaskId peak_memory_task =
+      kNoId;  // the task whose start first reached it (kNoId: the initial memory)
   int64_t final_memory_bytes = 0;
+};
+
+// A recorded rank's memory after a task started or ended.
+struct MemorySample {
+  uint32_t rank = 0;
+  SimTime time;
+  int64_t bytes = 0;
 };
 
 struct RunResult {
   SimTime end;                     // the latest finish over all ranks
   std::vector<RankOutcome> ranks;  // by rank
   std::vector<TaskSpan> spans;     // recorded ranks' tasks, in order of completion
+  // Recorded ranks' memory: the initial bytes at time zero, then every change, in order of events.
+  std::vector<MemorySample> memory;
   uint64_t events = 0;             // events processed
 };
 

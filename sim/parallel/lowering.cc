@@ -67,6 +67,30 @@ TaskComm StageProgram::comm(TaskId task) const {
   return TaskComm{t.comm.collective, t.group, t.comm.size, t.comm.routing};
 }
 
+StageProgram::TaskDescription StageProgram::describe(TaskId task) const {
+  const TaskLabel& label = labels[program.task(task).label];
+  TaskDescription d{.block = block_name(label.block), .microbatch = label.microbatch};
+  if (label.plan == kNoId) {
+    d.name = lone_name(label);
+    return d;
+  }
+  const TaskPlan& plan = *plans[label.plan];
+  const TaskTemplate& t = plan.tasks[label.task];
+  const PlannedOp& first = plan.ops[t.first_op];
+  d.name = t.num_ops > 1
+               ? fmt::format("{} ... {}", first.name, plan.ops[t.first_op + t.num_ops - 1].name)
+               : first.name;
+  d.phase = std::string(to_string(first.phase));
+  return d;
+}
+
+std::string block_name(int32_t block) {
+  if (block == -1) return "embedding";
+  if (block == -2) return "head";
+  if (block < 0) return "step";
+  return fmt::format("layer {}", block);
+}
+
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
 bool holds_fsdp_root(const Parallelism& p) {

@@ -62,7 +62,20 @@ struct StageProgram {
   const std::string& lone_name(const TaskLabel& label) const {
     return names[lone_names[label.task]];
   }
+  // A task as reports name it: a lone task by its name, a plan's by its op, or its first and
+  // last ops where it runs several kernels; its block (block_name) and micro-batch; and the
+  // phase of its first op ("" for a lone task).
+  struct TaskDescription {
+    std::string name;
+    std::string block;
+    std::string phase;
+    int32_t microbatch = -1;
+  };
+  TaskDescription describe(TaskId task) const;
 };
+
+// A TaskLabel's block as reports name it: "layer 3", "embedding", "head" or "step".
+std::string block_name(int32_t block);
 
 struct Lowering {
   std::vector<std::shared_ptr<const StageProgram>> stages;

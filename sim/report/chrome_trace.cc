@@ -9,12 +9,7 @@ namespace {
 
 double microseconds(SimTime t) { return static_cast<double>(t.picoseconds()) * 1e-6; }
 
-std::string block_name(int32_t block) {
-  if (block == -1) return "embedding";
-  if (block == -2) return "head";
-  if (block < 0) return "step";
-  return fmt::format("layer {}", block);
-}
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace
 
@@ -59,6 +54,24 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
                        json_quote(where), json_quote(to_string(plan.ops[i].phase)), microbatch));
       at = at + length;
     }
+  }
+  // Memory as a counter track per rank: of the samples one instant holds, the last (the value
+  // the rank keeps from then on); the peak as an instant event, where the result places it.
+  const std::vector<MemorySample>& memory = run.memory;
+  for (size_t i = 0; i < memory.size(); ++i) {
+    const MemorySample& m = memory[i];
+    if (i + 1 < memory.size() && memory[i + 1].rank == m.rank && memory[i + 1].time == m.time)
+      continue;
+    emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})", m.rank,
+                     microseconds(m.time), static_cast<double>(m.bytes) / kGiB));
+  }
+  for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
+    if (!lowering.ranks[rank].record_spans) continue;
+    const RankOutcome& outcome = run.ranks[rank];
+    emit(fmt::format(
+        R"({{"ph":"i","s":"p","pid":{},"ts":{},"name":"memory peak","args":{{"GiB":{}}}}})", rank,
+        microseconds(outcome.peak_memory_time),
+        static_cast<double>(outcome.peak_memory_bytes) / kGiB));
   }
   out << "\n]}\n";
 }

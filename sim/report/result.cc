@@ -201,9 +201,19 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
     r.stages[i] = StageMemory{static_cast<int>(i), 0, st.total(), st.weight_bytes, st.gradient_bytes, st.optimizer_bytes};
   }
   for (size_t rank = 0; rank < run.ranks.size(); ++rank) {
+    const RankOutcome& outcome = run.ranks[rank];
     StageMemory& stage = r.stages[lowering.rank_stage[rank]];
-    stage.peak_bytes = std::max(stage.peak_bytes, run.ranks[rank].peak_memory_bytes);
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, run.ranks[rank].peak_memory_bytes);
+    if (outcome.peak_memory_bytes > stage.peak_bytes) {
+      stage.peak_bytes = outcome.peak_memory_bytes;
+      stage.peak_at.reset();
+      if (outcome.peak_memory_task != kNoId) {
+        const auto d =
+            lowering.stages[lowering.rank_stage[rank]]->describe(outcome.peak_memory_task);
+        stage.peak_at = MemoryPeak{d.name, d.block, d.phase, d.microbatch,
+                                   to_seconds(outcome.peak_memory_time)};
+      }
+    }
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, outcome.peak_memory_bytes);
   }
   r.fits = r.peak_memory_bytes <= r.capacity_bytes;
 
@@ -404,6 +414,15 @@ Json to_json(const Result& r, bool include_wall_time) {
     stage.set("stage", st.stage).set("peak_bytes", st.peak_bytes).set("static_bytes", st.static_bytes);
     stage.set("weight_bytes", st.weight_bytes).set("gradient_bytes", st.gradient_bytes);
     stage.set("optimizer_bytes", st.optimizer_bytes);
+    if (st.peak_at) {
+      const MemoryPeak& at = *st.peak_at;
+      Json peak = Json::object();
+      peak.set("task", at.task).set("block", at.block);
+      peak.set("phase", at.phase.empty() ? Json() : Json(at.phase));
+      peak.set("microbatch", at.microbatch >= 0 ? Json(at.microbatch) : Json());
+      peak.set("time_s", at.time / Seconds(1));
+      stage.set("peak_at", std::move(peak));
+    }
     stages.push(std::move(stage));
   }
   memory.set("stages", std::move(stages));
@@ -499,6 +518,15 @@ Result read_result(const std::string& json_text, const std::string& name) {
                         .weight_bytes = stage.required<int64_t>("weight_bytes"),
                         .gradient_bytes = stage.required<int64_t>("gradient_bytes"),
                         .optimizer_bytes = stage.required<int64_t>("optimizer_bytes")});
+    if (std::optional<YamlMap> peak = stage.optional_map("peak_at")) {
+      MemoryPeak& at = r.stages.back().peak_at.emplace();
+      at.task = peak->required<std::string>("task");
+      at.block = peak->required<std::string>("block");
+      at.phase = peak->node("phase").IsNull() ? "" : peak->required<std::string>("phase");
+      at.microbatch = peak->node("microbatch").IsNull() ? -1 : peak->required<int>("microbatch");
+      at.time = Seconds(read_number(*peak, "time_s"));
+      peak->finish();
+    }
   });
   memory.finish();
   r.breakdown = read_breakdown(root.map("breakdown_s"));
@@ -563,6 +591,16 @@ std::string to_text(const Result& r) {
   out += fmt::format("  hardware TFLOP/s {:10.1f}   per GPU, HFU {:.1f}%\n", r.hardware_tflops_per_gpu, 100.0 * r.hfu);
   out += fmt::format("  peak memory      {:10.2f} GiB of {:.2f} GiB   {}\n", gib(r.peak_memory_bytes),
                      gib(r.capacity_bytes), r.fits ? "fits" : "DOES NOT FIT");
+  for (const StageMemory& st : r.stages) {
+    if (st.peak_bytes != r.peak_memory_bytes || !st.peak_at) continue;
+    const MemoryPeak& at = *st.peak_at;
+    std::string where = at.block;
+    if (!at.phase.empty()) where += ", " + at.phase;
+    if (at.microbatch >= 0) where += fmt::format(", micro-batch {}", at.microbatch);
+    out += fmt::format("    reached at {:.2f} ms on stage {}: {}\n    ({})\n", ms(at.time),
+                       st.stage, where, at.task);
+    break;
+  }
   if (!r.kernels.profile.empty()) {
     out += fmt::format("  kernel time      {:10.1f}%   from the measured profile {}, the rest modeled\n",
                        100.0 * r.kernels.measured_time_fraction, r.kernels.profile);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@ struct Breakdown {
   }
 };
 
+// The task whose start first took a stage's worst rank to its peak (StageProgram::describe).
+struct MemoryPeak {
+  std::string task;
+  std::string block;
+  std::string phase;    // "" for a task outside the layers' passes
+  int microbatch = -1;  // -1: none
+  Seconds time;         // into the step
+};
+
 struct StageMemory {
   int stage = 0;
   int64_t peak_bytes = 0;
@@ -38,6 +48,7 @@ struct StageMemory {
   int64_t weight_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;
+  std::optional<MemoryPeak> peak_at;  // absent when nothing rose above the static memory
 };
 
 // Where the critical stage's kernel times came from: a measured profile or the roofline model.

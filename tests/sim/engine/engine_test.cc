@@ -152,7 +152,28 @@ TEST(Engine, MemoryPeakFollowsTheSchedule) {
   const RunResult r = Engine({setup}).run();
   EXPECT_EQ(r.ranks[0].peak_memory_bytes, 180);
   EXPECT_EQ(r.ranks[0].peak_memory_time, us(1));
+  EXPECT_EQ(r.ranks[0].peak_memory_task, 1u);
   EXPECT_EQ(r.ranks[0].final_memory_bytes, 100);
+  // The recorded rank's memory after each start and end, from the initial bytes at time zero.
+  std::vector<std::pair<SimTime, int64_t>> samples;
+  for (const MemorySample& m : r.memory) samples.emplace_back(m.time, m.bytes);
+  const std::vector<std::pair<SimTime, int64_t>> expected = {
+      {us(0), 100}, {us(0), 150}, {us(1), 150}, {us(1), 180},
+      {us(2), 150}, {us(2), 150}, {us(3), 100}};
+  EXPECT_EQ(samples, expected);
+}
+
+TEST(Engine, RecordsMemoryOnlyOfRecordedRanksAndNoPeakTaskWhenNothingRises) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 10});
+  RankSetup quiet = rank_of(share(std::move(b)));
+  quiet.record_spans = false;
+  quiet.initial_memory_bytes = 10;
+  const RunResult r = Engine({quiet}).run();
+  EXPECT_TRUE(r.memory.empty());
+  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 10);
+  EXPECT_EQ(r.ranks[0].peak_memory_task, kNoId);
 }
 
 TEST(Engine, MaxEventsStopsTheRun) {

@@ -37,6 +37,26 @@ TEST(Result, JsonHasEveryKeyOfTheContract) {
   EXPECT_TRUE(json.at("scenario").at("training").at("recompute_layers").is_null());
 }
 
+TEST(Result, NamesTheTaskThatReachesThePeakMemory) {
+  // Without recomputation a single GPU holds every layer's activations of its micro-batch when
+  // the output head's forward starts, and the logits on top: the peak, first reached by the
+  // first micro-batch (the gradients allocated in its backward are freed by the step's end).
+  const auto scenario =
+      std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const Result result = simulate(scenario).result;
+  const Json peak = to_json(result).at("memory").at("stages").elements().at(0).at("peak_at");
+  EXPECT_EQ(peak.at("block").string(), "head");
+  EXPECT_EQ(peak.at("phase").string(), "forward");
+  EXPECT_EQ(peak.at("microbatch").number(), 0.0);
+  EXPECT_GT(peak.at("time_s").number(), 0.0);
+  EXPECT_LT(peak.at("time_s").number(), result.iteration_time / Seconds(1) / result.microbatches);
+  const std::string text = to_text(result);
+  EXPECT_NE(text.find("on stage 0: head, forward, micro-batch 0\n    (" + peak.at("task").string() +
+                      ")\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Result, EchoesTheLayersPartialRecomputeAndOffloadCover) {
   const auto echoed = [](const char* training) {
     const auto scenario = std::make_shared<const Scenario>(load_scenario_text(fmt::format(R"(model: gpt-1.7b
