@@ -272,6 +272,7 @@ int run_command(int argc, char** argv) {
   if (args.has("--timeout")) options.timeout = Seconds(limit("--timeout", Dimension::kTime));
   options.max_memory = args.has("--max-memory") ? Bytes(limit("--max-memory", Dimension::kBytes)) : machine_memory();
   options.threads = thread_count(args);
+  options.record_memory = args.has("--trace");
   const Prediction prediction = simulate(scenario, options);
   if (args.has("--trace")) {
     write_file(args.options.at("--trace"), "the trace",

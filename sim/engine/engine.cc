@@ -68,6 +68,7 @@ class RunState {
         ranks_(ranks.size()),
         open_(num_instances) {
     size_t recorded_tasks = 0;
+    size_t memory_tasks = 0;
     for (size_t r = 0; r < ranks.size(); ++r) {
       const Program& program = *ranks[r].program;
       PACELINE_CHECK(ranks[r].group_instances.size() >= program.num_slots(),
@@ -86,14 +87,15 @@ class RunState {
       state.remaining_tasks = program.num_tasks();
       state.memory_bytes = ranks[r].initial_memory_bytes;
       state.outcome.peak_memory_bytes = state.memory_bytes;
-      if (ranks[r].record_spans) {
-        recorded_tasks += program.num_tasks();
+      if (ranks[r].record_spans) recorded_tasks += program.num_tasks();
+      if (ranks[r].record_memory) {
+        memory_tasks += program.num_tasks();
         result_.memory.push_back(
             MemorySample{static_cast<uint32_t>(r), SimTime::zero(), state.memory_bytes});
       }
     }
     result_.spans.reserve(recorded_tasks);
-    result_.memory.reserve(result_.memory.size() + 2 * recorded_tasks);
+    result_.memory.reserve(result_.memory.size() + 2 * memory_tasks);
   }
 
   RunResult run() {
@@ -152,7 +154,7 @@ class RunState {
   const Program& program(uint32_t rank) const { return *setups_[rank].program; }
 
   void record_memory(uint32_t rank) {
-    if (setups_[rank].record_spans)
+    if (setups_[rank].record_memory)
       result_.memory.push_back(MemorySample{rank, now_, ranks_[rank].memory_bytes});
   }
 

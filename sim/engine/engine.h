@@ -34,6 +34,7 @@ struct RankSetup {
   std::vector<uint32_t> group_instances;  // indexed by SyncPoint::slot
   int64_t initial_memory_bytes = 0;       // resident before the first task (weights, states)
   bool record_spans = false;              // keep each task's start and end in the result
+  bool record_memory = false;             // keep its memory after each task start and end
 };
 
 // Compute slowed by concurrent communication on the same rank. A task that holds SMs (Task::sms
@@ -106,7 +107,7 @@ struct RankOutcome {
   int64_t final_memory_bytes = 0;
 };
 
-// A recorded rank's memory after a task started or ended.
+// A rank's memory after a task started or ended (RankSetup::record_memory).
 struct MemorySample {
   uint32_t rank = 0;
   SimTime time;
@@ -117,7 +118,8 @@ struct RunResult {
   SimTime end;                     // the latest finish over all ranks
   std::vector<RankOutcome> ranks;  // by rank
   std::vector<TaskSpan> spans;     // recorded ranks' tasks, in order of completion
-  // Recorded ranks' memory: the initial bytes at time zero, then every change, in order of events.
+  // Memory of the ranks that record it: the initial bytes at time zero, then the bytes after each
+  // task start and end, in order of events.
   std::vector<MemorySample> memory;
   uint64_t events = 0;             // events processed
 };

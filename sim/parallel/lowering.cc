@@ -1473,6 +1473,7 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
     setup.initial_memory_bytes = stage.static_memory.total();
     // Spans of the stage's first rank: the one symmetric fidelity simulates.
     setup.record_spans = options.record_spans && RankFold::all().represents(coord);
+    setup.record_memory = options.record_memory && setup.record_spans;
     lowering.ranks.push_back(std::move(setup));
     lowering.rank_stage.push_back(coord.pp);
     lowering.rank_global.push_back(rank);

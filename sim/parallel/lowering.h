@@ -87,7 +87,8 @@ struct Lowering {
 };
 
 struct LoweringOptions {
-  bool record_spans = false;  // keep task spans of the first simulated rank of each stage
+  bool record_spans = false;   // keep task spans of the first simulated rank of each stage
+  bool record_memory = false;  // keep the memory over time of the same ranks
   // Communication tasks of more than one rank are timed by a shared network (ExternalModel)
   // instead of their isolated duration.
   bool shared_network = false;

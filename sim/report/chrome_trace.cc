@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <vector>
+
 #include "base/json.h"
 
 namespace paceline {
@@ -9,7 +12,7 @@ namespace {
 
 double microseconds(SimTime t) { return static_cast<double>(t.picoseconds()) * 1e-6; }
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+double gib(int64_t bytes) { return Bytes(static_cast<double>(bytes)) / GiB(1); }
 
 }  // namespace
 
@@ -55,23 +58,28 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
       at = at + length;
     }
   }
-  // Memory as a counter track per rank: of the samples one instant holds, the last (the value
-  // the rank keeps from then on); the peak as an instant event, where the result places it.
-  const std::vector<MemorySample>& memory = run.memory;
-  for (size_t i = 0; i < memory.size(); ++i) {
-    const MemorySample& m = memory[i];
-    if (i + 1 < memory.size() && memory[i + 1].rank == m.rank && memory[i + 1].time == m.time)
-      continue;
+  // Memory as a counter track per rank: what the rank holds after each instant (of the samples
+  // an instant holds, the last). A peak that frees at the same instant take back is not on it;
+  // an instant event marks the peak where the result places it.
+  auto emit_memory = [&](const MemorySample& m) {
     emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})", m.rank,
-                     microseconds(m.time), static_cast<double>(m.bytes) / kGiB));
+                     microseconds(m.time), gib(m.bytes)));
+  };
+  std::vector<std::optional<MemorySample>> pending(lowering.ranks.size());
+  for (const MemorySample& m : run.memory) {
+    std::optional<MemorySample>& last = pending[m.rank];
+    if (last && last->time != m.time) emit_memory(*last);
+    last = m;
+  }
+  for (const std::optional<MemorySample>& last : pending) {
+    if (last) emit_memory(*last);
   }
   for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
     if (!lowering.ranks[rank].record_spans) continue;
     const RankOutcome& outcome = run.ranks[rank];
     emit(fmt::format(
         R"({{"ph":"i","s":"p","pid":{},"ts":{},"name":"memory peak","args":{{"GiB":{}}}}})", rank,
-        microseconds(outcome.peak_memory_time),
-        static_cast<double>(outcome.peak_memory_bytes) / kGiB));
+        microseconds(outcome.peak_memory_time), gib(outcome.peak_memory_bytes)));
   }
   out << "\n]}\n";
 }

@@ -36,7 +36,7 @@ struct Breakdown {
 struct MemoryPeak {
   std::string task;
   std::string block;
-  std::string phase;    // "" for a task outside the layers' passes
+  std::string phase;    // "" for a task outside a block's planned pass (StageProgram::describe)
   int microbatch = -1;  // -1: none
   Seconds time;         // into the step
 };
@@ -48,7 +48,7 @@ struct StageMemory {
   int64_t weight_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;
-  std::optional<MemoryPeak> peak_at;  // absent when nothing rose above the static memory
+  std::optional<MemoryPeak> peak_at;  // absent when no task raised the memory the step starts with
 };
 
 // Where the critical stage's kernel times came from: a measured profile or the roofline model.

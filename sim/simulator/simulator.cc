@@ -132,9 +132,12 @@ Prediction run_simulation(std::shared_ptr<const Scenario> scenario, const Simula
   // Full fidelity folds the peers it proves symmetric: lowered for the hoped-for fold first,
   // lowered again only when the proof keeps fewer dimensions.
   auto lower_folded = [&](RankFold fold) {
-    return std::make_shared<const Lowering>(
-        lower(*scenario, timer, collectives,
-              {.record_spans = true, .shared_network = full, .full_fold = fold, .threads = options.threads}));
+    return std::make_shared<const Lowering>(lower(*scenario, timer, collectives,
+                                                  {.record_spans = true,
+                                                   .record_memory = options.record_memory,
+                                                   .shared_network = full,
+                                                   .full_fold = fold,
+                                                   .threads = options.threads}));
   };
   auto lowering = lower_folded(wanted);
   NetworkSymmetry symmetry(layout);

@@ -29,6 +29,9 @@ struct SimulateOptions {
   // Set by another thread (an interrupt), it stops the run with SimulationStopped: checked after
   // lowering and as the engine runs. Never changes a result.
   const std::atomic<bool>* stop = nullptr;
+  // Keep the recorded ranks' memory after every task start and end (RunResult::memory), which
+  // a trace shows; off, a run keeps only each rank's peak.
+  bool record_memory = false;
 };
 
 // A prediction and what produced it (for traces).

@@ -149,6 +149,7 @@ TEST(Engine, MemoryPeakFollowsTheSchedule) {
   b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 50});
   RankSetup setup = rank_of(share(std::move(b)));
   setup.initial_memory_bytes = 100;
+  setup.record_memory = true;
   const RunResult r = Engine({setup}).run();
   EXPECT_EQ(r.ranks[0].peak_memory_bytes, 180);
   EXPECT_EQ(r.ranks[0].peak_memory_time, us(1));
@@ -163,17 +164,28 @@ TEST(Engine, MemoryPeakFollowsTheSchedule) {
   EXPECT_EQ(samples, expected);
 }
 
-TEST(Engine, RecordsMemoryOnlyOfRecordedRanksAndNoPeakTaskWhenNothingRises) {
-  ProgramBuilder b;
-  const StreamId s = b.add_stream("compute");
-  b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 10});
-  RankSetup quiet = rank_of(share(std::move(b)));
-  quiet.record_spans = false;
+TEST(Engine, RecordsMemoryOnlyOfTheRanksAskedAndNoPeakTaskWhenNothingRises) {
+  // Rank 0 records its memory; rank 1 does not, and only frees what it started with.
+  const auto program = [](int64_t alloc_bytes, int64_t free_bytes) {
+    ProgramBuilder b;
+    const StreamId s = b.add_stream("compute");
+    b.add_task({.stream = s,
+                .duration = us(1),
+                .alloc_at_start_bytes = alloc_bytes,
+                .free_at_end_bytes = free_bytes});
+    return share(std::move(b));
+  };
+  RankSetup recording = rank_of(program(5, 0));
+  recording.record_memory = true;
+  RankSetup quiet = rank_of(program(0, 10));
   quiet.initial_memory_bytes = 10;
-  const RunResult r = Engine({quiet}).run();
-  EXPECT_TRUE(r.memory.empty());
-  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 10);
-  EXPECT_EQ(r.ranks[0].peak_memory_task, kNoId);
+  const RunResult r = Engine({recording, quiet}).run();
+  ASSERT_EQ(r.memory.size(), 3u);
+  for (const MemorySample& m : r.memory) EXPECT_EQ(m.rank, 0u);
+  EXPECT_EQ(r.memory.back().bytes, 5);
+  EXPECT_EQ(r.ranks[0].peak_memory_task, 0u);
+  EXPECT_EQ(r.ranks[1].peak_memory_bytes, 10);
+  EXPECT_EQ(r.ranks[1].peak_memory_task, kNoId);
 }
 
 TEST(Engine, MaxEventsStopsTheRun) {

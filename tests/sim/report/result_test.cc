@@ -338,6 +338,32 @@ TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
   EXPECT_NE(error(wrong_type).find("breakdown_s.compute = 'soon' is not a number"),
             std::string::npos)
       << error(wrong_type);
+  // The peak's place: phase and micro-batch may be null (a task outside the layers' passes), and
+  // its keys are checked too.
+  const auto with_peak_at = [&](Json peak_at) {
+    Json stages = Json::array();
+    for (const Json& stage : json.at("memory").at("stages").elements())
+      stages.push(Json(stage).set("peak_at", peak_at));
+    return Json(json).set("memory", Json(json.at("memory")).set("stages", std::move(stages)));
+  };
+  Json lone_peak = Json::object();
+  lone_peak.set("task", "dp.weight_all_gather")
+      .set("block", "step")
+      .set("phase", Json())
+      .set("microbatch", Json());
+  lone_peak.set("time_s", 0.25);
+  const Json lone = with_peak_at(lone_peak);
+  const Result read_back = read_result(lone.dump(2), "r.json");
+  ASSERT_TRUE(read_back.stages.at(0).peak_at.has_value());
+  EXPECT_EQ(read_back.stages[0].peak_at->task, "dp.weight_all_gather");
+  EXPECT_EQ(read_back.stages[0].peak_at->phase, "");
+  EXPECT_EQ(read_back.stages[0].peak_at->microbatch, -1);
+  EXPECT_EQ(to_json(read_back).at("memory").at("stages").elements().at(0).at("peak_at").dump(-1),
+            lone_peak.dump(-1));
+  const std::string misplaced = with_peak_at(Json(lone_peak).set("where", "here")).dump();
+  EXPECT_NE(error(misplaced).find("unknown key 'where' in memory.stages[0].peak_at"),
+            std::string::npos)
+      << error(misplaced);
   const std::string renamed = Json(json).set("name", "another").dump();
   EXPECT_NE(error(renamed).find("'another' is not the name of the scenario it echoes"),
             std::string::npos)
