@@ -1234,6 +1234,11 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
     const bool projection_keeps_output = !shard.fp8 && d.fusion != Fusion::kEager;
     const Bytes kept_output = projection_keeps_output ? Bytes(0) : elements(T * output_width, d.e);
     const bool gathered = shard.cp_comm == ContextComm::kAllGather;
+    // The gathered keys and values stay allocated for the whole ring loop, forward and backward
+    // (PyTorch's _AllGatherRotater holds the aggregated buffer the steps read views of): the
+    // blocks and merges after the gather hold them besides their own buffers.
+    const Bytes gathered_kv =
+        gathered && steps > 1 ? kv_block * static_cast<double>(steps) : Bytes(0);
     // An exchange waited for where it is issued sits between the block before it and the block
     // after it: its forward copy and its backward copy each hold up the next block.
     const bool beside = shard.cp_comm_overlap;
@@ -1258,6 +1263,9 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
       f.checkpoint_bytes = step == 0 ? qkv_bytes : Bytes(0);
       f.op.transient = elements(T * output_width, 4.0);  // fp32 output accumulator
       if (kv_in >= 0 && (step > 0 || !beside)) f.inputs.push_back(kv_in);
+      // Beside the gather the diagonal block reads only the local keys; the gather holds the
+      // buffer meanwhile.
+      if (step > 0 || !beside) f.op.transient += gathered_kv;
       if (!gathered && step + 1 < steps) {
         // The next key/value block comes over the ring while this one is computed; backward
         // sends keys, values and their gradients.
@@ -1292,6 +1300,8 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
                                   elements(T * q_width, d.e + 8.0) +
                                       elements(T * static_cast<double>(attended_kv_width + value_width), 3.0 * d.e),
                                   {core});
+        merge.op.transient = gathered_kv;
+        merge.backward_transient = gathered_kv;
         merge.recompute_in_core_attention();
         core = b.add(merge);
       }

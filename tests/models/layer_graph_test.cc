@@ -614,6 +614,24 @@ TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
   EXPECT_FALSE(waits_for_gather("attn.core.step0"));
   EXPECT_TRUE(waits_for_gather("attn.core.step1"));
   EXPECT_TRUE(waits_for_gather("attn.core.step3"));
+  // The gathered blocks stay allocated while the blocks after the gather, their merges and their
+  // backward run, besides each block's fp32 output accumulator (1024 tokens × 1024 features).
+  const double gathered_bytes = 4.0 * 1024 * 2 * 1024 * 2;
+  const double accumulator_bytes = 1024.0 * 1024 * 4;
+  EXPECT_DOUBLE_EQ(g.op(forward_op(g, "attn.core.step0")).transient / Bytes(1), accumulator_bytes);
+  EXPECT_DOUBLE_EQ(g.op(forward_op(g, "attn.core.step1")).transient / Bytes(1),
+                   accumulator_bytes + gathered_bytes);
+  EXPECT_DOUBLE_EQ(g.op(forward_op(g, "attn.ring.merge.step3")).transient / Bytes(1),
+                   gathered_bytes);
+  EXPECT_DOUBLE_EQ(
+      g.op(op_in(g, Phase::kBackwardInput, "attn.core.step3.bwd")).transient / Bytes(1),
+      accumulator_bytes + gathered_bytes);
+  EXPECT_DOUBLE_EQ(
+      g.op(op_in(g, Phase::kBackwardInput, "attn.ring.merge.step2.bwd")).transient / Bytes(1),
+      gathered_bytes);
+  const LayerGraph ring = context_parallel_layer(gpt_like(), ContextComm::kRing);
+  EXPECT_DOUBLE_EQ(ring.op(forward_op(ring, "attn.core.step1")).transient / Bytes(1),
+                   accumulator_bytes);
   int gathers = 0, sends = 0;
   for (const OpId id : g.ops(Phase::kBackwardInput)) {
     const Op& op = g.op(id);
