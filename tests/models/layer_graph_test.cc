@@ -1160,6 +1160,24 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     }
   }
   EXPECT_EQ(eager_found, 2);
+  // Over 4 vocabulary shards, PyTorch's loss parallel: the rank's 8000 columns in fp32 ops, 38
+  // bytes per logit each way (the cast's 2 + 4 and 32 more forward), 12 bytes per logit alive
+  // besides the 4 kept in either pass, 7 kernels forward and 6 backward.
+  LayerShard parallel = shard(4, false);
+  parallel.cross_entropy = Fusion::kEager;
+  const LayerGraph p = build_output_head(gpt_like(), parallel);
+  const double shard_logits = logits / 4;
+  int parallel_found = 0;
+  for (OpId id = 0; id < p.num_ops(); ++id) {
+    const Op& op = p.op(id);
+    if (op.name != "head.cross_entropy" && op.name != "head.cross_entropy.bwd") continue;
+    EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 38.0 * shard_logits) << op.name;
+    EXPECT_DOUBLE_EQ(op.transient / Bytes(1), 12.0 * shard_logits) << op.name;
+    EXPECT_EQ(op.kernels, op.phase == Phase::kForward ? 7 : 6) << op.name;
+    if (op.phase == Phase::kForward) EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * shard_logits);
+    ++parallel_found;
+  }
+  EXPECT_EQ(parallel_found, 2);
 }
 
 TEST(LayerGraph, EagerModeRunsNormRotaryAndSwigluAsSeveralKernels) {
