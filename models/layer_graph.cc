@@ -1732,18 +1732,18 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
   Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 20.0)),
                            Bytes(T * vocab * 4.0), Bytes(T * vocab * ((eager ? 20.0 : 12.0) + d.e)), {logits});
   loss.op.transient = Bytes(T * vocab * 4.0);
-  if (eager && shard.tp > 1) {
-    // Over vocabulary shards PyTorch runs loss parallel (torch/distributed/tensor/parallel/
-    // loss.py), whose handlers spell both passes out in fp32 ops. Forward, _log_softmax: the
-    // shifted logits, their exponentials (summed, then freed) and the result, beside the fp32
-    // copy: 12 bytes per logit at once besides the kept 4, 38 moved. Backward,
-    // _nll_loss_and_log_softmax_backward: (zeros_like(x) + exp(x)) * grad, then the cast back:
-    // 16 bytes per logit at its peak with the kept 4 (12 transient), 38 moved.
+  if (eager && shard.tp > 1 && shard.tp_implementation == TpImplementation::kPytorch) {
+    // Over vocabulary shards of PyTorch's tensor parallelism the loss is loss parallel
+    // (torch/distributed/tensor/parallel/loss.py), whose handlers spell both passes out in fp32
+    // ops, 38 bytes moved per logit each way. Forward, _log_softmax: the fp32 copy, the shifted
+    // logits and their exponentials (summed, then freed, the result taking their place): 12
+    // bytes per logit at once with the kept 4. Backward, _nll_loss_and_log_softmax_backward:
+    // (zeros_like(x) + exp(x)) * grad, then the cast back: 16 with the kept 4.
     loss.op.bytes = Bytes(T * vocab * (d.e + 36.0));
     loss.op.kernels = 7;  // cast, max, subtract, exp, sum, subtract, gather
     loss.backward_bytes = Bytes(T * vocab * (d.e + 36.0));
     loss.backward_kernels = 6;  // zeros, scatter, exp, add, multiply, cast
-    loss.op.transient = Bytes(T * vocab * 12.0);
+    loss.op.transient = Bytes(T * vocab * 8.0);
     loss.backward_transient = Bytes(T * vocab * 12.0);
   } else if (eager) {
     loss.op.kernels = 3;  // cast, log_softmax, nll_loss

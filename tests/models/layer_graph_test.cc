@@ -677,6 +677,11 @@ TEST(LayerGraph, ContextExchangesWithoutOverlapHoldUpTheNextBlock) {
       if (gathered && i == 0) {
         EXPECT_TRUE(waits_for(g, core, forward_op(g, "attn.kv_gather")));
         EXPECT_FALSE(waits_for(beside, forward_op(beside, "attn.core.step0"), forward_op(beside, "attn.kv_gather")));
+        // Waited for, the gathered keys and values are held from the diagonal block on.
+        EXPECT_DOUBLE_EQ(
+            (g.op(core).transient - beside.op(forward_op(beside, "attn.core.step0")).transient) /
+                Bytes(1),
+            g.op(forward_op(g, "attn.kv_gather")).comm.size / Bytes(1));
       }
       if (!gathered && i < 3) {
         EXPECT_TRUE(waits_for(g, core, forward_op(g, step("attn.ring.step", i))));
@@ -1160,11 +1165,13 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     }
   }
   EXPECT_EQ(eager_found, 2);
-  // Over 4 vocabulary shards, PyTorch's loss parallel: the rank's 8000 columns in fp32 ops, 38
-  // bytes per logit each way (the cast's 2 + 4 and 32 more forward), 12 bytes per logit alive
-  // besides the 4 kept in either pass, 7 kernels forward and 6 backward.
+  // Over 4 vocabulary shards of PyTorch's tensor parallelism, loss parallel: the rank's 8000
+  // columns in fp32 ops, 38 bytes per logit each way (the cast's 2 + 4 and 32 more forward),
+  // besides the 4 kept 8 bytes per logit alive forward and 12 backward, 7 kernels forward and 6
+  // backward. Megatron-LM's tensor parallelism keeps the ATen kernels' figures.
   LayerShard parallel = shard(4, false);
   parallel.cross_entropy = Fusion::kEager;
+  parallel.tp_implementation = TpImplementation::kPytorch;
   const LayerGraph p = build_output_head(gpt_like(), parallel);
   const double shard_logits = logits / 4;
   int parallel_found = 0;
@@ -1172,12 +1179,23 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     const Op& op = p.op(id);
     if (op.name != "head.cross_entropy" && op.name != "head.cross_entropy.bwd") continue;
     EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 38.0 * shard_logits) << op.name;
-    EXPECT_DOUBLE_EQ(op.transient / Bytes(1), 12.0 * shard_logits) << op.name;
+    EXPECT_DOUBLE_EQ(op.transient / Bytes(1),
+                     (op.phase == Phase::kForward ? 8.0 : 12.0) * shard_logits)
+        << op.name;
     EXPECT_EQ(op.kernels, op.phase == Phase::kForward ? 7 : 6) << op.name;
-    if (op.phase == Phase::kForward) EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * shard_logits);
+    if (op.phase == Phase::kForward) {
+      EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * shard_logits);
+    }
     ++parallel_found;
   }
   EXPECT_EQ(parallel_found, 2);
+  parallel.tp_implementation = TpImplementation::kMegatron;
+  const LayerGraph megatron = build_output_head(gpt_like(), parallel);
+  for (OpId id = 0; id < megatron.num_ops(); ++id) {
+    if (megatron.op(id).name == "head.cross_entropy.bwd") {
+      EXPECT_EQ(megatron.op(id).kernels, 4);
+    }
+  }
 }
 
 TEST(LayerGraph, EagerModeRunsNormRotaryAndSwigluAsSeveralKernels) {

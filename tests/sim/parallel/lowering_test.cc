@@ -214,6 +214,21 @@ training: {global_batch: 1, seq_len: 8192, recompute: full, cross_entropy: CE}
   };
   const double logits = 8192.0 * 128256.0;
   EXPECT_NEAR(static_cast<double>(peak("eager") - peak("fused")), 4.0 * logits, 0.25 * logits);
+  // Over two vocabulary shards of PyTorch's tensor parallelism, loss parallel peaks in backward at
+  // 16 bytes per logit of the rank's half: 8 above the fused kernel, 4 above the ATen kernels.
+  const auto sharded_peak = [&](const char* cross_entropy, const char* implementation) {
+    std::string text = kLoss;
+    text.replace(text.find("CE"), 2, cross_entropy);
+    text.replace(text.find("gpus_per_node: 1"), 16, "gpus_per_node: 2");
+    text += std::string("parallelism: {tp: 2, tp_implementation: ") + implementation + "}\n";
+    return simulate(scenario_of(text)).result.peak_memory_bytes;
+  };
+  const double half = logits / 2;
+  const int64_t fused = sharded_peak("fused", "pytorch");
+  EXPECT_NEAR(static_cast<double>(sharded_peak("eager", "pytorch") - fused), 8.0 * half,
+              0.25 * half);
+  EXPECT_NEAR(static_cast<double>(sharded_peak("eager", "megatron") - fused), 4.0 * half,
+              0.25 * half);
 }
 
 TEST(Lowering, AStepPastTheRangeOfSimulatedTimeStopsAtTheLimit) {
