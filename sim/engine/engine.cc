@@ -154,8 +154,9 @@ class RunState {
   const Program& program(uint32_t rank) const { return *setups_[rank].program; }
 
   void record_memory(uint32_t rank) {
-    if (setups_[rank].record_memory)
+    if (setups_[rank].record_memory) {
       result_.memory.push_back(MemorySample{rank, now_, ranks_[rank].memory_bytes});
+    }
   }
 
   // Streams run in order, so a task has finished exactly when its stream has moved past it:

@@ -102,8 +102,9 @@ struct RankOutcome {
   SimTime finish;               // when the rank's last task ended
   int64_t peak_memory_bytes = 0;
   SimTime peak_memory_time;     // when the peak was first reached
-  TaskId peak_memory_task =
-      kNoId;  // the task whose start first reached it (kNoId: the initial memory)
+  // The task whose start (or arrival at its rendezvous) first reached it; kNoId: the initial
+  // memory.
+  TaskId peak_memory_task = kNoId;
   int64_t final_memory_bytes = 0;
 };
 
