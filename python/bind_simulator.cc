@@ -11,6 +11,21 @@
 #include "sim/timeline/timeline.h"
 
 namespace paceline::python {
+namespace {
+
+// A Result read back from a pickle carries the prediction, not the step's spans, and one from
+// simulate() keeps no memory samples: the simulation is deterministic, so simulating its
+// scenario again gives the same step with them.
+void simulate_for_timeline(Prediction& p, bool memory) {
+  if (p.lowering != nullptr && (!memory || !p.run.memory.empty())) return;
+  Prediction again = run_interruptible([&](const std::atomic<bool>& stop) {
+    return simulate_again(p.result, {.stop = &stop, .record_memory = memory});
+  });
+  p.lowering = std::move(again.lowering);
+  p.run = std::move(again.run);
+}
+
+}  // namespace
 
 void bind_simulator(py::module_& m) {
   py::class_<Prediction, std::shared_ptr<Prediction>>(
@@ -56,15 +71,7 @@ void bind_simulator(py::module_& m) {
       .def(
           "timeline",
           [](Prediction& p, bool kernels) {
-            // A Result read back from a pickle carries the prediction, not the step's spans: the
-            // simulation is deterministic, so simulating its scenario again gives the same ones.
-            if (p.lowering == nullptr) {
-              Prediction again = run_interruptible([&](const std::atomic<bool>& stop) {
-                return simulate_again(p.result, {.stop = &stop});
-              });
-              p.lowering = std::move(again.lowering);
-              p.run = std::move(again.run);
-            }
+            simulate_for_timeline(p, /*memory=*/false);
             return std::make_shared<Timeline>(make_timeline(*p.lowering, p.run, kernels));
           },
           py::arg("kernels") = false,
@@ -72,6 +79,17 @@ void bind_simulator(py::module_& m) {
           "with kernels=True. A Result read back from a pickle simulates its scenario again for "
           "them, and raises ValueError when that gives another result (its catalogs or files "
           "changed).")
+      .def(
+          "memory_timeline",
+          [](Prediction& p) {
+            simulate_for_timeline(p, /*memory=*/true);
+            return std::make_shared<MemoryTimeline>(make_memory_timeline(*p.lowering, p.run));
+          },
+          "The memory of the recorded ranks over the step as a MemoryTimeline (bytes, simulated "
+          "seconds): what each holds from its start and after each instant a task started or "
+          "ended. Simulates the scenario again to record it (the same step; ValueError when its "
+          "catalogs or files changed). peak_memory_bytes and to_dict()'s memory.stages[].peak_at "
+          "say where the peak is.")
       .def("__repr__", [](const Prediction& p) { return to_text(p.result); })
       // Pickled as the result contract's JSON, so that results cross processes (multiprocessing,
       // concurrent.futures, dask) and files without simulating again.

@@ -1,4 +1,5 @@
-// Bindings of sim/timeline: a Result's spans as NumPy columns that keep their owner alive.
+// Bindings of sim/timeline: a Result's spans and memory as NumPy columns that keep their owner
+// alive.
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -47,6 +48,28 @@ void bind_timeline(py::module_& m) {
       .def_readonly("names", &Timeline::names, "Span names (layer.forward, attn.qkv, ...).")
       .def_readonly("activity_names", &Timeline::activity_names,
                     "Activity names (compute, recompute, tp_communication, ...).");
+  py::class_<MemoryTimeline, std::shared_ptr<MemoryTimeline>>(
+      m, "MemoryTimeline",
+      "The memory of the recorded ranks (one per pipeline stage) over one simulated step, as "
+      "read-only NumPy columns of equal length: per rank, in order of time, the bytes it holds "
+      "from each row's time until its next row.")
+      .def("__len__", &MemoryTimeline::size, "Number of rows.")
+      .def_property_readonly(
+          "rank",
+          [](py::object self) { return view(self.cast<const MemoryTimeline&>().rank, self); },
+          "Global rank of each row (int32).")
+      .def_property_readonly(
+          "stage",
+          [](py::object self) { return view(self.cast<const MemoryTimeline&>().stage, self); },
+          "Pipeline stage of each row (int32).")
+      .def_property_readonly(
+          "time_s",
+          [](py::object self) { return view(self.cast<const MemoryTimeline&>().time_s, self); },
+          "Simulated seconds from the step's start (float64).")
+      .def_property_readonly(
+          "bytes",
+          [](py::object self) { return view(self.cast<const MemoryTimeline&>().bytes, self); },
+          "Bytes the rank holds from then on (int64).");
 }
 
 }  // namespace paceline::python

@@ -26,15 +26,15 @@ if _os.path.isdir(_os.path.join(_DATA, "models", "catalog")):
     _os.environ.setdefault("PACELINE_DATA_DIR", _DATA)
 
 from . import _paceline  # noqa: E402
-from ._paceline import Result, SimulationLimitError, SweepTable, Timeline  # noqa: E402
+from ._paceline import MemoryTimeline, Result, SimulationLimitError, SweepTable, Timeline  # noqa: E402
 from ._scenario import source as _source  # noqa: E402
 from .search import SearchResult, search  # noqa: E402
 from .sweep import sweep  # noqa: E402
 from .timeline import timeline_frame  # noqa: E402
 
 __all__ = [
-    "Result", "SearchResult", "SimulationLimitError", "SweepTable", "Timeline", "data_path", "estimate_cost", "gpus",
-    "load_scenario",
+    "MemoryTimeline", "Result", "SearchResult", "SimulationLimitError", "SweepTable", "Timeline", "data_path",
+    "estimate_cost", "gpus", "load_scenario",
     "models", "plot", "search", "simulate", "sweep", "timeline_frame",
 ]
 
@@ -51,7 +51,7 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
 
     Returns a Result: ``iteration_time_s`` (s), ``tokens_per_s``, ``mfu``, ``peak_memory_bytes``
     (bytes), ``fits``, ``warnings`` (the lines of ``sim.warnings``), ``to_dict()`` with every key
-    of the result contract, ``timeline()``.
+    of the result contract, ``timeline()``, ``memory_timeline()``.
     The GIL is released while it runs; Ctrl-C (a notebook's interrupt) stops it with
     KeyboardInterrupt. Raises ValueError (file:line:col: ...) on bad input.
 

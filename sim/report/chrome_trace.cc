@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <optional>
-#include <vector>
+#include <map>
 
 #include "base/json.h"
+#include "sim/timeline/timeline.h"
 
 namespace paceline {
 namespace {
@@ -58,21 +58,15 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
       at = at + length;
     }
   }
-  // Memory as a counter track per rank: what the rank holds after each instant (of the samples
-  // an instant holds, the last). A peak that frees at the same instant take back is not on it;
-  // an instant event marks the peak where the result places it.
-  auto emit_memory = [&](const MemorySample& m) {
-    emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})", m.rank,
-                     microseconds(m.time), gib(m.bytes)));
-  };
-  std::vector<std::optional<MemorySample>> pending(lowering.ranks.size());
-  for (const MemorySample& m : run.memory) {
-    std::optional<MemorySample>& last = pending[m.rank];
-    if (last && last->time != m.time) emit_memory(*last);
-    last = m;
-  }
-  for (const std::optional<MemorySample>& last : pending) {
-    if (last) emit_memory(*last);
+  // Memory as a counter track per rank (make_memory_timeline); the peak, which frees at its
+  // instant may keep off the track, as an instant event where the result places it.
+  const MemoryTimeline memory = make_memory_timeline(lowering, run);
+  std::map<int32_t, size_t> pid_of_rank;  // a trace's processes are the simulated ranks
+  for (size_t rank = 0; rank < lowering.ranks.size(); ++rank)
+    pid_of_rank[lowering.rank_global[rank]] = rank;
+  for (size_t i = 0; i < memory.size(); ++i) {
+    emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})",
+                     pid_of_rank.at(memory.rank[i]), memory.time_s[i] * 1e6, gib(memory.bytes[i])));
   }
   for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
     if (!lowering.ranks[rank].record_spans) continue;

@@ -1,6 +1,7 @@
 #include "sim/timeline/timeline.h"
 
 #include <map>
+#include <optional>
 
 #include "sim/parallel/task_plan.h"
 
@@ -67,6 +68,28 @@ Timeline make_timeline(const Lowering& lowering, const RunResult& run, bool kern
       add(span, stage_index, stream, at, end, names(plan.ops[i].name), activity, label.microbatch);
       at = end;
     }
+  }
+  return t;
+}
+
+MemoryTimeline make_memory_timeline(const Lowering& lowering, const RunResult& run) {
+  MemoryTimeline t;
+  auto add = [&](const MemorySample& m) {
+    t.rank.push_back(lowering.rank_global[m.rank]);
+    t.stage.push_back(lowering.rank_stage[m.rank]);
+    t.time_s.push_back(to_seconds(m.time) / Seconds(1));
+    t.bytes.push_back(m.bytes);
+  };
+  // The samples of several ranks interleave in order of events: each rank's last sample of an
+  // instant is added when its next instant begins.
+  std::vector<std::optional<MemorySample>> pending(lowering.ranks.size());
+  for (const MemorySample& m : run.memory) {
+    std::optional<MemorySample>& last = pending[m.rank];
+    if (last && last->time != m.time) add(*last);
+    last = m;
+  }
+  for (const std::optional<MemorySample>& last : pending) {
+    if (last) add(*last);
   }
   return t;
 }

@@ -33,6 +33,22 @@ struct Timeline {
   size_t size() const { return start_s.size(); }
 };
 
+// The memory of the ranks that recorded it (LoweringOptions::record_memory), as columns: per
+// rank, what it holds at the start of the step and after each instant a task started or ended
+// (of the changes one instant holds, the last), in order of time. A peak that frees at the same
+// instant take back is not among the rows: RankOutcome has each rank's peak and when it was
+// first reached.
+struct MemoryTimeline {
+  std::vector<int32_t> rank;   // global rank
+  std::vector<int32_t> stage;  // pipeline stage
+  std::vector<double> time_s;  // simulated seconds from the start of the step
+  std::vector<int64_t> bytes;  // held from then until the rank's next row
+
+  size_t size() const { return time_s.size(); }
+};
+
+MemoryTimeline make_memory_timeline(const Lowering& lowering, const RunResult& run);
+
 // The spans of the ranks whose spans were recorded (LoweringOptions::record_spans). With
 // `kernels`, a fused task becomes one span per kernel, back to back from the task's start and
 // named after the kernel ("attn.qkv"); without, one span per task, named after its plan

@@ -55,6 +55,28 @@ def test_a_result_pickles_as_its_json_and_draws_the_same_timeline(gpt_8gpus):
     assert paceline.timeline_frame(again, kernels=True).equals(paceline.timeline_frame(r, kernels=True))
 
 
+def test_the_memory_timeline_rises_to_the_peak_each_stage_reports(gpt_8gpus):
+    r = paceline.simulate({**gpt_8gpus, "parallelism": {"tp": 2, "pp": 2}})
+    memory = r.memory_timeline()
+    assert isinstance(memory, paceline.MemoryTimeline)
+    assert len(memory) == len(memory.rank) == len(memory.stage) == len(memory.time_s) == len(memory.bytes) > 100
+    stages = r.to_dict()["memory"]["stages"]
+    assert sorted(set(memory.stage.tolist())) == [0, 1]
+    for stage in stages:
+        rows = memory.stage == stage["stage"]
+        times = memory.time_s[rows]
+        # In order of time, one row an instant, never above the stage's peak, starting from what
+        # the stage holds before its first task.
+        assert (times[1:] > times[:-1]).all()
+        assert memory.bytes[rows].max() <= stage["peak_bytes"]
+        assert memory.bytes[rows].max() > 0.9 * stage["peak_bytes"]
+        assert memory.bytes[rows][0] <= stage["peak_bytes"]
+        assert 0.0 <= stage["peak_at"]["time_s"] <= r.iteration_time_s
+    # A pickled result simulates its scenario again for the same rows.
+    again = pickle.loads(pickle.dumps(r)).memory_timeline()
+    assert (again.bytes == memory.bytes).all() and (again.time_s == memory.time_s).all()
+
+
 def test_results_come_back_from_other_processes(gpt_8gpus):
     scenarios = [{**gpt_8gpus, "training": {**gpt_8gpus["training"], "global_batch": batch}} for batch in (8, 16)]
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -1,5 +1,5 @@
 // Tests sim/timeline/timeline.h: the spans of a simulated step as columns, per task and per
-// kernel, against the run they come from.
+// kernel, and its memory, against the run they come from.
 #include "sim/timeline/timeline.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +62,46 @@ TEST(Timeline, KernelsTileTheirTasks) {
   ASSERT_GE(kernels.size(), n);
   EXPECT_EQ(kernels.start_s[0], tasks.start_s[0]);
   EXPECT_EQ(kernels.end_s[n - 1], tasks.end_s[0]);
+}
+
+TEST(MemoryTimeline, EachRankFromItsStartToItsEndNeverAboveItsPeak) {
+  Scenario s = load_scenario_text(R"(model: gpt-1.7b
+cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 2}
+parallelism: {pp: 2}
+training: {global_batch: 4, seq_len: 1024}
+)",
+                                  "t.yaml");
+  const auto scenario = std::make_shared<const Scenario>(std::move(s));
+  SimulateOptions options;
+  options.record_memory = true;
+  const Prediction p = simulate(scenario, options);
+  const MemoryTimeline m = make_memory_timeline(*p.lowering, p.run);
+  ASSERT_EQ(m.rank.size(), m.size());
+  ASSERT_EQ(m.bytes.size(), m.size());
+  for (uint32_t r = 0; r < p.lowering->ranks.size(); ++r) {
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (m.rank[i] == p.lowering->rank_global[r]) rows.push_back(i);
+    }
+    ASSERT_GT(rows.size(), 100u) << r;
+    EXPECT_EQ(m.stage[rows.front()], p.lowering->rank_stage[r]);
+    // From the static memory at time zero, one row an instant, to what the step leaves.
+    EXPECT_EQ(m.time_s[rows.front()], 0.0);
+    EXPECT_LE(m.bytes[rows.front()], p.run.ranks[r].peak_memory_bytes);
+    EXPECT_EQ(m.bytes[rows.back()], p.run.ranks[r].final_memory_bytes);
+    int64_t highest = 0;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (k > 0) {
+        EXPECT_LT(m.time_s[rows[k - 1]], m.time_s[rows[k]]);
+      }
+      highest = std::max(highest, m.bytes[rows[k]]);
+    }
+    EXPECT_LE(highest, p.run.ranks[r].peak_memory_bytes);
+    EXPECT_GT(static_cast<double>(highest),
+              0.9 * static_cast<double>(p.run.ranks[r].peak_memory_bytes));
+  }
+  // Without record_memory a run keeps none.
+  EXPECT_EQ(make_memory_timeline(*p.lowering, simulate(scenario).run).size(), 0u);
 }
 
 }  // namespace
