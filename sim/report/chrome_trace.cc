@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 
 #include "base/json.h"
@@ -58,15 +59,19 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
       at = at + length;
     }
   }
-  // Memory as a counter track per rank (make_memory_timeline); the peak, which frees at its
-  // instant may keep off the track, as an instant event where the result places it.
+  // Memory as a counter track per rank (make_memory_timeline). Frees at the peak's own instant
+  // may keep the peak off the track, so an instant event marks it where the result places it.
   const MemoryTimeline memory = make_memory_timeline(lowering, run);
   std::map<int32_t, size_t> pid_of_rank;  // a trace's processes are the simulated ranks
-  for (size_t rank = 0; rank < lowering.ranks.size(); ++rank)
+  for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
     pid_of_rank[lowering.rank_global[rank]] = rank;
+  }
   for (size_t i = 0; i < memory.size(); ++i) {
+    // Back to whole picoseconds, so that a counter and a span of one instant print one time.
+    const SimTime at =
+        SimTime::from_picoseconds(static_cast<int64_t>(std::llround(memory.time_s[i] * 1e12)));
     emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})",
-                     pid_of_rank.at(memory.rank[i]), memory.time_s[i] * 1e6, gib(memory.bytes[i])));
+                     pid_of_rank.at(memory.rank[i]), microseconds(at), gib(memory.bytes[i])));
   }
   for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
     if (!lowering.ranks[rank].record_spans) continue;

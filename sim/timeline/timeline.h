@@ -34,9 +34,9 @@ struct Timeline {
 };
 
 // The memory of the ranks that recorded it (LoweringOptions::record_memory), as columns: per
-// rank, what it holds at the start of the step and after each instant a task started or ended
-// (of the changes one instant holds, the last), in order of time. A peak that frees at the same
-// instant take back is not among the rows: RankOutcome has each rank's peak and when it was
+// rank, in order of time, what it holds after each instant at which a task started or ended
+// (the first at time zero), of the changes one instant holds the last. A peak that frees at the
+// same instant take back is not among the rows: RankOutcome has each rank's peak and when it was
 // first reached.
 struct MemoryTimeline {
   std::vector<int32_t> rank;   // global rank

@@ -35,6 +35,16 @@ def test_timeline_columns_outlive_the_result_and_the_timeline():
     assert owner_refs >= 3  # the variable, the two views
 
 
+def test_memory_timeline_columns_outlive_the_result_and_the_timeline():
+    memory = paceline.simulate("scenarios/gpt-1.7b-1xa100.yaml").memory_timeline()  # the Result dies here
+    held = memory.bytes
+    expected = held.copy()
+    del memory
+    churn()
+    assert isinstance(held.base, paceline.MemoryTimeline)
+    np.testing.assert_array_equal(held, expected)
+
+
 def test_a_view_of_a_view_keeps_the_owner_too():
     timeline = paceline.simulate("scenarios/gpt-1.7b-1xa100.yaml").timeline()
     tail = timeline.end_s[10:]

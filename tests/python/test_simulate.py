@@ -65,15 +65,18 @@ def test_the_memory_timeline_rises_to_the_peak_each_stage_reports(gpt_8gpus):
     for stage in stages:
         rows = memory.stage == stage["stage"]
         times = memory.time_s[rows]
-        # In order of time, one row an instant, never above the stage's peak, starting from what
-        # the stage holds before its first task.
+        # In order of time from time zero, one row an instant, never above the stage's peak.
+        assert times[0] == 0.0
         assert (times[1:] > times[:-1]).all()
         assert memory.bytes[rows].max() <= stage["peak_bytes"]
         assert memory.bytes[rows].max() > 0.9 * stage["peak_bytes"]
         assert memory.bytes[rows][0] <= stage["peak_bytes"]
         assert 0.0 <= stage["peak_at"]["time_s"] <= r.iteration_time_s
+    # The ranks the spans are of (global ranks: on 8 GPUs at tp 2, pp 2, stage 1's first is not 1).
+    assert set(memory.rank.tolist()) == set(r.timeline().rank.tolist()) == {0, 4}
     # A pickled result simulates its scenario again for the same rows.
     again = pickle.loads(pickle.dumps(r)).memory_timeline()
+    assert (again.rank == memory.rank).all()
     assert (again.bytes == memory.bytes).all() and (again.time_s == memory.time_s).all()
 
 

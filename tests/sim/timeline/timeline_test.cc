@@ -85,7 +85,7 @@ training: {global_batch: 4, seq_len: 1024}
     }
     ASSERT_GT(rows.size(), 100u) << r;
     EXPECT_EQ(m.stage[rows.front()], p.lowering->rank_stage[r]);
-    // From the static memory at time zero, one row an instant, to what the step leaves.
+    // From the first instant, time zero, one row an instant, to what the step leaves.
     EXPECT_EQ(m.time_s[rows.front()], 0.0);
     EXPECT_LE(m.bytes[rows.front()], p.run.ranks[r].peak_memory_bytes);
     EXPECT_EQ(m.bytes[rows.back()], p.run.ranks[r].final_memory_bytes);
