@@ -13,15 +13,15 @@
 namespace paceline {
 namespace {
 
-Prediction two_stages() {
-  // GPT 1.7B on 2 GPUs as 2 pipeline stages: both stages' first (only) ranks are recorded.
+// GPT 1.7B on 2 GPUs as 2 pipeline stages: both stages' first (only) ranks are recorded.
+Prediction two_stages(const SimulateOptions& options = {}) {
   Scenario s = load_scenario_text(R"(model: gpt-1.7b
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 2}
 parallelism: {pp: 2}
 training: {global_batch: 4, seq_len: 1024}
 )",
                                   "t.yaml");
-  return simulate(std::make_shared<const Scenario>(std::move(s)));
+  return simulate(std::make_shared<const Scenario>(std::move(s)), options);
 }
 
 TEST(Timeline, OneRowPerTaskSpan) {
@@ -65,16 +65,7 @@ TEST(Timeline, KernelsTileTheirTasks) {
 }
 
 TEST(MemoryTimeline, EachRankFromItsStartToItsEndNeverAboveItsPeak) {
-  Scenario s = load_scenario_text(R"(model: gpt-1.7b
-cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 2}
-parallelism: {pp: 2}
-training: {global_batch: 4, seq_len: 1024}
-)",
-                                  "t.yaml");
-  const auto scenario = std::make_shared<const Scenario>(std::move(s));
-  SimulateOptions options;
-  options.record_memory = true;
-  const Prediction p = simulate(scenario, options);
+  const Prediction p = two_stages({.record_memory = true});
   const MemoryTimeline m = make_memory_timeline(*p.lowering, p.run);
   ASSERT_EQ(m.rank.size(), m.size());
   ASSERT_EQ(m.bytes.size(), m.size());
@@ -101,7 +92,7 @@ training: {global_batch: 4, seq_len: 1024}
               0.9 * static_cast<double>(p.run.ranks[r].peak_memory_bytes));
   }
   // Without record_memory a run keeps none.
-  EXPECT_EQ(make_memory_timeline(*p.lowering, simulate(scenario).run).size(), 0u);
+  EXPECT_EQ(make_memory_timeline(*p.lowering, two_stages().run).size(), 0u);
 }
 
 }  // namespace
