@@ -1735,10 +1735,11 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
   if (eager && shard.tp > 1 && shard.tp_implementation == TpImplementation::kPytorch) {
     // Over vocabulary shards of PyTorch's tensor parallelism the loss is loss parallel
     // (torch/distributed/tensor/parallel/loss.py), whose handlers spell both passes out in fp32
-    // ops, 38 bytes moved per logit each way. Forward, _log_softmax: the fp32 copy, the shifted
-    // logits and their exponentials (summed, then freed, the result taking their place): 12
-    // bytes per logit at once with the kept 4. Backward, _nll_loss_and_log_softmax_backward:
-    // (zeros_like(x) + exp(x)) * grad, then the cast back: 16 with the kept 4.
+    // ops, moving the logits' own bytes and 36 more per logit each way. Forward, _log_softmax: the
+    // fp32 copy, the shifted logits and their exponentials (summed, then freed, the result taking
+    // their place): 12 bytes per logit at once with the kept 4. Backward,
+    // _nll_loss_and_log_softmax_backward: (zeros_like(x) + exp(x)) * grad, then the cast back: 16
+    // with the kept 4.
     loss.op.bytes = Bytes(T * vocab * (d.e + 36.0));
     loss.op.kernels = 7;  // cast, max, subtract, exp, sum, subtract, gather
     loss.backward_bytes = Bytes(T * vocab * (d.e + 36.0));

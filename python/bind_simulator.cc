@@ -16,10 +16,10 @@ namespace {
 // A Result read back from a pickle carries the prediction, not the step's spans, and one from
 // simulate() keeps no memory samples: the simulation is deterministic, so simulating its
 // scenario again gives the same step with them.
-void simulate_for_timeline(Prediction& p, bool memory) {
-  if (p.lowering != nullptr && (!memory || !p.run.memory.empty())) return;
+void ensure_step_recorded(Prediction& p, bool with_memory) {
+  if (p.lowering != nullptr && (!with_memory || !p.run.memory.empty())) return;
   Prediction again = run_interruptible([&](const std::atomic<bool>& stop) {
-    return simulate_again(p.result, {.stop = &stop, .record_memory = memory});
+    return simulate_again(p.result, {.stop = &stop, .record_memory = with_memory});
   });
   p.lowering = std::move(again.lowering);
   p.run = std::move(again.run);
@@ -71,7 +71,7 @@ void bind_simulator(py::module_& m) {
       .def(
           "timeline",
           [](Prediction& p, bool kernels) {
-            simulate_for_timeline(p, /*memory=*/false);
+            ensure_step_recorded(p, /*with_memory=*/false);
             return std::make_shared<Timeline>(make_timeline(*p.lowering, p.run, kernels));
           },
           py::arg("kernels") = false,
@@ -82,7 +82,7 @@ void bind_simulator(py::module_& m) {
       .def(
           "memory_timeline",
           [](Prediction& p) {
-            simulate_for_timeline(p, /*memory=*/true);
+            ensure_step_recorded(p, /*with_memory=*/true);
             return std::make_shared<MemoryTimeline>(make_memory_timeline(*p.lowering, p.run));
           },
           "The memory of the recorded ranks over the step as a MemoryTimeline (bytes, simulated "

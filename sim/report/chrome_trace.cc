@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <map>
 
 #include "base/json.h"
@@ -68,8 +67,7 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
   }
   for (size_t i = 0; i < memory.size(); ++i) {
     // Back to whole picoseconds, so that a counter and a span of one instant print one time.
-    const SimTime at =
-        SimTime::from_picoseconds(static_cast<int64_t>(std::llround(memory.time_s[i] * 1e12)));
+    const SimTime at = to_sim_time(Seconds(memory.time_s[i]));
     emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})",
                      pid_of_rank.at(memory.rank[i]), microseconds(at), gib(memory.bytes[i])));
   }

@@ -30,7 +30,8 @@ struct SimulateOptions {
   // lowering and as the engine runs. Never changes a result.
   const std::atomic<bool>* stop = nullptr;
   // Keep the recorded ranks' memory after every task start and end (RunResult::memory), which
-  // a trace shows; off, a run keeps only each rank's peak.
+  // a trace and make_memory_timeline show one row per instant of; off, a run keeps only each
+  // rank's peak.
   bool record_memory = false;
 };
 

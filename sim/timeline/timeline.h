@@ -1,6 +1,7 @@
 // Timeline: what the recorded ranks of one simulated step did and when — one row per task (or
 // per kernel) with its rank, stream, start, end and name — as compact columns, for plots and
-// for Python (paceline.Result.timeline()). The same spans the Chrome trace shows
+// for Python (paceline.Result.timeline()); and MemoryTimeline, their memory over the step
+// (paceline.Result.memory_timeline()). The same spans and memory the Chrome trace shows
 // (sim/report/chrome_trace.h), without the JSON.
 #ifndef PACELINE_SIM_TIMELINE_TIMELINE_H_
 #define PACELINE_SIM_TIMELINE_TIMELINE_H_
@@ -35,9 +36,9 @@ struct Timeline {
 
 // The memory of the ranks that recorded it (LoweringOptions::record_memory), as columns: per
 // rank, in order of time, what it holds after each instant at which a task started or ended
-// (the first at time zero), of the changes one instant holds the last. A peak that frees at the
-// same instant take back is not among the rows: RankOutcome has each rank's peak and when it was
-// first reached.
+// (the first at time zero), of the changes one instant holds the last. A peak undone by frees at
+// the same instant is not among the rows: RankOutcome has each rank's peak and when it was first
+// reached.
 struct MemoryTimeline {
   std::vector<int32_t> rank;   // global rank
   std::vector<int32_t> stage;  // pipeline stage
@@ -47,6 +48,8 @@ struct MemoryTimeline {
   size_t size() const { return time_s.size(); }
 };
 
+// The memory of the ranks whose samples `run` holds (RunResult::memory), one row per rank and
+// instant; empty when the run recorded none.
 MemoryTimeline make_memory_timeline(const Lowering& lowering, const RunResult& run);
 
 // The spans of the ranks whose spans were recorded (LoweringOptions::record_spans). With
