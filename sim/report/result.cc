@@ -522,8 +522,13 @@ Result read_result(const std::string& json_text, const std::string& name) {
       MemoryPeak& at = r.stages.back().peak_at.emplace();
       at.task = peak->required<std::string>("task");
       at.block = peak->required<std::string>("block");
-      at.phase = peak->node("phase").IsNull() ? "" : peak->required<std::string>("phase");
-      at.microbatch = peak->node("microbatch").IsNull() ? -1 : peak->required<int>("microbatch");
+      // Present, and null or a value.
+      const auto is_null = [&](std::string_view key) {
+        if (!peak->has(key)) peak->fail(key, "is required");
+        return peak->node(key).IsNull();
+      };
+      at.phase = is_null("phase") ? "" : peak->required<std::string>("phase");
+      at.microbatch = is_null("microbatch") ? -1 : peak->required<int>("microbatch");
       at.time = Seconds(read_number(*peak, "time_s"));
       peak->finish();
     }

@@ -360,6 +360,15 @@ TEST(Result, RefusesWhatIsNotAResultNamingTheField) {
   EXPECT_EQ(read_back.stages[0].peak_at->microbatch, -1);
   EXPECT_EQ(to_json(read_back).at("memory").at("stages").elements().at(0).at("peak_at").dump(-1),
             lone_peak.dump(-1));
+  Json no_microbatch = Json::object();
+  no_microbatch.set("task", "dp.weight_all_gather")
+      .set("block", "step")
+      .set("phase", Json())
+      .set("time_s", 0.25);
+  const std::string missing = with_peak_at(no_microbatch).dump();
+  EXPECT_NE(error(missing).find("memory.stages[0].peak_at.microbatch"), std::string::npos)
+      << error(missing);
+  EXPECT_NE(error(missing).find("is required"), std::string::npos) << error(missing);
   const std::string misplaced = with_peak_at(Json(lone_peak).set("where", "here")).dump();
   EXPECT_NE(error(misplaced).find("unknown key 'where' in memory.stages[0].peak_at"),
             std::string::npos)
