@@ -60,33 +60,39 @@ std::vector<PipelineAction> interleaved(int stages, int stage, int microbatches,
 
 std::vector<PipelineAction> zero_bubble_h1(int stages, int stage, int microbatches) {
   std::vector<PipelineAction> actions;
-  const int warmup = std::min(stages - stage - 1, microbatches);
   std::deque<int> deferred;  // micro-batches whose W pass is still to run
   int forward = 0;
   int backward = 0;
-  for (; forward < warmup; ++forward) actions.push_back({Kind::kForward, forward, 0});
+  auto forward_pass = [&] { actions.push_back({Kind::kForward, forward++, 0}); };
   auto backward_input = [&] {
     actions.push_back({Kind::kBackwardInput, backward, 0});
     deferred.push_back(backward++);
   };
-  // Steady state: F, B, and the oldest W once more than `warmup` are pending.
+  auto oldest_weight = [&] {
+    actions.push_back({Kind::kBackwardWeight, deferred.front(), 0});
+    deferred.pop_front();
+  };
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  while (forward < warmup) forward_pass();
+  // Stage s holds back the W passes of its first s backwards, so that its B passes, which the
+  // stages before it wait for, do not wait behind them.
+  const int held_back = std::min(stage, microbatches - warmup);
+  for (int i = 0; i < held_back; ++i) {
+    forward_pass();
+    backward_input();
+  }
   while (forward < microbatches) {
-    actions.push_back({Kind::kForward, forward++, 0});
+    forward_pass();
     backward_input();
-    if (static_cast<int>(deferred.size()) > warmup) {
-      actions.push_back({Kind::kBackwardWeight, deferred.front(), 0});
-      deferred.pop_front();
-    }
+    oldest_weight();
   }
-  // Cool-down: each deferred W runs while the next B's gradient is on its way.
+  // Cool-down: a W pass after each B, run while the next B's gradient is on its way; the held
+  // back ones fill the end, where 1f1b would leave the stage idle.
   while (backward < microbatches) {
-    if (!deferred.empty()) {
-      actions.push_back({Kind::kBackwardWeight, deferred.front(), 0});
-      deferred.pop_front();
-    }
     backward_input();
+    oldest_weight();
   }
-  for (const int mb : deferred) actions.push_back({Kind::kBackwardWeight, mb, 0});
+  while (!deferred.empty()) oldest_weight();
   return actions;
 }
 

@@ -6,10 +6,14 @@
 //                     remaining backwards (PipeDream-Flush; Narayanan et al. 2021)
 //   interleaved-1f1b  1f1b over v model chunks per stage, in Megatron-LM's order of virtual
 //                     micro-batches (Narayanan et al. SC'21, §2.2.2)
-//   zero-bubble       ZB-H1 (Qi et al. 2023): 1f1b with each backward split into an input-
-//                     gradient pass B and a weight-gradient pass W; stage s defers p−s−1 of its
-//                     W passes and runs each deferred W just before a B, in the slots where
-//                     1f1b would wait for the next stage's gradient.
+//   zero-bubble       ZB-H1 (Qi et al. 2023, fig. 3): 1f1b with each backward split into an
+//                     input-gradient pass B and a weight-gradient pass W. Stage s runs 1f1b's
+//                     p−s−1 warm-up forwards, then s forward/B pairs whose W passes it holds
+//                     back, then forward, B and the oldest held W; in cool-down a W follows
+//                     each B, and the s held back end the step. The chain of B passes back
+//                     through the stages then waits on no W: with uniform stages the bubble is
+//                     (p−1)(f+b−w) against 1f1b's (p−1)(f+b+w), at 1f1b's micro-batches in
+//                     flight plus s held W passes.
 //
 // Paired (1f1b and interleaved-1f1b, for expert-parallel communication overlap): one more warm-up
 // forward, so that each steady-state forward and the backward after it belong to different

@@ -148,14 +148,44 @@ TEST(PipelineSchedule, InterleavingDividesTheBubbleByTheChunks) {
   EXPECT_NEAR(iteration, m * 3.0 + (p - 1) * 3.0 / v, 1e-9);
 }
 
-TEST(PipelineSchedule, ZeroBubbleFillsTheCooldownWithWeightGradients) {
-  // f = b = w = 1: 1F1B with a fused backward of 2 takes (m + p − 1)·3; ZB-H1 moves weight
-  // gradients into the cool-down bubble and finishes sooner, never sooner than the work m·3.
+TEST(PipelineSchedule, ZeroBubbleLeavesStagesMinusOneTimesForwardPlusInputMinusWeight) {
+  // ZB-H1 (Qi et al. 2023, section 3): the bubble is (p − 1)(f + b − w), against 1F1B's
+  // (p − 1)(f + b + w) with the backward fused, a third of it when f = b = w.
   const int p = 4, m = 8;
   const double one_f_one_b = to_seconds(replay(Schedule::kOneFOneB, p, m, 1, 1.0, 2.0)) / Seconds(1);
   const double zero_bubble = to_seconds(replay(Schedule::kZeroBubble, p, m, 1, 1.0, 1.0, 1.0)) / Seconds(1);
-  EXPECT_LT(zero_bubble, one_f_one_b);
-  EXPECT_GE(zero_bubble, m * 3.0);
+  EXPECT_DOUBLE_EQ(one_f_one_b, m * 3.0 + (p - 1) * 3.0);
+  EXPECT_DOUBLE_EQ(zero_bubble, m * 3.0 + (p - 1) * 1.0);
+  // Unequal passes, a weight gradient shorter than the input gradient.
+  const double f = 1.0, b = 1.25, w = 0.75;
+  const double uneven = to_seconds(replay(Schedule::kZeroBubble, p, m, 1, f, b, w)) / Seconds(1);
+  EXPECT_NEAR(uneven, m * (f + b + w) + (p - 1) * (f + b - w), 1e-9);
+}
+
+TEST(PipelineSchedule, ZeroBubbleKeepsOneFOneBsForwardsInFlightAndHoldsBackStageManyWeightPasses) {
+  // Stage s of p holds at most p − s forwards whose B pass has not run, as 1F1B does, and at most
+  // s + 1 B passes whose W pass has not (the one just run and the s held back), fewer when there
+  // are fewer micro-batches than stages.
+  for (const int m : {2, 4, 8, 13}) {
+    const int p = 5;
+    for (int stage = 0; stage < p; ++stage) {
+      int forwards = 0, weights = 0, most_forwards = 0, most_weights = 0;
+      for (const PipelineAction& a :
+           pipeline_schedule(Schedule::kZeroBubble, p, stage, m, 1, false)) {
+        if (a.kind == Kind::kForward) ++forwards;
+        if (a.kind == Kind::kBackwardInput) --forwards, ++weights;
+        if (a.kind == Kind::kBackwardWeight) --weights;
+        most_forwards = std::max(most_forwards, forwards);
+        most_weights = std::max(most_weights, weights);
+      }
+      EXPECT_EQ(most_forwards, std::min(p - stage, m)) << "m " << m << ", stage " << stage;
+      EXPECT_LE(most_weights, stage + 1) << "m " << m << ", stage " << stage;
+      // With as many micro-batches as stages every stage reaches both.
+      if (m >= p) {
+        EXPECT_EQ(most_weights, stage + 1) << "m " << m << ", stage " << stage;
+      }
+    }
+  }
 }
 
 }  // namespace
