@@ -76,6 +76,26 @@ struct GemmShape {
   // Engine's GroupedLinear: multi-stream cuBLAS), not one grouped kernel: together their tiles
   // fill the GPU as a grouped kernel's do, and every one pays the launch gap and tail.
   bool kernel_per_gemm = false;
+  // Tokens the first of the `count` GEMMs takes beyond each of the others' (a grouped GEMM's
+  // busiest expert): along m, or along k in the weight-gradient layout, which reduces over them.
+  int64_t first_extra_tokens = 0;
+
+  // m and k summed over the `count` GEMMs.
+  double sum_m() const {
+    return static_cast<double>(m) * count + (tokens_along_k() ? 0 : first_extra_tokens);
+  }
+  double sum_k() const {
+    return static_cast<double>(k) * count + (tokens_along_k() ? first_extra_tokens : 0);
+  }
+  // Elements of A, B and C, and multiply-adds, summed over the GEMMs. Only one of m and k
+  // differs between them, so the sum of m·k is the product of the sums over the count.
+  double a_elements() const { return sum_m() * sum_k() / static_cast<double>(count); }
+  double b_elements() const { return sum_k() * static_cast<double>(n); }
+  double c_elements() const { return sum_m() * static_cast<double>(n); }
+  double multiply_adds() const { return a_elements() * static_cast<double>(n); }
+
+ private:
+  bool tokens_along_k() const { return layout == GemmLayout::kWeightGradient; }
 };
 
 // How attention is computed: the fused kernel Transformer Engine runs on the GPU (cuDNN's fused

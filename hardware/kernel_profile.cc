@@ -452,9 +452,9 @@ std::optional<Seconds> KernelProfile::gemm(const GemmShape& shape) const {
   auto grid = gemm_.find({shape.dtype, shape.layout});
   if (grid == gemm_.end()) grid = gemm_.find({shape.dtype, GemmLayout::kForward});
   if (grid == gemm_.end()) return std::nullopt;
-  // A grouped GEMM runs like one GEMM over all its groups' rows.
-  const std::vector<double> query = {static_cast<double>(shape.m * shape.count), static_cast<double>(shape.n),
-                                     static_cast<double>(shape.k)};
+  // A grouped GEMM runs like one GEMM over all its groups' rows, at their mean k.
+  const std::vector<double> query = {shape.sum_m(), static_cast<double>(shape.n),
+                                     shape.sum_k() / static_cast<double>(shape.count)};
   if (const std::optional<double> t = grid->second.interpolate(query)) return Seconds(*t);
   // Outside the grid (or in a hole): the fitted model's shape through the nearest measurement.
   const auto anchor = grid->second.nearest(grid->second.clamp(query));

@@ -90,11 +90,11 @@ double OpTimer::gemm_efficiency(const GemmShape& s) const {
 }
 
 OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
-  const Flop work(2.0 * s.m * s.n * s.k * s.count);
+  const Flop work(2.0 * s.multiply_adds());
   const Seconds compute = work / (peak_for(s.dtype) * gemm_efficiency(s));
   const double in = bytes_per_element(s.dtype);
-  const Seconds memory =
-      memory_roofline(Bytes(s.count * (in * (s.m * s.k + s.k * s.n) + epilogue_bytes(s) * s.m * s.n)));
+  const Seconds memory = memory_roofline(
+      Bytes(in * (s.a_elements() + s.b_elements()) + epilogue_bytes(s) * s.c_elements()));
   if (compute > memory) return {compute / sustained(s.dtype), true};
   return {memory, false};
 }
@@ -106,7 +106,8 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
   // Kernels beyond the one a grouped GEMM launches.
   const Seconds more_launches =
       k.overhead * static_cast<double>(s.kernel_per_gemm ? s.count - 1 : 0);
-  // A kernel per GEMM launches one GEMM's blocks; a grouped kernel, all of them.
+  // A kernel per GEMM launches one GEMM's blocks (the first's, the largest); a grouped kernel,
+  // all of them.
   GemmShape kernel = s;
   if (s.kernel_per_gemm) kernel.count = 1;
   const bool persistent =

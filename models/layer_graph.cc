@@ -403,9 +403,10 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         Op dgrad = backward_op("dgrad", Phase::kBackwardInput, OpKind::kGemm);
         dgrad.gemm = GemmShape{s.m, s.k, s.n, s.count, s.dtype, GemmLayout::kDataGradient};
         dgrad.gemm.kernel_per_gemm = s.kernel_per_gemm;
+        dgrad.gemm.first_extra_tokens = s.first_extra_tokens;
         dgrad.flop = f.op.flop;
         dgrad.bytes = f.op.bytes;
-        dgrad.transient = Bytes(static_cast<double>(s.m * s.k * s.count) * bytes_per_element(shard_.activation_dtype));
+        dgrad.transient = Bytes(s.a_elements() * bytes_per_element(shard_.activation_dtype));
         const OpId dgrad_id = add_vertex(g, dgrad, after);
         std::vector<OpId> wgrad_after = after;
         for (const int part : f.wgrad_also_after) wgrad_after.insert(wgrad_after.end(), grad_in[part].begin(), grad_in[part].end());
@@ -418,6 +419,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         Op wgrad = backward_op("wgrad", Phase::kBackwardWeight, OpKind::kGemm);
         wgrad.gemm = GemmShape{s.k, s.n, s.m, s.count, s.dtype, GemmLayout::kWeightGradient, shard_.gradient_buffer};
         wgrad.gemm.kernel_per_gemm = s.kernel_per_gemm;
+        wgrad.gemm.first_extra_tokens = s.first_extra_tokens;
         wgrad.flop = f.op.flop;
         wgrad.bytes = f.op.bytes;
         grad_in[r] = {dgrad_id};
@@ -731,18 +733,22 @@ void keep_per_op(Forward& gemm, double rows, int64_t columns, int64_t width, dou
   gemm.per_op_recompute_columns = width - columns;
 }
 
-// A GEMM Y[m×n] = X[m×k]·W[k×n] repeated `count` times; `saved` is what backward keeps of X.
-Forward weight_gemm(std::string name, int64_t m, int64_t n, int64_t k, int64_t count, DType dtype, double e,
-                    Bytes saved, std::vector<int> inputs) {
+// A GEMM Y[m×n] = X[m×k]·W[k×n] repeated `count` times, the first over `first_extra_tokens`
+// more rows; `saved` is what backward keeps of X.
+Forward weight_gemm(std::string name, int64_t m, int64_t n, int64_t k, int64_t count, DType dtype,
+                    double e, Bytes saved, std::vector<int> inputs,
+                    int64_t first_extra_tokens = 0) {
   Forward f;
   f.op.name = std::move(name);
   f.op.kind = OpKind::kGemm;
   f.op.gemm = GemmShape{m, n, k, count, dtype};
-  f.op.flop = Flop(2.0 * m * n * k * count);
+  f.op.gemm.first_extra_tokens = first_extra_tokens;
+  const GemmShape& s = f.op.gemm;
+  f.op.flop = Flop(2.0 * s.multiply_adds());
   const double in = bytes_per_element(dtype);
-  f.op.bytes = Bytes(count * (in * (m * k + k * n) + e * m * n));
+  f.op.bytes = Bytes(in * (s.a_elements() + s.b_elements()) + e * s.c_elements());
   f.op.saved = saved;
-  f.op.transient = elements(static_cast<double>(m * n * count), e);
+  f.op.transient = elements(s.c_elements(), e);
   f.recipe = Recipe::kWeightGemm;
   f.inputs = std::move(inputs);
   return f;
@@ -781,7 +787,7 @@ int add_input_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, cons
 void add_grad_cast(LayerGraphBuilder& b, const LayerShard& shard, double e, int gemm) {
   if (!shard.fp8) return;
   const GemmShape& s = b.at(gemm).op.gemm;
-  b.at(gemm).grad_cast_bytes = Bytes(static_cast<double>(s.m * s.n * s.count) * (e + 2.0));
+  b.at(gemm).grad_cast_bytes = Bytes(s.c_elements() * (e + 2.0));
 }
 
 // PyTorch's async TP reduce-scatters a GEMM's output by copying its tp chunks to their owners
@@ -1431,11 +1437,17 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     others = std::min(others, moe.capacity_factor);
   }
   const double rank_tokens = routed * (busiest + (local_experts - 1) * others) / local_experts;
-  const int64_t per_expert = static_cast<int64_t>(std::ceil(rank_tokens / local_experts));
+  // An expert's mean share is routed / local_experts tokens. The grouped GEMMs run the other
+  // experts' count and the busiest one's, the rest of the rank's tokens, so that only the busiest
+  // expert's rows grow with the imbalance.
+  const int64_t rank_rows = std::llround(rank_tokens);
+  const int64_t per_expert =
+      local_experts > 1 ? std::llround(routed * others / local_experts) : rank_rows;
+  const int64_t busiest_extra = std::max<int64_t>(0, rank_rows - local_experts * per_expert);
   const int64_t f = moe.ffn_hidden;
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   const double e = d.e;
-  const double rows = static_cast<double>(per_expert * local_experts);
+  const double rows = static_cast<double>(per_expert * local_experts + busiest_extra);
   // The rank's experts take `received`; it receives (ep−1)/ep of them from the other ranks and
   // sends their outputs back.
   const Bytes received = elements(rank_tokens * H, d.e);
@@ -1478,9 +1490,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   }
   const int fc1_input = add_input_cast(b, shard, e, "moe.expert_fc1", rows * H, tokens_in);
   const bool kernel_per_expert = shard.expert_gemm == ExpertGemm::kPerExpert;
-  const int fc1 = b.add(weight_gemm("moe.expert_fc1", per_expert, fc1_width, m.hidden,
-                                    local_experts, gemm_dtype(shard), e,
-                                    elements(rows * H, saved_input_bytes(shard, e)), {fc1_input}));
+  const int fc1 = b.add(weight_gemm(
+      "moe.expert_fc1", per_expert, fc1_width, m.hidden, local_experts, gemm_dtype(shard), e,
+      elements(rows * H, saved_input_bytes(shard, e)), {fc1_input}, busiest_extra));
   b.at(fc1).op.gemm.kernel_per_gemm = kernel_per_expert;
   b.at(fc1).weight_gradient_after = expert_weight_gradient_after;
   add_grad_cast(b, shard, e, fc1);
@@ -1512,9 +1524,9 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
     act = b.add(weighting);
   }
   const int fc2_input = add_input_cast(b, shard, e, "moe.expert_fc2", rows * f, act);
-  const int fc2 =
-      b.add(weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard),
-                        e, elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}));
+  const int fc2 = b.add(
+      weight_gemm("moe.expert_fc2", per_expert, m.hidden, f, local_experts, gemm_dtype(shard), e,
+                  elements(rows * f, saved_input_bytes(shard, e)), {fc2_input}, busiest_extra));
   b.at(fc2).op.gemm.kernel_per_gemm = kernel_per_expert;
   b.at(fc2).weight_gradient_after = expert_weight_gradient_after;
   // Discarded, the activation comes back once the second GEMM's output gradient is ready.

@@ -96,6 +96,29 @@ TEST(OpTimer, AKernelPerExpertLaunchesOneExpertsBlocks) {
   EXPECT_FALSE(timer.gemm(experts).persistent);
 }
 
+TEST(OpTimer, ABusiestExpertsExtraTokensCostOnlyItsOwnTiles) {
+  // 64 experts of 512 x 1536 x 2048 on an H100: 64 · 4 · 6 = 1536 tiles, 12 waves of 132 SMs.
+  // One more token for the first expert adds its 6 tiles, still 12 waves; one more for every
+  // expert makes each 5 row tiles, 1920 tiles in 15 waves.
+  const OpTimer timer(h100());
+  const GemmShape even{512, 1536, 2048, 64, DType::kBf16};
+  GemmShape first = even;
+  first.first_extra_tokens = 1;
+  const GemmShape every{513, 1536, 2048, 64, DType::kBf16};
+  EXPECT_DOUBLE_EQ(first.multiply_adds(), (512.0 * 64 + 1) * 1536 * 2048);
+  const double base = timer.gemm(even).time / Seconds(1);
+  EXPECT_NEAR(timer.gemm(first).time / Seconds(1), base, 1e-3 * base);
+  EXPECT_GT(timer.gemm(every).time / Seconds(1), 1.2 * base);
+  // In the weight-gradient layout the tokens are reduced over: the extra ones lengthen the K loop
+  // of the first GEMM's tiles, not their count.
+  GemmShape weight_gradient{2048, 1536, 512, 64, DType::kBf16, GemmLayout::kWeightGradient};
+  const double weight_base = timer.gemm(weight_gradient).time / Seconds(1);
+  weight_gradient.first_extra_tokens = 512;
+  EXPECT_DOUBLE_EQ(weight_gradient.multiply_adds(), 2048.0 * 1536 * (512.0 * 64 + 512));
+  EXPECT_GT(timer.gemm(weight_gradient).time / Seconds(1), weight_base);
+  EXPECT_LT(timer.gemm(weight_gradient).time / Seconds(1), 1.03 * weight_base);
+}
+
 TEST(OpTimer, ExpectedSlowestOfNChipsFollowsTheNormalOrderStatistics) {
   // E[max] of n standard normals: 0 for one, 1/√π for two, and the tabulated 1.0294 (4), 1.4236
   // (8), 3.2414 (1000); it keeps growing, slower and slower, with n.

@@ -1279,11 +1279,11 @@ TEST(LayerGraph, ExpertLoadAddsUpOverTheExpertsAndTheCapacityCapsEveryOne) {
     s.ep = ep;
     const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
     const Op& op = g.op(forward_op(g, "moe.expert_fc1"));
-    return op.gemm.m * op.gemm.count;
+    return op.gemm.sum_m();
   };
   EXPECT_EQ(expert_rows(1.0, 0.0, 1), 8192);
   EXPECT_EQ(expert_rows(3.0, 0.0, 1), 8192);
-  EXPECT_EQ(expert_rows(3.0, 0.0, 4), 2 * static_cast<int64_t>(std::ceil(8192.0 * (3.0 + 5.0 / 7.0) / 2 / 2)));
+  EXPECT_EQ(expert_rows(3.0, 0.0, 4), std::round(8192.0 * 3 / 2) + std::round(8192.0 * 5 / 7 / 2));
   EXPECT_EQ(expert_rows(1.0, 0.5, 1), 4096);
   const auto exchanged = [&](double capacity) {
     m.moe->imbalance = 1.0;
@@ -1293,6 +1293,30 @@ TEST(LayerGraph, ExpertLoadAddsUpOverTheExpertsAndTheCapacityCapsEveryOne) {
     return g.op(forward_op(g, "moe.dispatch")).comm.size;
   };
   EXPECT_EQ(exchanged(0.5), exchanged(0.0) * 0.5);
+}
+
+TEST(LayerGraph, OnlyTheBusiestExpertsGemmGrowsWithTheImbalance) {
+  // Mixtral on 4 ranks, two experts each, 8192 routed tokens a rank: an expert's mean is 4096.
+  // At imbalance 1.5 the busiest takes 6144 and the other 8 − 1.5 of 7 shares, 3803 (rounded);
+  // the GEMMs' first member carries the difference, along m forward and in the data gradient,
+  // along k (the tokens reduced over) in the weight gradient.
+  ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
+  LayerShard s;
+  s.seq_len = 4096;
+  s.ep = 4;
+  m.moe->imbalance = 1.5;
+  const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
+  const int64_t others = std::llround(8192.0 * 6.5 / 7 / 2);
+  const std::pair<Phase, const char*> gemms[] = {{Phase::kForward, "moe.expert_fc1"},
+                                                 {Phase::kBackwardInput, "moe.expert_fc1.dgrad"},
+                                                 {Phase::kBackwardWeight, "moe.expert_fc1.wgrad"}};
+  for (const auto& [phase, name] : gemms) {
+    const GemmShape& gemm = g.op(op_in(g, phase, name)).gemm;
+    EXPECT_EQ(gemm.count, 2) << name;
+    EXPECT_EQ(gemm.first_extra_tokens, 6144 - others) << name;
+    EXPECT_EQ(phase == Phase::kBackwardWeight ? gemm.k : gemm.m, others) << name;
+    EXPECT_DOUBLE_EQ(gemm.multiply_adds(), (6144.0 + others) * 4096 * 2 * 14336) << name;
+  }
 }
 
 TEST(LayerGraph, SeveralLocalExpertsRegroupTheExchangedTokens) {
