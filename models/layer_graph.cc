@@ -1425,17 +1425,10 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const int permute = b.add(memory_op("moe.permute", MemoryKernel::kPermute, elements(2.0 * routed * H, d.e),
                                       Bytes(0), elements(2.0 * routed * H, d.e), {input, topk}));
   const int local_experts = moe.experts / shard.ep;
-  // Load on this rank, which holds the busiest expert: that expert gets `imbalance` times its
-  // share of the routed tokens and the others split the rest evenly, (experts − imbalance) /
-  // (experts − 1) shares each, so the tokens add up over the experts; the capacity factor caps
-  // every expert's share, the tokens beyond it dropped before the dispatch.
-  const double experts = moe.experts;
-  double busiest = moe.imbalance;
-  double others = moe.experts > 1 ? (experts - moe.imbalance) / (experts - 1) : 1.0;
-  if (moe.capacity_factor > 0.0) {
-    busiest = std::min(busiest, moe.capacity_factor);
-    others = std::min(others, moe.capacity_factor);
-  }
+  // Load on this rank, which holds the busiest expert (MoeSpec::busiest_share); its other experts
+  // take the others' share.
+  const double busiest = moe.busiest_share();
+  const double others = moe.other_share();
   const double rank_tokens = routed * (busiest + (local_experts - 1) * others) / local_experts;
   // An expert's mean share is routed / local_experts tokens. The grouped GEMMs run the other
   // experts' count and the busiest one's, the rest of the rank's tokens, so that only the busiest

@@ -6,6 +6,7 @@
 #ifndef PACELINE_MODELS_MODEL_SPEC_H_
 #define PACELINE_MODELS_MODEL_SPEC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -47,8 +48,23 @@ struct MoeSpec {
 
   // How its tokens are routed, as a deduplicated exchange sends them.
   TokenRouting token_routing() const { return TokenRouting{experts, top_k, groups, group_top_k}; }
+  // The tokens the busiest expert keeps, and each other expert, over the mean: the busiest's
+  // extra tokens come from the others evenly, (experts − imbalance) / (experts − 1) shares each,
+  // so the tokens add up over the experts; the capacity factor caps every expert's share, the
+  // tokens beyond it dropped before the dispatch.
+  double busiest_share() const { return capped(imbalance); }
+  double other_share() const {
+    return capped(experts > 1 ? (experts - imbalance) / (experts - 1) : 1.0);
+  }
+  // The share of the routed tokens the experts keep (1: dropless).
+  double kept_share() const { return (busiest_share() + (experts - 1) * other_share()) / experts; }
 
   friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
+
+ private:
+  double capped(double share) const {
+    return capacity_factor > 0.0 ? std::min(share, capacity_factor) : share;
+  }
 };
 
 // The names a mixture of experts' routing fields go by where they were read, and the prefix that

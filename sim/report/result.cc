@@ -15,15 +15,16 @@
 namespace paceline {
 namespace {
 
-// Matmul parameters a token passes through in one block (MoE: its top-k experts), of whose
-// attention `count` has the projections.
+// Matmul parameters a token passes through in one block (MoE: its top-k experts, of which the
+// capacity factor drops a share), of whose attention `count` has the projections.
 double active_matmul_parameters(const ModelSpec& m, const ParameterCount& count, bool moe) {
   const double h = static_cast<double>(m.hidden);
   const double matrices = m.gated_mlp() ? 3.0 : 2.0;
   const double parameters = static_cast<double>(count.attention_matmuls_per_layer);
   if (!moe) return parameters + matrices * h * static_cast<double>(m.ffn_hidden);
   const MoeSpec& e = *m.moe;
-  return parameters + h * e.experts + e.top_k * matrices * h * static_cast<double>(e.ffn_hidden) +
+  return parameters + h * e.experts +
+         e.kept_share() * e.top_k * matrices * h * static_cast<double>(e.ffn_hidden) +
          e.shared_experts * matrices * h * static_cast<double>(e.shared_ffn_hidden);
 }
 

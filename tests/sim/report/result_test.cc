@@ -240,6 +240,26 @@ training: {global_batch: 8}
   EXPECT_NEAR(model_flop_per_iteration(s) / Flop(1), expected, expected * 1e-12);
 }
 
+TEST(Result, ModelFlopsCountOnlyTheTokensTheExpertsKeep) {
+  // Mixtral (32 layers, hidden 4096, 8 experts of 14336, top-2, SwiGLU): at a capacity factor of
+  // 0.5 the experts keep half the routed tokens, and the step loses half of 6 · 2 · 3 · h · f
+  // per token and layer. Dropping nearly all of them, the step cannot pass the peak.
+  Scenario s = load_scenario_text(R"(model: mixtral-8x7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {ep: 8}
+training: {global_batch: 8, seq_len: 2048}
+)",
+                                  "s.yaml");
+  const double dropless = model_flop_per_iteration(s) / Flop(1);
+  s.model.moe->capacity_factor = 0.5;
+  const double expert_flop = 6.0 * 2 * 3 * 4096 * 14336 * 32 * 8 * 2048;
+  EXPECT_NEAR(model_flop_per_iteration(s) / Flop(1), dropless - expert_flop / 2, dropless * 1e-12);
+  s.model.moe->capacity_factor = 0.01;
+  const Result r = simulate(std::make_shared<const Scenario>(s)).result;
+  EXPECT_LT(r.mfu, 1.0);
+  EXPECT_LT(r.hfu, 1.0);
+}
+
 }  // namespace
 }  // namespace paceline
 
