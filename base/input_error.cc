@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/utf8.h"
+
 namespace paceline {
 
 std::string SourceLocation::to_string() const {
@@ -21,18 +23,23 @@ std::string_view utf8_prefix(std::string_view text, size_t bytes) {
   return text.substr(0, end);
 }
 
-// One line of printable text: control characters in echoed values and keys are escaped, and an
-// echoed value of pages is cut short.
+// One line of printable UTF-8 text: control characters and bytes that start no UTF-8 character in
+// echoed values and keys are escaped, and an echoed value of pages is cut short.
 std::string one_line(const std::string& text) {
   constexpr size_t kMostChars = 2000;
   std::string line;
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
+    const size_t bytes = utf8_character_bytes(text, i);
+    if (bytes > 1) {
+      line += text.substr(i, bytes);
+      i += bytes - 1;
+    } else if (c == '\n') {
       line += "\\n";
     } else if (c == '\t') {
       line += "\\t";
-    } else if (byte < 0x20 || byte == 0x7f) {
+    } else if (bytes == 0 || byte < 0x20 || byte == 0x7f) {
       line += fmt::format("\\x{:02x}", byte);
     } else {
       line += c;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/utf8.h"
 
 namespace paceline {
 
@@ -63,7 +64,18 @@ const std::vector<Json>& Json::elements() const {
 
 std::string json_quote(std::string_view text) {
   std::string out = "\"";
-  for (const char ch : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    // JSON is UTF-8: a byte that starts no character (a file name's, say) is U+FFFD.
+    if (const size_t bytes = utf8_character_bytes(text, i); bytes != 1) {
+      if (bytes == 0) {
+        out += "\ufffd";
+      } else {
+        out += text.substr(i, bytes);
+        i += bytes - 1;
+      }
+      continue;
+    }
     switch (ch) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

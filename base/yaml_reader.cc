@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace paceline {
 namespace {
 
@@ -132,8 +134,23 @@ int second_document_line(const std::string& text) {
   return 0;
 }
 
+// Throws InputError at the first byte of `text` that is not UTF-8.
+void refuse_non_utf8(std::string_view text, const std::string& name) {
+  const size_t bad = invalid_utf8_offset(text);
+  if (bad == std::string_view::npos) return;
+  const size_t newline = text.rfind('\n', bad);  // text[bad] is not one
+  const size_t column = newline == std::string_view::npos ? bad : bad - newline - 1;
+  const auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+  throw InputError(SourceLocation{name, static_cast<int>(line) + 1, static_cast<int>(column) + 1},
+                   fmt::format("byte 0x{:02X} starts no UTF-8 character; YAML files are UTF-8 text",
+                               static_cast<unsigned char>(text[bad])));
+}
+
 YamlDocument parse(const std::string& text, const std::string& name) {
   YamlDocument document{name, {}};
+  // Before parsing: the parser takes bytes that are not UTF-8 into strings, or fails on them
+  // with a syntax error that does not say why.
+  refuse_non_utf8(text, name);
   try {
     document.root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
@@ -191,6 +208,7 @@ Q read_quantity(const YAML::Node& node, const std::string& file, const std::stri
 }  // namespace
 
 void check_yaml(const YAML::Node& root, const std::string& text, const std::string& name) {
+  refuse_non_utf8(text, name);
   if (const int line = second_document_line(text); line > 0) {
     throw InputError(SourceLocation{name, line, 1}, "a second YAML document ('---'): a file holds one document");
   }
@@ -217,6 +235,7 @@ std::string read_text_file(const std::string& path) {
     }
   }
   if (in.bad()) throw InputError(SourceLocation{path, 0, 0}, "cannot read the file (an I/O error part-way)");
+  refuse_non_utf8(text, path);
   return text;
 }
 

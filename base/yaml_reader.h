@@ -41,11 +41,12 @@ YamlDocument load_yaml_text(const std::string& text, const std::string& name);
 
 // The most bytes a YAML file may hold.
 inline constexpr size_t kMostYamlBytes = size_t{64} << 20;
-// A file's text. Throws InputError for a directory, a file it cannot open, or one larger than
-// kMostYamlBytes.
+// A file's text. Throws InputError for a directory, a file it cannot open, one larger than
+// kMostYamlBytes, or one that is not UTF-8.
 std::string read_text_file(const std::string& path);
 
-// Refuses what yaml-cpp lets through in `root`, parsed from `text`: a second document (it keeps
+// Refuses what yaml-cpp lets through in `root`, parsed from `text`: bytes that are not UTF-8
+// (which would reach JSON output and Python strings as they are), a second document (it keeps
 // the first), a key given twice in one mapping (it keeps the first) and a quoted string without
 // its closing quote (it runs to the end of the text). load_yaml_file and load_yaml_text check
 // their documents so.

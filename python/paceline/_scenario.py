@@ -33,7 +33,7 @@ def source(scenario):
     has no colon (so cannot be a YAML mapping), else YAML text named "<string>".
     """
     if isinstance(scenario, dict):
-        return json.dumps(scenario, indent=2, default=_plain, ensure_ascii=False), "<dict>"
+        return _utf8(json.dumps(scenario, indent=2, default=_plain, ensure_ascii=False), "<dict>")
     if isinstance(scenario, os.PathLike):
         return _paceline.read_source(os.fspath(scenario))
     if isinstance(scenario, str):
@@ -42,8 +42,21 @@ def source(scenario):
         names_a_file = stripped.endswith((".yaml", ".yml")) or os.path.exists(stripped) or ":" not in stripped
         if one_line and stripped and names_a_file:
             return _paceline.read_source(stripped)
-        return scenario, "<string>"
+        return _utf8(scenario, "<string>")
     raise TypeError(f"a scenario is a dict, a YAML string or a path, not {type(scenario).__name__}")
+
+
+def _utf8(text, file):
+    """(text, file), or ValueError at the first character of `text` that UTF-8 cannot hold (a lone
+    surrogate, as os.fsdecode makes of bytes that are not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        line = text.count("\n", 0, error.start) + 1
+        column = error.start - (text.rfind("\n", 0, error.start) + 1) + 1
+        raise ValueError(f"{file}:{line}:{column}: {text[error.start]!r} is a lone surrogate, "
+                         "not a character; scenarios are UTF-8 text") from None
+    return text, file
 
 
 def whole_number(name, value, least, most, none_allowed=True):

@@ -161,6 +161,11 @@ TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
             "q.yaml:1:4: YAML syntax error: this quoted string has no closing quote");
   EXPECT_EQ(error_of([] { load_yaml_text("\xEF\xBB\xBF" "a: 'x'\nb: \"y\n", "bom.yaml"); }),
             "bom.yaml:2:4: YAML syntax error: this quoted string has no closing quote");
+  // Bytes that are not UTF-8, cited where they are, in text and in files.
+  EXPECT_EQ(error_of([] { load_yaml_text("a: 1\nname: \xFF\xFE\n", "u.yaml"); }),
+            "u.yaml:2:7: byte 0xFF starts no UTF-8 character; YAML files are UTF-8 text");
+  EXPECT_EQ(error_of([] { load_yaml_text("\xC3(: 1\n", "u.yaml"); }),
+            "u.yaml:1:1: byte 0xC3 starts no UTF-8 character; YAML files are UTF-8 text");
   // An alias of its own list, and aliases of aliases, are walked once.
   EXPECT_EQ(load_yaml_text("x: &a [*a]\n", "cycle.yaml").root["x"].size(), 1u);
   std::string laughs = "l0: &l0 [1, 2]\n";
@@ -178,6 +183,9 @@ TEST(InputError, IsOneLineOfPrintableText) {
   // Values and keys are echoed as given: their control characters are escaped, and a value of
   // pages is cut short.
   EXPECT_STREQ(InputError(SourceLocation{"f.yaml", 1, 2}, "x = 'a\nb\x1b[31m'").what(), "f.yaml:1:2: x = 'a\\nb\\x1b[31m'");
+  // Bytes that start no UTF-8 character are escaped too; characters are kept.
+  EXPECT_STREQ(InputError(SourceLocation{"f.yaml"}, "x = '\xC3\xA9\xFF'").what(),
+               "f.yaml: x = '\xC3\xA9\\xff'");
   const std::string long_message = InputError(SourceLocation{"f.yaml"}, std::string(100000, 'v')).what();
   EXPECT_LT(long_message.size(), 2100u);
   EXPECT_TRUE(long_message.ends_with(" [cut]"));

@@ -160,6 +160,18 @@ def test_file_errors_cite_file_line_and_column(tmp_path):
         paceline.simulate("")
 
 
+def test_text_that_is_not_utf8_is_an_error_at_its_place(tmp_path, gpt_8gpus):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 8}\nname: caf\xe9\n")
+    for load in (paceline.simulate, paceline.load_scenario):
+        with pytest.raises(ValueError, match=re.escape(f"{path}:4:10: byte 0xE9 starts no UTF-8 character")):
+            load(path)
+    # A lone surrogate (os.fsdecode's stand-in for such a byte) has no UTF-8 form either.
+    gpt_8gpus["name"] = "caf\udce9"
+    with pytest.raises(ValueError, match=r"^<dict>:\d+:\d+: '\\udce9' is a lone surrogate"):
+        paceline.simulate(gpt_8gpus)
+
+
 def test_load_scenario_fills_in_every_default(gpt_8gpus):
     s = paceline.load_scenario(gpt_8gpus)
     # dp = 8 GPUs / tp 2; sequence parallelism is on by default with tp > 1.
