@@ -389,9 +389,26 @@ ClusterSpec read_cluster(YamlMap& map) {
     const SourceLocation measured_where = map.has("profile_gpu") ? map.location("profile_gpu") : where;
     const GpuSpec profile_gpu =
         measured_on == cluster.gpu.name ? cluster.gpu : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
+    // Peak and bandwidth ratios carry kernel times across GPUs of one architecture only: its
+    // kernels, tiles and instructions are the same there.
+    if (!profile_gpu.architecture.empty() && !cluster.gpu.architecture.empty() &&
+        profile_gpu.architecture != cluster.gpu.architecture) {
+      throw InputError(
+          where,
+          fmt::format("profile '{}' was measured on {} ({}), which cannot stand in for {} ({}); "
+                      "a profile serves GPUs of its own architecture",
+                      profile, profile_gpu.name, profile_gpu.architecture, cluster.gpu.name,
+                      cluster.gpu.architecture));
+    }
     cluster.profile_reference = portable_reference(profile, where);
     cluster.profile_gpu_reference = portable_reference(measured_on, measured_where);
     cluster.profile = std::make_shared<const KernelProfile>(KernelProfile::load(path, profile_gpu));
+  }
+  if (profile.empty() && map.has("profile_gpu")) {
+    map.fail("profile_gpu",
+             fmt::format("says where a profile was measured, but there is none: {} names no "
+                         "profile of its own; give cluster.profile",
+                         cluster.gpu.name));
   }
   if (map.has("inter_node")) {
     cluster.inter_node = read_network(map, system);

@@ -144,6 +144,23 @@ TEST(ScenarioErrors, ANameTooLongForAFileIsNotInTheCatalog) {
   }
 }
 
+TEST(ScenarioErrors, AProfileServesGpusOfItsArchitectureAndProfileGpuNeedsAProfile) {
+  // The H200's profile (Hopper) stands in for an H100, not for the A100 (Ampere) of kBase.
+  EXPECT_EQ(error_of(replace(kBase, "gpu: a100-sxm4-80gb",
+                             "gpu: a100-sxm4-80gb\n  profile: h200-sxm-141gb")),
+            "s.yaml:5:12: profile 'h200-sxm-141gb' was measured on h200-sxm-141gb (hopper), which "
+            "cannot stand "
+            "in for a100-sxm4-80gb (ampere); a profile serves GPUs of its own architecture");
+  EXPECT_NO_THROW(load_scenario_text(
+      replace(kBase, "gpu: a100-sxm4-80gb", "gpu: h100-sxm5-80gb\n  profile: h200-sxm-141gb"),
+      "s.yaml"));
+  EXPECT_EQ(error_of(replace(kBase, "gpu: a100-sxm4-80gb",
+                             "gpu: a100-sxm4-80gb\n  profile_gpu: h200-sxm-141gb")),
+            "s.yaml:5:16: cluster.profile_gpu = h200-sxm-141gb says where a profile was measured, "
+            "but there is "
+            "none: a100-sxm4-80gb names no profile of its own; give cluster.profile");
+}
+
 TEST(ScenarioErrors, InconsistentFields) {
   // The DESIGN's own example: 96 heads cannot be split 12 ways... 96/12 = 8 does divide, so
   // use tp 5 against 96 heads (and 1024 GPUs: tp·pp = 80 must divide it too; set dp).
