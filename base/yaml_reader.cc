@@ -146,11 +146,21 @@ void refuse_non_utf8(std::string_view text, const std::string& name) {
                                static_cast<unsigned char>(text[bad])));
 }
 
-YamlDocument parse(const std::string& text, const std::string& name) {
+// `text` with each carriage return that no line feed follows made a line feed: YAML breaks lines
+// at either, the parser only at a line feed (it would keep the '\r' in a scalar).
+std::string with_line_feeds(std::string text) {
+  for (size_t i = text.find('\r'); i != std::string::npos; i = text.find('\r', i + 1)) {
+    if (i + 1 == text.size() || text[i + 1] != '\n') text[i] = '\n';
+  }
+  return text;
+}
+
+YamlDocument parse(const std::string& given, const std::string& name) {
   YamlDocument document{name, {}};
   // Before parsing: the parser takes bytes that are not UTF-8 into strings, or fails on them
   // with a syntax error that does not say why.
-  refuse_non_utf8(text, name);
+  refuse_non_utf8(given, name);
+  const std::string text = with_line_feeds(given);
   try {
     document.root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {

@@ -140,6 +140,18 @@ TEST(YamlReader, SyntaxErrorAndEmptyFile) {
             "/proc/self/mem: cannot read the file (an I/O error part-way)");
 }
 
+TEST(YamlReader, ACarriageReturnAloneBreaksALine) {
+  // YAML breaks lines at a carriage return, a line feed or both (old Mac, Unix, Windows text).
+  const YamlDocument doc = load_yaml_text("a: 1\rb: 2\r\nc: 3\r", "cr.yaml");
+  YamlMap root(doc.root, doc.file, "");
+  EXPECT_EQ(root.required<int>("a"), 1);
+  EXPECT_EQ(root.required<int>("b"), 2);
+  EXPECT_EQ(root.required<int>("c"), 3);
+  const YamlDocument bad = load_yaml_text("a: 1\rb: x\r", "cr.yaml");
+  YamlMap map(bad.root, bad.file, "");
+  EXPECT_EQ(error_of([&] { map.required<int>("b"); }), "cr.yaml:2:4: b = 'x' is not an integer");
+}
+
 TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
   // A key given twice (the parser keeps the first), a quoted string without its closing quote
   // (it would run to the end of the file, taking the keys after it), a second document.
