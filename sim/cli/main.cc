@@ -173,8 +173,14 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
                 const std::vector<std::string>& flags) {
   Arguments args;
   for (int i = first; i < argc; ++i) {
-    const std::string arg = argv[i];
+    const std::string given = argv[i];
+    const std::string arg = given == "-h" ? "--help" : given;
     if (arg.rfind("--", 0) != 0) {
+      // "-j" is a mistyped option, not a file (a file of that name is "./-j").
+      if (arg.size() > 1 && arg[0] == '-') {
+        throw InputError({"<command line>"},
+                         fmt::format("unknown option '{}': options are spelt --name", arg));
+      }
       args.positional.push_back(arg);
       continue;
     }
@@ -262,7 +268,10 @@ int run_command(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       throw InputError({"<command line>"}, fmt::format("{}: {}", option, e.what()));
     }
-    if (value < 0.0) throw InputError({"<command line>"}, fmt::format("{} must not be negative", option));
+    if (value < 0.0) {
+      throw InputError({"<command line>"}, fmt::format("{} = '{}' is negative; expected at least 0",
+                                                       option, args.options.at(option)));
+    }
     return value;
   };
   auto scenario = std::make_shared<const Scenario>(

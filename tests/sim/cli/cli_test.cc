@@ -240,6 +240,10 @@ TEST(Cli, OptionValuesAreCheckedWhole) {
             "paceline: <command line>: --gpus = 0 is out of range; expected 1 to 2147483647\n");
   EXPECT_EQ(error("search " + scenario + " --top 99999999999999999999"),
             "paceline: <command line>: --top = 99999999999999999999 is out of range; expected 1 to 2147483647\n");
+  EXPECT_EQ(error("run " + scenario + " --timeout -1"),
+            "paceline: <command line>: --timeout = '-1' is negative; expected at least 0\n");
+  EXPECT_EQ(error("run " + scenario + " -j"),
+            "paceline: <command line>: unknown option '-j': options are spelt --name\n");
   error("run " + scenario + " --max-events 10x");
   error("run " + scenario + " --threads 2 --threads 1");
   error("models extra");
@@ -311,8 +315,9 @@ TEST(Cli, MissingFileAndUnknownCommand) {
 }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* command : {"--help", "run --help", "validate --help", "sweep --help", "search --help", "models --help",
-                              "gpus --help"}) {
+  for (const char* command :
+       {"--help", "run --help", "validate --help", "sweep --help", "search --help", "models --help",
+        "gpus --help", "-h", "run -h", "sweep -h"}) {
     const CliOutcome o = run_cli(command);
     EXPECT_EQ(o.exit_code, 0) << command;
     EXPECT_NE(o.output.find("usage:"), std::string::npos) << command;
