@@ -9,7 +9,12 @@ def timeline_frame(result, kernels=False):
     """The spans of `result` (a Result, or a Timeline) as a DataFrame, one row per task (per
     kernel with kernels=True): rank, stage, stream, start_s, end_s (simulated seconds), name,
     activity (compute, recompute, tp_communication, ...), microbatch (-1: step-level work)."""
-    t = result if isinstance(result, _paceline.Timeline) else result.timeline(kernels=kernels)
+    if isinstance(result, _paceline.Timeline):
+        t = result
+    elif isinstance(result, _paceline.Result):
+        t = result.timeline(kernels=kernels)
+    else:
+        raise TypeError(f"timeline_frame takes a Result or a Timeline, not {type(result).__name__}")
     return pd.DataFrame({
         "rank": t.rank,
         "stage": t.stage,

@@ -265,3 +265,8 @@ def test_ctrl_c_stops_a_long_simulation(scenario_path):
     finally:
         timer.cancel()
     assert paceline.simulate(scenario_path).iteration_time_s > 0
+
+
+def test_timeline_frame_says_what_it_takes():
+    with pytest.raises(TypeError, match="timeline_frame takes a Result or a Timeline, not int"):
+        paceline.timeline_frame(5)
