@@ -90,7 +90,12 @@ struct GemmShape {
   // Elements of A, B and C, and multiply-adds, summed over the GEMMs. Only one of m and k
   // differs between them, so the sum of m·k is the product of the sums over the count.
   double a_elements() const { return sum_m() * sum_k() / static_cast<double>(count); }
-  double b_elements() const { return sum_k() * static_cast<double>(n); }
+  double b_elements() const {
+    // Forward and data gradient: a GEMM without rows reads no weights.
+    if (!tokens_along_k() && m == 0)
+      return first_extra_tokens > 0 ? static_cast<double>(k) * n : 0.0;
+    return sum_k() * static_cast<double>(n);
+  }
   double c_elements() const { return sum_m() * static_cast<double>(n); }
   double multiply_adds() const { return a_elements() * static_cast<double>(n); }
 

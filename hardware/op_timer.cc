@@ -100,7 +100,8 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
 }
 
 KernelTime OpTimer::gemm(const GemmShape& s) const {
-  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.count <= 0) return {};
+  // The first GEMM may be the only one with tokens (the others' m or k 0).
+  if (s.count <= 0 || s.n <= 0 || s.sum_m() <= 0 || s.sum_k() <= 0) return {};
   const Roofline modelled = gemm_roofline(s);
   const KernelEfficiency& k = gpu_.kernels;
   // Kernels beyond the one a grouped GEMM launches.

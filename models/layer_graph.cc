@@ -1431,12 +1431,14 @@ int add_moe_mlp(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shar
   const double others = moe.other_share();
   const double rank_tokens = routed * (busiest + (local_experts - 1) * others) / local_experts;
   // An expert's mean share is routed / local_experts tokens. The grouped GEMMs run the other
-  // experts' count and the busiest one's, the rest of the rank's tokens, so that only the busiest
-  // expert's rows grow with the imbalance.
-  const int64_t rank_rows = std::llround(rank_tokens);
+  // experts' count and the busiest one's, so that only the busiest expert's rows grow with the
+  // imbalance; a fraction of a token counts as a whole one (some expert takes it), a rounding
+  // error above a whole count as that count.
+  const auto whole = [](double tokens) { return static_cast<int64_t>(std::ceil(tokens - 1e-6)); };
+  const int64_t busiest_rows = whole(routed * busiest / local_experts);
   const int64_t per_expert =
-      local_experts > 1 ? std::llround(routed * others / local_experts) : rank_rows;
-  const int64_t busiest_extra = std::max<int64_t>(0, rank_rows - local_experts * per_expert);
+      local_experts > 1 ? whole(routed * others / local_experts) : busiest_rows;
+  const int64_t busiest_extra = std::max<int64_t>(0, busiest_rows - per_expert);
   const int64_t f = moe.ffn_hidden;
   const int64_t fc1_width = m.gated_mlp() ? 2 * f : f;
   const double e = d.e;

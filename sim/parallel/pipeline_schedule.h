@@ -11,9 +11,9 @@
 //                     p−s−1 warm-up forwards, then s forward/B pairs whose W passes it holds
 //                     back, then forward, B and the oldest held W; in cool-down a W follows
 //                     each B, and the s held back end the step. The chain of B passes back
-//                     through the stages then waits on no W: with uniform stages the bubble is
-//                     (p−1)(f+b−w) against 1f1b's (p−1)(f+b+w), at 1f1b's micro-batches in
-//                     flight plus s held W passes.
+//                     through the stages then waits on no W: with uniform stages and w ≤ b
+//                     the bubble is (p−1)(f+b−w) against 1f1b's (p−1)(f+b+w), at 1f1b's
+//                     micro-batches in flight plus s held W passes.
 //
 // Paired (1f1b and interleaved-1f1b, for expert-parallel communication overlap): one more warm-up
 // forward, so that each steady-state forward and the backward after it belong to different

@@ -109,6 +109,11 @@ TEST(OpTimer, ABusiestExpertsExtraTokensCostOnlyItsOwnTiles) {
   const double base = timer.gemm(even).time / Seconds(1);
   EXPECT_NEAR(timer.gemm(first).time / Seconds(1), base, 1e-3 * base);
   EXPECT_GT(timer.gemm(every).time / Seconds(1), 1.2 * base);
+  // Where only the first GEMM has tokens, it alone is timed.
+  GemmShape alone{0, 1536, 2048, 64, DType::kBf16};
+  alone.first_extra_tokens = 512;
+  EXPECT_NEAR(timer.gemm(alone).time / Seconds(1),
+              timer.gemm(GemmShape{512, 1536, 2048, 1, DType::kBf16}).time / Seconds(1), 1e-12);
   // In the weight-gradient layout the tokens are reduced over: the extra ones lengthen the K loop
   // of the first GEMM's tiles, not their count.
   GemmShape weight_gradient{2048, 1536, 512, 64, DType::kBf16, GemmLayout::kWeightGradient};

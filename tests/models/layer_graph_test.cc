@@ -1267,9 +1267,9 @@ TEST(LayerGraph, MoeRoutesTokensThroughAllToAll) {
 TEST(LayerGraph, ExpertLoadAddsUpOverTheExpertsAndTheCapacityCapsEveryOne) {
   // Mixtral's 8 experts, 4096 tokens, top-2: 8192 routed tokens. The busiest expert's extra
   // tokens are taken from the others, so a rank holding every expert carries all 8192 however
-  // they are spread; on 4 ranks of two experts the busiest expert's rank carries (3 + 5/7)/2
-  // times the mean 8192 at imbalance 3. A capacity factor below 1 drops tokens at every expert, and
-  // the exchange carries only what is kept.
+  // they are spread (each expert's count rounded up to whole tokens); on 4 ranks of two experts
+  // the busiest expert's rank carries (3 + 5/7)/2 times the mean 8192 at imbalance 3. A capacity
+  // factor below 1 drops tokens at every expert, and the exchange carries only what is kept.
   ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
   LayerShard s;
   s.seq_len = 4096;
@@ -1282,8 +1282,9 @@ TEST(LayerGraph, ExpertLoadAddsUpOverTheExpertsAndTheCapacityCapsEveryOne) {
     return op.gemm.sum_m();
   };
   EXPECT_EQ(expert_rows(1.0, 0.0, 1), 8192);
-  EXPECT_EQ(expert_rows(3.0, 0.0, 1), 8192);
-  EXPECT_EQ(expert_rows(3.0, 0.0, 4), std::round(8192.0 * 3 / 2) + std::round(8192.0 * 5 / 7 / 2));
+  // Each of 8 experts a whole number of tokens: 3072 and 7 of 731 3/7 (732), a token over each.
+  EXPECT_EQ(expert_rows(3.0, 0.0, 1), 3072 + 7 * 732);
+  EXPECT_EQ(expert_rows(3.0, 0.0, 4), 8192.0 * 3 / 2 + std::ceil(8192.0 * 5 / 7 / 2));
   EXPECT_EQ(expert_rows(1.0, 0.5, 1), 4096);
   const auto exchanged = [&](double capacity) {
     m.moe->imbalance = 1.0;
@@ -1297,7 +1298,7 @@ TEST(LayerGraph, ExpertLoadAddsUpOverTheExpertsAndTheCapacityCapsEveryOne) {
 
 TEST(LayerGraph, OnlyTheBusiestExpertsGemmGrowsWithTheImbalance) {
   // Mixtral on 4 ranks, two experts each, 8192 routed tokens a rank: an expert's mean is 4096.
-  // At imbalance 1.5 the busiest takes 6144 and the other 8 − 1.5 of 7 shares, 3803 (rounded);
+  // At imbalance 1.5 the busiest takes 6144 and the other 8 − 1.5 of 7 shares, 3804 (rounded up);
   // the GEMMs' first member carries the difference, along m forward and in the data gradient,
   // along k (the tokens reduced over) in the weight gradient.
   ModelSpec m = resolve_model("mixtral-8x7b", default_model_catalog(), {});
@@ -1306,7 +1307,7 @@ TEST(LayerGraph, OnlyTheBusiestExpertsGemmGrowsWithTheImbalance) {
   s.ep = 4;
   m.moe->imbalance = 1.5;
   const LayerGraph g = build_transformer_layer(m, s, /*moe=*/true);
-  const int64_t others = std::llround(8192.0 * 6.5 / 7 / 2);
+  const auto others = static_cast<int64_t>(std::ceil(8192.0 * 6.5 / 7 / 2));
   const std::pair<Phase, const char*> gemms[] = {{Phase::kForward, "moe.expert_fc1"},
                                                  {Phase::kBackwardInput, "moe.expert_fc1.dgrad"},
                                                  {Phase::kBackwardWeight, "moe.expert_fc1.wgrad"}};
