@@ -23,10 +23,17 @@ std::string_view utf8_prefix(std::string_view text, size_t bytes) {
   return text.substr(0, end);
 }
 
-// One line of printable UTF-8 text: control characters and bytes that start no UTF-8 character in
-// echoed values and keys are escaped, and an echoed value of pages is cut short.
+// printable(text), a message of pages cut short.
 std::string one_line(const std::string& text) {
   constexpr size_t kMostChars = 2000;
+  std::string line = printable(text);
+  if (line.size() > kMostChars) return std::string(utf8_prefix(line, kMostChars)) + " [cut]";
+  return line;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
   std::string line;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -44,12 +51,9 @@ std::string one_line(const std::string& text) {
     } else {
       line += c;
     }
-    if (line.size() > kMostChars) return std::string(utf8_prefix(line, kMostChars)) + " [cut]";
   }
   return line;
 }
-
-}  // namespace
 
 std::string echoed(std::string_view text) {
   constexpr size_t kMostBytes = 80;

@@ -24,6 +24,11 @@ struct SourceLocation {
   std::string to_string() const;
 };
 
+// `text` as one line of printable UTF-8, as messages and text reports show names and values: line
+// breaks, tabs and other control characters, and bytes that start no UTF-8 character, escaped
+// (\n, \t, \xNN).
+std::string printable(std::string_view text);
+
 // `text` as an error message echoes a value: whole when short, else its first 77 bytes (not
 // splitting a UTF-8 character) and "...", so that a long value leaves the message its reason.
 std::string echoed(std::string_view text);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/check.h"
+#include "base/input_error.h"
 #include "base/yaml_reader.h"
 #include "hardware/collective_model.h"
 
@@ -576,7 +577,7 @@ std::string to_text(const Result& r) {
   auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); };
   auto ms = [](Seconds t) { return t / Milliseconds(1); };
   std::string out;
-  out += fmt::format("{}\n", s.name);
+  out += fmt::format("{}\n", printable(s.name));
   out += fmt::format("  {} on {} × {} ({} node{} × {})\n", s.model.name, s.num_gpus(), s.cluster.gpu.name,
                      s.cluster.nodes, s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node);
   const std::string context_exchange =

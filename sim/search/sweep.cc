@@ -160,7 +160,7 @@ constexpr const char* kResultColumns[] = {"iteration_time_s", "tokens_per_s", "t
 Json number_or_null(double value) { return std::isnan(value) ? Json() : Json(value); }
 
 std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
   std::string quoted = "\"";
   for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + "\"";
@@ -171,7 +171,8 @@ std::vector<std::vector<std::string>> cells(const std::vector<SweepAxis>& axes, 
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     std::vector<std::string> row;
-    for (const Override& o : sweep_configuration(axes, begin + i)) row.push_back(o.value);
+    for (const Override& o : sweep_configuration(axes, begin + i))
+      row.push_back(printable(o.value));
     const bool simulated = t.error[i].empty();
     auto number = [&](double value) { return simulated ? fmt::format("{}", value) : std::string(); };
     row.push_back(number(t.iteration_time_s[i]));
@@ -232,7 +233,8 @@ std::string to_text(const std::vector<SweepAxis>& axes, size_t begin, const Swee
   size_t valid = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     std::vector<std::string> row;
-    for (const Override& o : sweep_configuration(axes, begin + i)) row.push_back(o.value);
+    for (const Override& o : sweep_configuration(axes, begin + i))
+      row.push_back(printable(o.value));
     if (t.error[i].empty()) {
       ++valid;
       row.push_back(fmt::format("{:.3f}", t.iteration_time_s[i]));

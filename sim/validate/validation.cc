@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 
+#include "base/input_error.h"
 #include "base/parallel_for.h"
 #include "base/yaml_reader.h"
 #include "sim/simulator/simulator.h"
@@ -317,12 +318,6 @@ std::vector<ValidationCase> select_cases(std::vector<ValidationCase> cases,
 
 namespace {
 
-// `text` with each control character (a line break among them) a space: one comment line.
-std::string one_line(std::string text) {
-  std::ranges::replace_if(text, is_control, ' ');
-  return text;
-}
-
 }  // namespace
 
 std::string scenario_file_name(const ValidationCase& c) {
@@ -343,10 +338,10 @@ std::string scenario_file_text(const ValidationCase& c) {
                                                 c.id, c.unsupported_reason));
   }
   std::string text = fmt::format("# Validation case {} ({}), measured {} s per iteration.\n",
-                                 one_line(c.id), one_line(c.file), c.measured_iteration_time_s);
-  text += fmt::format("# Source: {}\n", one_line(c.source));
+                                 printable(c.id), printable(c.file), c.measured_iteration_time_s);
+  text += fmt::format("# Source: {}\n", printable(c.source));
   for (const Override& setting : c.overlay) {
-    text += fmt::format("# Overlay: {} = {}\n", one_line(setting.path), one_line(setting.value));
+    text += fmt::format("# Overlay: {} = {}\n", printable(setting.path), printable(setting.value));
   }
   text += "# The scenario resolved, every default filled in (JSON, which YAML reads).\n";
   return text + to_json(*c.scenario).dump() + "\n";
@@ -465,13 +460,15 @@ std::string to_text(const ValidationReport& report) {
   for (const CaseOutcome& outcome : report.cases) {
     const ValidationCase& c = *outcome.validation_case;
     if (!outcome.error) {
-      out += fmt::format("{:<40} {:>12.4f}  unsupported: {}\n", c.id, c.measured_iteration_time_s, outcome.reason);
+      out += fmt::format("{:<40} {:>12.4f}  unsupported: {}\n", printable(c.id),
+                         c.measured_iteration_time_s, outcome.reason);
       continue;
     }
-    out += fmt::format("{:<40} {:>12.4f} {:>12.4f} {:>+7.1f}% {:>10}{}\n", c.id, c.measured_iteration_time_s,
-                       *outcome.predicted_s, 100.0 * *outcome.error,
-                       outcome.memory_error ? fmt::format("{:+.1f}%", 100.0 * *outcome.memory_error) : "",
-                       outcome.fits ? "" : "  does not fit");
+    out += fmt::format(
+        "{:<40} {:>12.4f} {:>12.4f} {:>+7.1f}% {:>10}{}\n", printable(c.id),
+        c.measured_iteration_time_s, *outcome.predicted_s, 100.0 * *outcome.error,
+        outcome.memory_error ? fmt::format("{:+.1f}%", 100.0 * *outcome.memory_error) : "",
+        outcome.fits ? "" : "  does not fit");
   }
   out += fmt::format("\nMAPE {:.1f}% over {} cases ({} unsupported)\n", 100.0 * report.mape,
                      report.cases.size() - report.unsupported, report.unsupported);
@@ -484,8 +481,9 @@ std::string to_text(const ValidationReport& report) {
   const auto lines = [&](const std::vector<ValidationReport::GroupError>& groups, bool sources) {
     out += fmt::format("  {:>7}  {:>7}             by {}\n", "MAPE", "bias", sources ? "source" : "GPU");
     for (const ValidationReport::GroupError& group : groups) {
-      out += fmt::format("  {:6.1f}%  {:+6.1f}%  {:3} cases  {}\n", 100.0 * group.mape, 100.0 * group.bias, group.cases,
-                         sources ? short_source(group.name) : group.name);
+      out += fmt::format("  {:6.1f}%  {:+6.1f}%  {:3} cases  {}\n", 100.0 * group.mape,
+                         100.0 * group.bias, group.cases,
+                         printable(sources ? short_source(group.name) : group.name));
     }
   };
   lines(report.by_source, true);

@@ -228,6 +228,14 @@ training: {global_batch: 4, seq_len: 4096}
   EXPECT_EQ(to_json(r).at("scenario").at("cluster").at("intra_node").at("mesh_links").dump(-1), "7");
 }
 
+TEST(Result, TextShowsTheNameAsOnePrintableLine) {
+  Scenario s = load_scenario_text(
+      "model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 1}\n", "s.yaml");
+  s.name = "bell\a, two\nlines";
+  const std::string text = to_text(simulate(std::make_shared<const Scenario>(s)).result);
+  EXPECT_TRUE(text.starts_with("bell\\x07, two\\nlines\n")) << text.substr(0, 40);
+}
+
 TEST(Result, ModelFlopsFollowTheMegatronFormula) {
   // Narayanan et al. eq. 3 without recompute: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) for a GPT
   // with 4h MLP; the scenario's global batch B = 8 sequences of s = 2048.

@@ -212,5 +212,17 @@ TEST(Sweep, CsvAndJsonHoldOneRowPerConfiguration) {
   EXPECT_NE(text.find("2 configurations, 1 valid"), std::string::npos) << text;
 }
 
+TEST(Sweep, ValuesShowAsPrintableText) {
+  // A name with an escape character and a byte that is not UTF-8: escaped in CSV and text cells.
+  const std::vector<SweepAxis> axes = {{"name", {"a\x1b[31m", "b\xff"}}};
+  const SweepTable table =
+      run_sweep(ScenarioSource{kBase, "sweep.yaml"}, axes, 0, 2, {.threads = 1});
+  for (const std::string& out : {to_csv(axes, 0, table), to_text(axes, 0, table)}) {
+    EXPECT_NE(out.find("a\\x1b[31m"), std::string::npos) << out;
+    EXPECT_NE(out.find("b\\xff"), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  }
+}
+
 }  // namespace
 }  // namespace paceline

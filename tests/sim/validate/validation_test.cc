@@ -450,7 +450,7 @@ TEST(Validation, ACaseScenarioFileReadsBackAsItsScenario) {
             std::string::npos);
   ValidationCase multiline = cases[0];
   multiline.source = "a source\nover two lines";
-  EXPECT_NE(scenario_file_text(multiline).find("# Source: a source over two lines\n"),
+  EXPECT_NE(scenario_file_text(multiline).find("# Source: a source\\nover two lines\n"),
             std::string::npos);
   EXPECT_EQ(to_json(load_scenario_text(scenario_file_text(multiline), "case.yaml")).dump(),
             to_json(*multiline.scenario).dump());
