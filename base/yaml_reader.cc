@@ -134,16 +134,16 @@ int second_document_line(const std::string& text) {
   return 0;
 }
 
-// Throws InputError at the first byte of `text` that is not UTF-8.
-void refuse_non_utf8(std::string_view text, const std::string& name) {
-  const size_t bad = invalid_utf8_offset(text);
-  if (bad == std::string_view::npos) return;
-  const size_t newline = text.rfind('\n', bad);  // text[bad] is not one
-  const size_t column = newline == std::string_view::npos ? bad : bad - newline - 1;
-  const auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
-  throw InputError(SourceLocation{name, static_cast<int>(line) + 1, static_cast<int>(column) + 1},
-                   fmt::format("byte 0x{:02X} starts no UTF-8 character; YAML files are UTF-8 text",
-                               static_cast<unsigned char>(text[bad])));
+// Whether YAML reads `text` as UTF-16 or UTF-32, from its first bytes (YAML 1.2, section 5.2:
+// a byte-order mark, or the zero bytes around an ASCII first character), which the parser
+// decodes into UTF-8.
+bool utf16_or_32(std::string_view text) {
+  const auto starts = [&](std::string_view bytes) { return text.substr(0, bytes.size()) == bytes; };
+  using namespace std::string_view_literals;
+  if (starts("\xFE\xFF"sv) || starts("\xFF\xFE"sv)) return true;  // UTF-16 (and UTF-32 LE) marks
+  if (starts("\0\0\xFE\xFF"sv)) return true;                      // UTF-32 BE mark
+  // An ASCII first character with a zero byte before or after it.
+  return text.size() >= 2 && (text[0] == '\0' || text[1] == '\0');
 }
 
 // `text` with each carriage return that no line feed follows made a line feed: YAML breaks lines
@@ -155,12 +155,27 @@ std::string with_line_feeds(std::string text) {
   return text;
 }
 
+// Throws InputError at the first byte of UTF-8 `text` that starts no character.
+void refuse_non_utf8(std::string_view text, const std::string& name) {
+  if (utf16_or_32(text)) return;
+  const size_t bad = invalid_utf8_offset(text);
+  if (bad == std::string_view::npos) return;
+  // Lines as YAML breaks them, at a carriage return too.
+  const std::string before = with_line_feeds(std::string(text.substr(0, bad)));
+  const auto line = std::count(before.begin(), before.end(), '\n');
+  const size_t column = bad - (before.rfind('\n') + 1);  // npos + 1 is 0
+  throw InputError(
+      SourceLocation{name, static_cast<int>(line) + 1, static_cast<int>(column) + 1},
+      fmt::format("byte 0x{:02X} starts no UTF-8 character; YAML text is UTF-8, UTF-16 or UTF-32",
+                  static_cast<unsigned char>(text[bad])));
+}
+
 YamlDocument parse(const std::string& given, const std::string& name) {
   YamlDocument document{name, {}};
   // Before parsing: the parser takes bytes that are not UTF-8 into strings, or fails on them
   // with a syntax error that does not say why.
   refuse_non_utf8(given, name);
-  const std::string text = with_line_feeds(given);
+  const std::string text = utf16_or_32(given) ? given : with_line_feeds(given);
   try {
     document.root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {

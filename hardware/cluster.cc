@@ -394,7 +394,7 @@ ClusterSpec read_cluster(YamlMap& map) {
     if (!profile_gpu.architecture.empty() && !cluster.gpu.architecture.empty() &&
         profile_gpu.architecture != cluster.gpu.architecture) {
       throw InputError(
-          where,
+          measured_where,
           fmt::format("profile '{}' was measured on {} ({}), which cannot stand in for {} ({}); "
                       "a profile serves GPUs of its own architecture",
                       profile, profile_gpu.name, profile_gpu.architecture, cluster.gpu.name,
@@ -406,9 +406,8 @@ ClusterSpec read_cluster(YamlMap& map) {
   }
   if (profile.empty() && map.has("profile_gpu")) {
     map.fail("profile_gpu",
-             fmt::format("says where a profile was measured, but there is none: {} names no "
-                         "profile of its own; give cluster.profile",
-                         cluster.gpu.name));
+             "says where a profile was measured, but the cluster uses none: give "
+             "cluster.profile (or a GPU whose catalog entry names one)");
   }
   if (map.has("inter_node")) {
     cluster.inter_node = read_network(map, system);

@@ -35,15 +35,26 @@ def source(scenario):
     if isinstance(scenario, dict):
         return _utf8(json.dumps(scenario, indent=2, default=_plain, ensure_ascii=False), "<dict>")
     if isinstance(scenario, os.PathLike):
-        return _paceline.read_source(os.fspath(scenario))
+        return _paceline.read_source(_utf8_path(os.fspath(scenario)))
     if isinstance(scenario, str):
         one_line = "\n" not in scenario.strip()
         stripped = scenario.strip()
         names_a_file = stripped.endswith((".yaml", ".yml")) or os.path.exists(stripped) or ":" not in stripped
         if one_line and stripped and names_a_file:
-            return _paceline.read_source(stripped)
+            return _paceline.read_source(_utf8_path(stripped))
         return _utf8(scenario, "<string>")
     raise TypeError(f"a scenario is a dict, a YAML string or a path, not {type(scenario).__name__}")
+
+
+def _utf8_path(path):
+    """`path` as str, or ValueError where it holds bytes that are not UTF-8 (lone surrogates)."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{path!r}: the path is not UTF-8 text; rename the file or its folder") from None
+    return path
 
 
 def _utf8(text, file):

@@ -169,6 +169,17 @@ struct Arguments {
 // The one option a command line may repeat: each gives another axis.
 constexpr const char* kRepeatable = "--set";
 
+InputError unknown_option(const std::string& arg, const std::vector<std::string>& valued,
+                          const std::vector<std::string>& flags) {
+  std::vector<std::string> known = valued;
+  known.insert(known.end(), flags.begin(), flags.end());
+  const std::string file = arg.starts_with("-") && !arg.starts_with("--")
+                               ? fmt::format(" (a file of that name is ./{})", arg)
+                               : "";
+  return InputError({"<command line>"}, fmt::format("unknown option '{}'; expected one of: {}{}",
+                                                    arg, fmt::join(known, ", "), file));
+}
+
 Arguments parse(int argc, char** argv, int first, const std::vector<std::string>& valued,
                 const std::vector<std::string>& flags) {
   Arguments args;
@@ -177,10 +188,7 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
     const std::string arg = given == "-h" ? "--help" : given;
     if (arg.rfind("--", 0) != 0) {
       // "-j" is a mistyped option, not a file (a file of that name is "./-j").
-      if (arg.size() > 1 && arg[0] == '-') {
-        throw InputError({"<command line>"},
-                         fmt::format("unknown option '{}': options are spelt --name", arg));
-      }
+      if (arg.size() > 1 && arg[0] == '-') throw unknown_option(arg, valued, flags);
       args.positional.push_back(arg);
       continue;
     }
@@ -195,10 +203,7 @@ Arguments parse(int argc, char** argv, int first, const std::vector<std::string>
       if (args.has(arg)) throw InputError({"<command line>"}, fmt::format("option {} is given twice; give it once", arg));
       args.options[arg] = "";
     } else {
-      std::vector<std::string> known = valued;
-      known.insert(known.end(), flags.begin(), flags.end());
-      throw InputError({"<command line>"}, fmt::format("unknown option '{}'; expected one of: {}", arg,
-                                                        fmt::join(known, ", ")));
+      throw unknown_option(arg, valued, flags);
     }
   }
   return args;

@@ -174,10 +174,31 @@ TEST(YamlReader, RefusesWhatTheParserLetsThrough) {
   EXPECT_EQ(error_of([] { load_yaml_text("\xEF\xBB\xBF" "a: 'x'\nb: \"y\n", "bom.yaml"); }),
             "bom.yaml:2:4: YAML syntax error: this quoted string has no closing quote");
   // Bytes that are not UTF-8, cited where they are, in text and in files.
-  EXPECT_EQ(error_of([] { load_yaml_text("a: 1\nname: \xFF\xFE\n", "u.yaml"); }),
-            "u.yaml:2:7: byte 0xFF starts no UTF-8 character; YAML files are UTF-8 text");
-  EXPECT_EQ(error_of([] { load_yaml_text("\xC3(: 1\n", "u.yaml"); }),
-            "u.yaml:1:1: byte 0xC3 starts no UTF-8 character; YAML files are UTF-8 text");
+  EXPECT_EQ(
+      error_of([] { load_yaml_text("a: 1\nname: \xFF\xFE\n", "u.yaml"); }),
+      "u.yaml:2:7: byte 0xFF starts no UTF-8 character; YAML text is UTF-8, UTF-16 or UTF-32");
+  EXPECT_EQ(
+      error_of([] { load_yaml_text("\xC3(: 1\n", "u.yaml"); }),
+      "u.yaml:1:1: byte 0xC3 starts no UTF-8 character; YAML text is UTF-8, UTF-16 or UTF-32");
+  // Lines break at a carriage return alone too.
+  EXPECT_EQ(
+      error_of([] { load_yaml_text("a: 1\rb: 2\r\nname: x\xFF\n", "u.yaml"); }),
+      "u.yaml:3:8: byte 0xFF starts no UTF-8 character; YAML text is UTF-8, UTF-16 or UTF-32");
+  // UTF-16, which YAML tells from its first bytes, with a byte-order mark or without, is read.
+  using namespace std::string_literals;
+  EXPECT_EQ(load_yaml_text("\xFF\xFE"
+                           "a\0:\0 \0"
+                           "1\0\n\0"s,
+                           "u16.yaml")
+                .root["a"]
+                .Scalar(),
+            "1");
+  EXPECT_EQ(load_yaml_text("\0a\0:\0 \0"
+                           "1\0\n"s,
+                           "u16.yaml")
+                .root["a"]
+                .Scalar(),
+            "1");
   // An alias of its own list, and aliases of aliases, are walked once.
   EXPECT_EQ(load_yaml_text("x: &a [*a]\n", "cycle.yaml").root["x"].size(), 1u);
   std::string laughs = "l0: &l0 [1, 2]\n";

@@ -166,7 +166,10 @@ def test_text_that_is_not_utf8_is_an_error_at_its_place(tmp_path, gpt_8gpus):
     for load in (paceline.simulate, paceline.load_scenario):
         with pytest.raises(ValueError, match=re.escape(f"{path}:4:10: byte 0xE9 starts no UTF-8 character")):
             load(path)
-    # A lone surrogate (os.fsdecode's stand-in for such a byte) has no UTF-8 form either.
+    # A lone surrogate (os.fsdecode's stand-in for such a byte) has no UTF-8 form either, in a path
+    # or in a scenario.
+    with pytest.raises(ValueError, match="the path is not UTF-8 text"):
+        paceline.simulate(tmp_path / "caf\udce9.yaml")
     gpt_8gpus["name"] = "caf\udce9"
     with pytest.raises(ValueError, match=r"^<dict>:\d+:\d+: '\\udce9' is a lone surrogate"):
         paceline.simulate(gpt_8gpus)

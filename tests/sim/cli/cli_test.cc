@@ -243,7 +243,9 @@ TEST(Cli, OptionValuesAreCheckedWhole) {
   EXPECT_EQ(error("run " + scenario + " --timeout -1"),
             "paceline: <command line>: --timeout = '-1' is negative; expected at least 0\n");
   EXPECT_EQ(error("run " + scenario + " -j"),
-            "paceline: <command line>: unknown option '-j': options are spelt --name\n");
+            "paceline: <command line>: unknown option '-j'; expected one of: --set, --trace, "
+            "--max-events, "
+            "--timeout, --max-memory, --threads, --json, --help (a file of that name is ./-j)\n");
   error("run " + scenario + " --max-events 10x");
   error("run " + scenario + " --threads 2 --threads 1");
   error("models extra");

@@ -157,8 +157,15 @@ TEST(ScenarioErrors, AProfileServesGpusOfItsArchitectureAndProfileGpuNeedsAProfi
   EXPECT_EQ(error_of(replace(kBase, "gpu: a100-sxm4-80gb",
                              "gpu: a100-sxm4-80gb\n  profile_gpu: h200-sxm-141gb")),
             "s.yaml:5:16: cluster.profile_gpu = h200-sxm-141gb says where a profile was measured, "
-            "but there is "
-            "none: a100-sxm4-80gb names no profile of its own; give cluster.profile");
+            "but the "
+            "cluster uses none: give cluster.profile (or a GPU whose catalog entry names one)");
+  // Named where it was measured, the error cites that.
+  EXPECT_EQ(error_of(replace(
+                kBase, "gpu: a100-sxm4-80gb",
+                "gpu: a100-sxm4-80gb\n  profile: h200-sxm-141gb\n  profile_gpu: h100-sxm5-80gb")),
+            "s.yaml:6:16: profile 'h200-sxm-141gb' was measured on h100-sxm5-80gb (hopper), which "
+            "cannot stand "
+            "in for a100-sxm4-80gb (ampere); a profile serves GPUs of its own architecture");
 }
 
 TEST(ScenarioErrors, InconsistentFields) {
