@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <map>
-
 #include "base/json.h"
 #include "sim/timeline/timeline.h"
 
@@ -58,18 +56,11 @@ void write_chrome_trace(const Lowering& lowering, const RunResult& run, std::ost
       at = at + length;
     }
   }
-  // Memory as a counter track per rank (make_memory_timeline). Frees at the peak's own instant
+  // Memory as a counter track per rank (memory_per_instant). Frees at the peak's own instant
   // may keep the peak off the track, so an instant event marks it where the result places it.
-  const MemoryTimeline memory = make_memory_timeline(lowering, run);
-  std::map<int32_t, size_t> pid_of_rank;  // a trace's processes are the simulated ranks
-  for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
-    pid_of_rank[lowering.rank_global[rank]] = rank;
-  }
-  for (size_t i = 0; i < memory.size(); ++i) {
-    // Back to whole picoseconds, so that a counter and a span of one instant print one time.
-    const SimTime at = to_sim_time(Seconds(memory.time_s[i]));
-    emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})",
-                     pid_of_rank.at(memory.rank[i]), microseconds(at), gib(memory.bytes[i])));
+  for (const MemorySample& m : memory_per_instant(run, lowering.ranks.size())) {
+    emit(fmt::format(R"({{"ph":"C","pid":{},"ts":{},"name":"memory","args":{{"GiB":{}}}}})", m.rank,
+                     microseconds(m.time), gib(m.bytes)));
   }
   for (size_t rank = 0; rank < lowering.ranks.size(); ++rank) {
     if (!lowering.ranks[rank].record_spans) continue;

@@ -72,24 +72,29 @@ Timeline make_timeline(const Lowering& lowering, const RunResult& run, bool kern
   return t;
 }
 
+std::vector<MemorySample> memory_per_instant(const RunResult& run, size_t ranks) {
+  std::vector<MemorySample> samples;
+  // The samples of several ranks interleave in order of events: each rank's last sample of an
+  // instant is kept when its next instant begins.
+  std::vector<std::optional<MemorySample>> pending(ranks);
+  for (const MemorySample& m : run.memory) {
+    std::optional<MemorySample>& last = pending[m.rank];
+    if (last && last->time != m.time) samples.push_back(*last);
+    last = m;
+  }
+  for (const std::optional<MemorySample>& last : pending) {
+    if (last) samples.push_back(*last);
+  }
+  return samples;
+}
+
 MemoryTimeline make_memory_timeline(const Lowering& lowering, const RunResult& run) {
   MemoryTimeline t;
-  auto add = [&](const MemorySample& m) {
+  for (const MemorySample& m : memory_per_instant(run, lowering.ranks.size())) {
     t.rank.push_back(lowering.rank_global[m.rank]);
     t.stage.push_back(lowering.rank_stage[m.rank]);
     t.time_s.push_back(to_seconds(m.time) / Seconds(1));
     t.bytes.push_back(m.bytes);
-  };
-  // The samples of several ranks interleave in order of events: each rank's last sample of an
-  // instant is added when its next instant begins.
-  std::vector<std::optional<MemorySample>> pending(lowering.ranks.size());
-  for (const MemorySample& m : run.memory) {
-    std::optional<MemorySample>& last = pending[m.rank];
-    if (last && last->time != m.time) add(*last);
-    last = m;
-  }
-  for (const std::optional<MemorySample>& last : pending) {
-    if (last) add(*last);
   }
   return t;
 }

@@ -48,8 +48,12 @@ struct MemoryTimeline {
   size_t size() const { return time_s.size(); }
 };
 
+// The samples `run` holds (RunResult::memory) of its `ranks` simulated ranks, the last of each
+// rank's instant only, in order of time per rank: what a rank holds from then on.
+std::vector<MemorySample> memory_per_instant(const RunResult& run, size_t ranks);
+
 // The memory of the ranks whose samples `run` holds (RunResult::memory), one row per rank and
-// instant; empty when the run recorded none.
+// instant (memory_per_instant); empty when the run recorded none.
 MemoryTimeline make_memory_timeline(const Lowering& lowering, const RunResult& run);
 
 // The spans of the ranks whose spans were recorded (LoweringOptions::record_spans). With
