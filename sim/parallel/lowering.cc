@@ -270,6 +270,11 @@ class StageBuilder {
       const auto kind = static_cast<GroupKind>(k);
       sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), kind, placement(kind));
     }
+    if (c_.scenario.parallelism.pp > 1) {
+      links_out_ = pipeline_links_sharing_nics(c_.layout, c_.collectives.topology(), stage_);
+      links_in_ =
+          pipeline_links_sharing_nics(c_.layout, c_.collectives.topology(), previous_stage());
+    }
     for (int chunk = 0; chunk < c_.scenario.parallelism.virtual_stages; ++chunk) {
       for (const BlockRef& block : chunk_blocks(chunk)) {
         if (offloads(block.block)) layer_stored_bytes_[block.block] = plans_of(block).stored_bytes;
@@ -543,7 +548,8 @@ class StageBuilder {
     const Bytes activation = pipeline_transfer_bytes(c_.scenario);
     LoneTask transfer;
     transfer.stream = stream;
-    transfer.duration = c_.collectives.time(Collective::kSendRecv, activation, c_.layout.link_members(link_stage, true));
+    transfer.duration = c_.collectives.time(Collective::kSendRecv, activation,
+                                            link_stage == stage_ ? links_out_ : links_in_);
     transfer.tag = ActivityTag::kPipelineComm;
     transfer.name = name;
     transfer.deps = std::move(deps);
@@ -709,6 +715,10 @@ class StageBuilder {
   const Context& c_;
   int stage_;
   std::array<std::vector<std::vector<int>>, kNumGroupKinds> sharing_;  // sharing_nics of each
+  // The pipeline links to the next stage and from the previous one, with the links sharing their
+  // NICs (pipeline_links_sharing_nics).
+  std::vector<std::vector<int>> links_out_;
+  std::vector<std::vector<int>> links_in_;
   ProgramBuilder builder_;
   std::vector<std::vector<uint32_t>> template_kinds_;  // by plan, then template: its kind, or kNoId
   std::vector<TaskLabel> labels_;

@@ -148,6 +148,25 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
   return groups;
 }
 
+std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layout,
+                                                          const Topology& topology,
+                                                          int link_stage) {
+  std::vector<std::vector<int>> links = {layout.link_members(link_stage, true)};
+  if (topology.gpus_per_nic() <= 1 || !crosses_domains(topology, links.front())) return links;
+  std::set<std::pair<int, int>> nics;  // (node, rail)
+  for (const int gpu : links.front()) nics.emplace(topology.node_of(gpu), topology.rail_of(gpu));
+  auto on_shared_nic = [&](int gpu) {
+    return nics.contains({topology.node_of(gpu), topology.rail_of(gpu)});
+  };
+  for (int rank = 0; rank < layout.num_ranks(); ++rank) {
+    if (rank == links.front().front() || layout.coord(rank).pp != link_stage) continue;
+    std::vector<int> link = layout.members(GroupKind::kForwardSend, rank);
+    if (!crosses_domains(topology, link)) continue;
+    if (std::ranges::any_of(link, on_shared_nic)) links.push_back(std::move(link));
+  }
+  return links;
+}
+
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {
   if (topology.gpus_per_nic() <= 1) return 1;
   std::map<std::pair<int, int>, std::set<int>> stages_by_nic;  // (node, rail) → stages

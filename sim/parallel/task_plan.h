@@ -117,6 +117,13 @@ struct TaskPlan {
 std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topology& topology, GroupKind kind,
                                            const std::vector<int>& group);
 
+// The pipeline link from stage `link_stage` to the next (RankLayout::link_members) and the other
+// links of that stage pair whose ends send or receive through a NIC one of its ends does: every
+// rank of a stage passes its micro-batch on at once, so with fewer NICs than GPUs their transfers
+// share it. The link first; alone when it stays in one NVLink domain or has a NIC to itself.
+std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layout,
+                                                          const Topology& topology, int link_stage);
+
 // Where pricing by sharing_nics falls short: of the groups of `kind` that leave their NVLink
 // domain, the most pipeline stages whose groups send through one NIC (the sending side's, by
 // rail, as sharing_nics counts them). Their collectives contend for it as the stages run side by

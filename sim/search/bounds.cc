@@ -525,9 +525,9 @@ const std::vector<double>& LayoutBounds::pipeline_hops(const Layout& l) {
     const RankLayout ranks(scenario.parallelism, base_.cluster.nvlink_domain);
     const Bytes transfer = pipeline_transfer_bytes(scenario);
     for (int stage = 0; stage < l.pp; ++stage) {
-      hops.push_back(
-          collectives_.time(Collective::kSendRecv, transfer, ranks.link_members(stage, true)) /
-          Seconds(1));
+      hops.push_back(collectives_.time(Collective::kSendRecv, transfer,
+                                       pipeline_links_sharing_nics(ranks, topology_, stage)) /
+                     Seconds(1));
     }
   }
   return pipeline_hops_.emplace(key, std::move(hops)).first->second;

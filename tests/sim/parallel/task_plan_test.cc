@@ -206,6 +206,32 @@ TEST(SharingNics, GroupsBehindOneNicRunTogether) {
   EXPECT_EQ(sharing_nics(layout, shared, GroupKind::kTensor, layout.placement(GroupKind::kTensor)).size(), 1u);
 }
 
+TEST(PipelineLinksSharingNics, AStagesLinksBehindOneNicRunTogether) {
+  // tp 8, pp 2 on two nodes of 8 GPUs: stage 0 is node 0, and its 8 GPUs each pass their
+  // micro-batch to their peer on node 1 at once. With 2 NICs a node, 4 links share each.
+  Parallelism parallelism;
+  parallelism.tp = 8;
+  parallelism.pp = 2;
+  const RankLayout layout(parallelism, 8);
+  const ClusterSpec two_nics = cluster_with_nics(2);
+  const Topology shared(two_nics);
+  const std::vector<std::vector<int>> links = pipeline_links_sharing_nics(layout, shared, 0);
+  ASSERT_EQ(links.size(), 4u);
+  EXPECT_EQ(links[0], (std::vector<int>{0, 8}));
+  EXPECT_EQ(links[1], (std::vector<int>{1, 9}));
+  EXPECT_EQ(links[3], (std::vector<int>{3, 11}));
+  // The link back from the last stage to the first: the same pairs.
+  EXPECT_EQ(pipeline_links_sharing_nics(layout, shared, 1).size(), 4u);
+  const CollectiveModel collectives(two_nics, shared);
+  const Seconds alone = collectives.time(Collective::kSendRecv, MiB(64), links.front());
+  const Seconds together = collectives.time(Collective::kSendRecv, MiB(64), links);
+  EXPECT_NEAR(together / alone, 4.0, 0.05);
+  EXPECT_EQ(pipeline_links_sharing_nics(layout, Topology(cluster_with_nics(8)), 0).size(), 1u);
+  // Stages inside one node pass on over NVLink.
+  parallelism.tp = 4;
+  EXPECT_EQ(pipeline_links_sharing_nics(RankLayout(parallelism, 8), shared, 0).size(), 1u);
+}
+
 TEST(StagesSharingANic, CountsTheStagesWhoseGroupsLeaveThroughOneNic) {
   // pp 8, dp 2 on two nodes of 8 GPUs, one NIC each. Stages innermost, each node holds one
   // replica's 8 stages, and every data-parallel pair {s, 8 + s} leaves through both NICs.
