@@ -185,13 +185,27 @@ NetworkSpec system_network(const SystemSpec& system, const SourceLocation& where
   return network;
 }
 
-NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& system) {
+// NICs beyond one a GPU must give every GPU as many of its own.
+bool uneven_nics(int nics_per_node, int gpus_per_node) {
+  return nics_per_node > gpus_per_node && nics_per_node % gpus_per_node != 0;
+}
+
+constexpr std::string_view kEvenNicsRule =
+    "each GPU sends through as many NICs of its own as the others";
+
+NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& system,
+                         int gpus_per_node) {
   YamlMap map = cluster.map("inter_node");
   NetworkSpec network;
   const bool from_system = system && system->nics_per_node > 0;
   network.nics_per_node = from_system ? map.get<int>("nics_per_node", system->nics_per_node)
                                       : map.required<int>("nics_per_node");
   if (network.nics_per_node < 1) map.fail("nics_per_node", "must be at least 1");
+  if (uneven_nics(network.nics_per_node, gpus_per_node)) {
+    map.fail("nics_per_node",
+             fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: {}",
+                         network.nics_per_node, gpus_per_node, kEvenNicsRule));
+  }
   const std::string catalog = default_link_catalog();
   std::optional<LinkSpec> base;
   if (map.has("link")) {
@@ -410,9 +424,15 @@ ClusterSpec read_cluster(YamlMap& map) {
              "cluster.profile (or a GPU whose catalog entry names one)");
   }
   if (map.has("inter_node")) {
-    cluster.inter_node = read_network(map, system);
+    cluster.inter_node = read_network(map, system, cluster.gpus_per_node);
   } else if (system && system->nics_per_node > 0) {
     cluster.inter_node = system_network(*system, map.location("system"));
+    if (uneven_nics(system->nics_per_node, cluster.gpus_per_node)) {
+      map.fail(
+          "gpus_per_node",
+          fmt::format("= {} does not divide system {}'s nics_per_node = {}: {}",
+                      cluster.gpus_per_node, system->name, system->nics_per_node, kEvenNicsRule));
+    }
   } else if (cluster.nodes > 1) {
     map.fail("inter_node", fmt::format("is required for {} nodes", cluster.nodes));
   }

@@ -29,19 +29,25 @@ Topology::Topology(const ClusterSpec& cluster)
   leaf_base_ = nic_base_;
   if (!cluster.inter_node) return;
   const NetworkSpec& net = *cluster.inter_node;
-  nics_per_node_ = net.nics_per_node;
+  // A GPU with NICs of its own (AWS P5: four 100 Gb/s EFA NICs behind each GPU's PCIe switch)
+  // sends through all of them at once, NCCL's channels or the network plugin spreading over them:
+  // they are one link of their summed bandwidth.
+  nics_per_gpu_ = std::max(1, net.nics_per_node / gpus_per_node_);
+  nics_per_node_ = net.nics_per_node / nics_per_gpu_;
+  const BytesPerSecond nic_capacity =
+      net.nic.effective_bandwidth() * static_cast<double>(nics_per_gpu_);
   nodes_per_leaf_ = net.nodes_per_leaf;
   rail_optimized_ = net.topology == "rail-optimized";
   oversubscribed_ = net.oversubscription > 1.0;
   network_latency_ = net.nic.latency;
   const int nodes = cluster.nodes;
-  for (int link = 0; link < 2 * nodes * nics_per_node_; ++link) capacity_.push_back(net.nic.effective_bandwidth());
+  for (int link = 0; link < 2 * nodes * nics_per_node_; ++link) capacity_.push_back(nic_capacity);
   leaf_base_ = static_cast<LinkId>(capacity_.size());
   // Leaves: per rail and group of nodes (rail-optimized), or per group of nodes (fat-tree).
   const int groups = (nodes + nodes_per_leaf_ - 1) / nodes_per_leaf_;
   num_leaves_ = rail_optimized_ ? groups * nics_per_node_ : groups;
   const int ports_per_leaf = rail_optimized_ ? nodes_per_leaf_ : nodes_per_leaf_ * nics_per_node_;
-  const BytesPerSecond uplink = net.nic.effective_bandwidth() * (ports_per_leaf / net.oversubscription);
+  const BytesPerSecond uplink = nic_capacity * (ports_per_leaf / net.oversubscription);
   for (int leaf = 0; leaf < num_leaves_; ++leaf) {
     capacity_.push_back(uplink);
     capacity_.push_back(uplink);
@@ -117,7 +123,12 @@ std::string Topology::link_name(LinkId link) const {
   if (link < nic_base_) return fmt::format("gpu {} nvlink {}", link / 2, link % 2 ? "rx" : "tx");
   if (link < leaf_base_) {
     const int index = static_cast<int>((link - nic_base_) / 2);
-    return fmt::format("node {} nic {} {}", index / nics_per_node_, index % nics_per_node_, (link - nic_base_) % 2 ? "rx" : "tx");
+    const int node = index / nics_per_node_;
+    const int nic = index % nics_per_node_;
+    const char* direction = (link - nic_base_) % 2 ? "rx" : "tx";
+    if (nics_per_gpu_ == 1) return fmt::format("node {} nic {} {}", node, nic, direction);
+    return fmt::format("node {} nics {}-{} {}", node, nic * nics_per_gpu_,
+                       (nic + 1) * nics_per_gpu_ - 1, direction);
   }
   return fmt::format("leaf {} {}", (link - leaf_base_) / 2, (link - leaf_base_) % 2 ? "down" : "up");
 }

@@ -9,7 +9,8 @@
 // uplinks are one aggregate link per direction of (its NIC ports × NIC bandwidth) /
 // oversubscription, as equal-cost multipath spreads flows over the spines (a non-blocking leaf's
 // uplinks cannot bind, so routes skip them). A rail-optimized fabric puts NIC i of every node on
-// the leaves of rail i; a plain fat-tree puts all NICs of a node on one leaf.
+// the leaves of rail i; a plain fat-tree puts all NICs of a node on one leaf. Where a node has
+// more NICs than GPUs, each GPU's own NICs are one link of their summed bandwidth.
 //
 // Link capacities are the effective bandwidths (line rate × the link's bandwidth efficiency).
 #ifndef PACELINE_HARDWARE_TOPOLOGY_H_
@@ -70,7 +71,8 @@ class Topology {
   int num_gpus_ = 0;
   int gpus_per_node_ = 1;
   int nvlink_domain_ = 1;
-  int nics_per_node_ = 0;
+  int nics_per_node_ = 0;  // NIC links: a GPU's own NICs count as one
+  int nics_per_gpu_ = 1;
   int nodes_per_leaf_ = 1;
   bool mesh_ = false;
   bool rail_optimized_ = false;

@@ -103,6 +103,25 @@ TEST(Cluster, LinkBandwidthsAreAtLeastOneMegabytePerSecond) {
   EXPECT_NO_THROW(cluster_of("gpu: h100-sxm5-80gb\ngpus_per_node: 8\nintra_node: {bandwidth: 3e11}\n"));
 }
 
+TEST(Cluster, NicsBeyondOneAGpuAreAWholeNumberEach) {
+  EXPECT_NO_THROW(
+      cluster_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                 "inter_node: {nics_per_node: 32, nic_bandwidth: 400 Gb/s}\n"));
+  EXPECT_NO_THROW(
+      cluster_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                 "inter_node: {nics_per_node: 3, nic_bandwidth: 400 Gb/s}\n"));
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                     "inter_node: {nics_per_node: 12, nic_bandwidth: 400 Gb/s}\n"),
+            "c.yaml:4:29: cluster.inter_node.nics_per_node = 12 is more than gpus_per_node = 8 but "
+            "not a multiple "
+            "of it: each GPU sends through as many NICs of its own as the others");
+  // A system's NICs over fewer GPUs a node than it has.
+  EXPECT_EQ(error_of("system: dgx-h100\nnodes: 2\ngpus_per_node: 3\nnvlink_domain: 3\n"),
+            "c.yaml:3:16: cluster.gpus_per_node = 3 does not divide system dgx-h100's "
+            "nics_per_node = 8: each GPU "
+            "sends through as many NICs of its own as the others");
+}
+
 TEST(Cluster, OversubscriptionBelowOneIsRejected) {
   const std::string message = error_of(
       "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"

@@ -255,6 +255,37 @@ TEST(CollectiveModel, RingChannelsLeaveThroughEveryNicWhenGpusShareThem) {
   EXPECT_NEAR(model.time(ring) / Seconds(1), 2.0 * 23 / 24 * s / 4 / 50e9 + latency, 1e-9);
 }
 
+TEST(CollectiveModel, AGpusOwnNicsCarryItsTrafficTogether) {
+  // The same 3.2 Tb/s a node as 8 NICs of 400 Gb/s, 16 of 200 or 32 of 100: a GPU sends through
+  // all of its own at once, so a send between nodes and a ring across them take the same time.
+  auto with_nics = [](int nics, int gbit) {
+    return cluster_from(
+        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+        "inter_node: {nics_per_node: " +
+        std::to_string(nics) + ", nic_bandwidth: " + std::to_string(gbit) +
+        " Gb/s, latency: 10 us, bandwidth_efficiency: 1.0}\n");
+  };
+  std::vector<double> sends;
+  std::vector<double> rings;
+  for (const auto& [nics, gbit] : {std::pair{8, 400}, std::pair{16, 200}, std::pair{32, 100}}) {
+    const ClusterSpec c = with_nics(nics, gbit);
+    const Topology topology(c);
+    const CollectiveModel model(c, topology);
+    sends.push_back(model.time(Collective::kSendRecv, MB(100), std::vector<int>{0, 8}) /
+                    Seconds(1));
+    rings.push_back(model.time(model.plan(Collective::kAllReduce, GiB(1), range(0, 16),
+                                          CollectiveAlgorithm::kRing)) /
+                    Seconds(1));
+    if (nics == 32)
+      EXPECT_EQ(topology.link_name(static_cast<LinkId>(2 * 16 + 2)), "node 0 nics 4-7 tx");
+  }
+  EXPECT_NEAR(sends[0], 100e6 / 50e9 + 10e-6, 1e-12);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_NEAR(sends[i], sends[0], 1e-12);
+    EXPECT_NEAR(rings[i], rings[0], 1e-12);
+  }
+}
+
 TEST(CollectiveModel, RingStepsInsideANodeTakeThreeNetworkPostsAcrossNodes) {
   // The same ring with a host that takes 2 us to post a network send: each of its steps inside
   // a node takes 3 of them, 6 us instead of NVLink's 3; inside one node the ring posts none.
