@@ -57,6 +57,13 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
 }
 
 void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes) {
+  for (const SweepAxis& axis : axes) {
+    if (axis.values.empty()) {
+      throw InputError(
+          SourceLocation{axis.origin.empty() ? base.file : axis.origin},
+          fmt::format("the sweep's axis {} has no values; give it one or more", axis.path));
+    }
+  }
   // Counted without overflow: the product stops growing once past the limit.
   size_t size = 1;
   for (const SweepAxis& axis : axes) size = std::min(size * axis.values.size(), kMostSweepConfigurations + 1);

@@ -56,6 +56,12 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
             }),
             "sweep.yaml: the sweep has more than 16777216 configurations (4096 training.micro_batch × 4096 "
             "training.global_batch × 4096 model.layers); split it into sweeps of fewer");
+  // An axis without values makes no configuration (it once crashed the check).
+  EXPECT_EQ(
+      error_of([&] {
+        check_sweep(base, {{"parallelism.tp", {"1"}}, {"training.global_batch", {}}});
+      }),
+      "sweep.yaml: the sweep's axis training.global_batch has no values; give it one or more");
   EXPECT_EQ(error_of([&] { check_sweep({"model: nope\n", "bad.yaml"}, {{"training.global_batch", {"1", "2"}}}); })
                 .rfind("bad.yaml:1:8: model = 'nope'", 0),
             0u);
