@@ -385,7 +385,10 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
         "ep_dispatcher",
         "= deduplicated needs ep > 1: it sends the tokens of the expert-parallel exchanges");
   }
-  check_expert_exchanges(m, p, fail_parallel);
+  check_settings_for_model(m, s.training, p, fail_parallel,
+                           [&training](std::string_view key, const std::string& message) {
+                             training.fail(key, message);
+                           });
   if (p.ep_comm_overlap) {
     if (p.ep == 1) fail_parallel("ep_comm_overlap", "= true needs ep > 1: it overlaps the expert-parallel all-to-alls");
     if (p.schedule != Schedule::kOneFOneB && p.schedule != Schedule::kInterleavedOneFOneB) {
@@ -405,22 +408,12 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     if (s.training.recompute == Recompute::kFull) {
       training.fail("recompute", "= full cannot run with parallelism.ep_comm_overlap (Megatron-Core refuses it too)");
     }
-    if (s.training.precision == Precision::kFp32) {
-      training.fail("precision", "= fp32 cannot run with parallelism.ep_comm_overlap: Megatron-Core overlaps bf16 or "
-                                 "fp16 models (and their fp8 GEMMs)");
-    }
   }
   // Megatron-LM gathers fp8 weights only from the distributed optimizer or FSDP, whose step
   // writes them from the fp32 master shards.
   if (s.training.fp8_param_gather && p.zero < 1) {
     training.fail("fp8_param_gather", fmt::format("= true needs parallelism.zero 1 or more (the distributed optimizer "
                                                   "or FSDP gathers the fp8 weights); here zero = {}", p.zero));
-  }
-  if (m.moe && p.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
-    fail_parallel("fsdp_gradient_reduce", fmt::format("= all_reduce (DeepSpeed's ZeRO-3 buckets, all-reduced over the "
-                                                      "whole data-parallel group) takes no mixture-of-experts model "
-                                                      "({} has experts, reduced over their own group); use "
-                                                      "reduce_scatter", m.name));
   }
   if (!m.moe && s.training.moe_weighting != MoeWeighting::kTokens) {
     training.fail("moe_weighting", fmt::format("= activation applies to mixture-of-experts models; {} is dense",
@@ -551,19 +544,35 @@ Parallelism read_parallelism(YamlMap& map) {
   return read_parallelism_fields(map, dp_given);
 }
 
-void check_expert_exchanges(
-    const ModelSpec& model, const Parallelism& parallelism,
-    const std::function<void(std::string_view key, const std::string& message)>& fail) {
+void check_settings_for_model(const ModelSpec& model, const Training& training,
+                              const Parallelism& parallelism, const FailAt& fail_parallel,
+                              const FailAt& fail_training) {
   // Counting the draws that cover a token's groups takes time growing as (group_top_k·top_k)².
   constexpr int kMostCoveringTopK = 64;
-  if (parallelism.ep_dispatcher != TokenDispatcher::kDeduplicated || !model.moe) return;
-  const MoeSpec& moe = *model.moe;
-  if (moe.token_routing().covers_drawn_groups() && moe.top_k > kMostCoveringTopK) {
-    fail("ep_dispatcher", fmt::format("= deduplicated takes model.moe.top_k up to {} where a token "
-                                      "draws fewer than all groups "
-                                      "and two or more experts a group; here top_k {} from {} of "
-                                      "{} groups (all_to_all takes any)",
-                                      kMostCoveringTopK, moe.top_k, moe.group_top_k, moe.groups));
+  if (parallelism.ep_dispatcher == TokenDispatcher::kDeduplicated && model.moe) {
+    const MoeSpec& moe = *model.moe;
+    if (moe.token_routing().covers_drawn_groups() && moe.top_k > kMostCoveringTopK) {
+      fail_parallel("ep_dispatcher",
+                    fmt::format("= deduplicated takes model.moe.top_k up to {} where a token "
+                                "draws fewer than all groups "
+                                "and two or more experts a group; here top_k {} from {} of "
+                                "{} groups (all_to_all takes any)",
+                                kMostCoveringTopK, moe.top_k, moe.group_top_k, moe.groups));
+    }
+  }
+  if (parallelism.ep_comm_overlap && training.precision == Precision::kFp32) {
+    fail_training(
+        "precision",
+        "= fp32 cannot run with parallelism.ep_comm_overlap: Megatron-Core overlaps bf16 or "
+        "fp16 models (and their fp8 GEMMs)");
+  }
+  if (model.moe && parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kAllReduce) {
+    fail_parallel("fsdp_gradient_reduce",
+                  fmt::format("= all_reduce (DeepSpeed's ZeRO-3 buckets, all-reduced over the "
+                              "whole data-parallel group) takes no mixture-of-experts model "
+                              "({} has experts, reduced over their own group); use "
+                              "reduce_scatter",
+                              model.name));
   }
 }
 

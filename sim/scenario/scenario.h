@@ -187,12 +187,17 @@ Training read_training(YamlMap& map, const ModelSpec& model);
 // checked as a scenario checks it, none against the model, cluster or training.
 Parallelism read_parallelism(YamlMap& map);
 
-// Fails through `fail` (a key of the parallelism mapping and a message) where the parallelism's
-// expert exchanges cannot carry the model's routing: deduplicated exchanges count the draws that
-// cover a token's groups (TokenRouting::covers_drawn_groups) for a top_k of at most 64.
-void check_expert_exchanges(
-    const ModelSpec& model, const Parallelism& parallelism,
-    const std::function<void(std::string_view key, const std::string& message)>& fail);
+// A failure at a key of one mapping of the scenario, with its message.
+using FailAt = std::function<void(std::string_view key, const std::string& message)>;
+
+// The rules the parallelism's framework settings keep whatever the layout, failing through
+// `fail_parallel` or `fail_training` (keys of those mappings): deduplicated expert exchanges count
+// the draws that cover a token's groups (TokenRouting::covers_drawn_groups) for a top_k of at most
+// 64; overlapped expert exchanges need a bf16, fp16 or fp8 model; all-reduced FSDP gradients take
+// no mixture-of-experts model. A scenario checks them, and so does a search for its layouts.
+void check_settings_for_model(const ModelSpec& model, const Training& training,
+                              const Parallelism& parallelism, const FailAt& fail_parallel,
+                              const FailAt& fail_training);
 
 // Layers of each virtual stage when `layers_per_stage` is not given: an even split, extra layers
 // to the inner stages first.

@@ -7,12 +7,17 @@
 namespace paceline {
 namespace {
 
+// In increasing order, found in pairs up to √n: a global batch may be 2^31 − 1.
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> result;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) result.push_back(d);
+  std::vector<int64_t> small;
+  std::vector<int64_t> large;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d * d != n) large.push_back(n / d);
   }
-  return result;
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
 }
 
 // The tensor-parallel degrees the scenario format accepts for this model on `gpus` GPUs.

@@ -144,9 +144,13 @@ Scenario load_search_base(const ScenarioSource& source, const std::vector<Overri
     p.fsdp_persistence_threshold = settings->fsdp_persistence_threshold;
     p.fsdp_reuse_distance = settings->fsdp_reuse_distance;
     YamlMap map(child(root, "parallelism"), source.file, "parallelism", overridden.origins);
-    check_expert_exchanges(base.model, p, [&map](std::string_view key, const std::string& message) {
-      map.fail(key, message);
-    });
+    check_settings_for_model(
+        base.model, base.training, p,
+        [&map](std::string_view key, const std::string& message) { map.fail(key, message); },
+        [&](std::string_view key, const std::string& message) {
+          YamlMap(child(root, "training"), source.file, "training", overridden.origins)
+              .fail(key, message);
+        });
   }
   if (has_batch) {
     // Read as a scenario reads it (its bounds, its errors' origins); the neutral one replaced it.
@@ -246,6 +250,20 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   auto throughput_bound = [&](LayoutBounds& b, const Layout& l, LayoutBounds::Detail detail) {
     return tokens / (b.iteration_time_lower_bound(l, detail) / Seconds(1));
   };
+  // As a run, a simulation holds at most this machine's memory; a layout whose pipeline schedule
+  // alone would not fit stops the search before its schedule is built.
+  const Bytes memory = machine_memory();
+  auto check_simulatable = [&](const Layout& l) {
+    const int64_t microbatches = base.training.global_batch / (int64_t{l.micro_batch} * l.dp);
+    const Bytes least = least_simulation_memory(microbatches, l.virtual_stages);
+    if (memory > Bytes(0) && least > memory) {
+      throw SimulationLimitError(fmt::format(
+          "layout {} runs {} micro-batches a step: simulating it would take at least {:.3g} GiB, "
+          "more than the "
+          "{:.3g} GiB of memory this machine has; search a smaller training.global_batch",
+          to_string(l), microbatches, least / GiB(1), memory / GiB(1)));
+    }
+  };
   std::vector<Verdict> verdict(layouts.size());
   std::vector<double> bound(layouts.size(), std::numeric_limits<double>::infinity());
   // Blocks of layouts, each bounded by whichever fork of the graphs is free (bounds are pure
@@ -270,6 +288,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     }
     for (size_t i = block * kBlock; i < std::min((block + 1) * kBlock, layouts.size()); ++i) {
       const Layout& l = layouts[i];
+      check_simulatable(l);
       if (options.prune && fork->peak_memory_lower_bound(l) > capacity) {
         verdict[i] = Verdict::kNoFit;
       } else {
@@ -348,7 +367,8 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
         throw InternalError(fmt::format("layout {} was enumerated but is invalid: {}",
                                         to_string(layouts[index]), e.what()));
       }
-      batch[i] = ranked(layouts[index], index, simulate(scenario, {.stop = options.stop}).result);
+      batch[i] = ranked(layouts[index], index,
+                        simulate(scenario, {.max_memory = memory, .stop = options.stop}).result);
     }, progress);
     for (RankedLayout& r : batch) results[simulated_alike(r.layout)] = std::move(r);
     for (const size_t index : picked) {

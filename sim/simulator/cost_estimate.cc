@@ -190,6 +190,10 @@ CostEstimate estimate_cost(const Scenario& s) {
   return with_simulated_ranks(cost, full ? s.num_gpus() : p.pp);
 }
 
+Bytes least_simulation_memory(int64_t microbatches, int virtual_stages) {
+  return Bytes(2.0 * static_cast<double>(microbatches) * virtual_stages * kBytesPerProgramTask);
+}
+
 CostEstimate with_simulated_ranks(CostEstimate cost, int64_t simulated_ranks) {
   cost.ranks = simulated_ranks;
   // Every stage's program runs on as many simulated ranks (all tp·cp·dp ranks of the stage in

@@ -41,6 +41,12 @@ CostEstimate estimate_cost(const Scenario& scenario);
 // folded peers).
 CostEstimate with_simulated_ranks(CostEstimate cost, int64_t simulated_ranks);
 
+// At least what simulating a stage that runs `microbatches` micro-batches through
+// `virtual_stages` chunks takes in memory, whatever the model: a forward and a backward task a
+// micro-batch and chunk (estimate_cost counts every task). Cheap enough to check every layout of
+// a search before it builds their pipeline schedules.
+Bytes least_simulation_memory(int64_t microbatches, int virtual_stages);
+
 // "about 2.3e+09 engine tasks (23456 per rank × 98304 simulated ranks): 0.29 GiB of memory
 // and 2.3e+02 s".
 std::string describe(const CostEstimate& cost);

@@ -358,6 +358,57 @@ training: {global_batch: 8}
         0u)
         << e.what();
   }
+  // Settings no layout can run: overlapped expert exchanges of an fp32 model, all-reduced FSDP
+  // gradients of an MoE model. The search once enumerated layouts that carried them and failed
+  // with an internal error.
+  const std::string moe =
+      R"(model: {name: m, layers: 2, hidden: 1024, heads: 8, ffn_hidden: 2048, vocab: 32000,
+        seq_len: 2048, moe: {experts: 8, top_k: 2}}
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
+)";
+  const auto error_of = [&](const std::string& rest) -> std::string {
+    try {
+      search_layouts({moe + rest, "bad.yaml"});
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(
+      error_of(
+          "parallelism: {ep_comm_overlap: true}\ntraining: {global_batch: 16, precision: fp32}\n"),
+      "bad.yaml:5:41: training.precision = fp32 cannot run with parallelism.ep_comm_overlap: "
+      "Megatron-Core "
+      "overlaps bf16 or fp16 models (and their fp8 GEMMs)");
+  EXPECT_EQ(
+      error_of("parallelism: {zero: 3, fsdp_gradient_reduce: all_reduce}\ntraining: {global_batch: "
+               "16}\n")
+          .rfind("bad.yaml:4:46: parallelism.fsdp_gradient_reduce = all_reduce (DeepSpeed's ZeRO-3 "
+                 "buckets, all-reduced over the whole data-parallel group) takes no "
+                 "mixture-of-experts model",
+                 0),
+      0u);
+}
+
+TEST(Search, ALayoutTooBigToSimulateStopsTheSearchBeforeItsSchedule) {
+  // 2^31 − 1 (a prime) sequences on one GPU: micro-batches of 1 make as many pipeline actions,
+  // which once ran the machine out of memory building the layout's schedule.
+  if (machine_memory() == Bytes(0) || machine_memory() > GiB(1280))
+    GTEST_SKIP() << "no memory limit to pass";
+  try {
+    search_layouts(
+        {"model: gpt-1.7b\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 2147483647}\n",
+         "big.yaml"});
+    FAIL();
+  } catch (const SimulationLimitError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "layout tp 1 · pp 1 · dp 1 · cp 1 · ep 1 · v 1 · mb 1 · recompute none · "
+                  "zero 0 runs 2147483647 micro-batches a step: simulating it would take at "
+                  "least 1.28e+03 GiB, more than the ",
+                  0),
+              0u)
+        << e.what();
+  }
 }
 
 TEST(Search, LayerCountsThatDependOnTheLayoutAreSweptNotSearched) {
