@@ -79,9 +79,11 @@ void bind_search(py::module_& m) {
       [](const std::string& text, const std::string& file, const Grid& grid, size_t begin, size_t end, int threads,
          const std::function<void(size_t, size_t)>& progress) {
         const std::vector<SweepAxis> axes = sweep_axes(grid);
-        py::gil_scoped_release release;
-        return std::make_shared<SweepTable>(
-            run_sweep({text, file}, axes, begin, end, {threads, progress}));
+        return run_interruptible([&](const std::atomic<bool>& stop) {
+          return std::make_shared<SweepTable>(
+              run_sweep({text, file}, axes, begin, end,
+                        {.threads = threads, .progress = progress, .stop = &stop}));
+        });
       },
       py::arg("text"), py::arg("file"), py::arg("grid"), py::arg("begin"), py::arg("end"),
       py::arg("threads") = 0, py::arg("progress") = nullptr,

@@ -114,7 +114,6 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
     bar = _Progress(total, progress)
     try:
         if client is None:
-            # The callback also lets Ctrl-C stop the sweep between configurations.
             columns = _columns(_paceline.sweep(text, file, axes, 0, total, threads or 0, bar))
         else:
             columns = _run_distributed(client, text, file, axes, total, threads, chunk_size, bar)

@@ -131,9 +131,10 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
   table.warnings.assign(n, {});
   // As `paceline run` does: a configuration that would not fit in this machine's memory is a row
   // with that error, not the end of the sweep.
-  const SimulateOptions limits{.max_memory = machine_memory()};
+  const SimulateOptions limits{.max_memory = machine_memory(), .stop = options.stop};
   // Each configuration is parsed from the base text on its own thread; only slot i is written.
   auto body = [&](size_t i) {
+    stop_if_asked(options.stop, "the sweep");
     try {
       auto scenario = std::make_shared<const Scenario>(
           load_scenario(base, sweep_configuration(axes, begin + i)));
@@ -148,6 +149,8 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
       table.warnings[i] = r.warnings;
     } catch (const InputError& e) {
       table.error[i] = e.what();
+    } catch (const SimulationStopped&) {
+      throw;
     } catch (const SimulationLimitError& e) {
       table.error[i] = e.what();
     }

@@ -8,6 +8,7 @@
 #ifndef PACELINE_SIM_SEARCH_SWEEP_H_
 #define PACELINE_SIM_SEARCH_SWEEP_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,9 @@ struct SweepOptions {
   int threads = 0;  // 0: one per hardware thread
   // Called on the calling thread as configurations finish (done of total); may throw to cancel.
   std::function<void(size_t done, size_t total)> progress;
+  // Set by another thread (an interrupt), it stops the sweep with SimulationStopped, between
+  // configurations and inside one's simulation.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Simulates configurations [begin, end) of the sweep (all when end is past the last). Refuses

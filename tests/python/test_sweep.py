@@ -2,7 +2,11 @@
 rows, the same frame on any thread count, and the progress bar."""
 
 import itertools
+import os
+import signal
 import sys
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -104,3 +108,20 @@ def test_a_grid_is_a_dict_of_paths_to_lists(gpt_8gpus):
         paceline.sweep(gpt_8gpus, {1: [1]}, progress=False)
     with pytest.raises(TypeError, match="sweep grid is a dict"):
         paceline.sweep(gpt_8gpus, [("parallelism.tp", [1])], progress=False)
+
+
+def test_ctrl_c_stops_a_sweep_inside_a_configuration(scenario_path):
+    # One configuration: GPT-3 175B on 1,024 GPUs, every rank simulated, at 4x the global batch,
+    # about 16 s of engine work. A SIGINT 0.3 s in stops it inside that simulation, where it once
+    # waited for the configuration to end.
+    scenario = os.path.join(os.path.dirname(scenario_path), "gpt3-175b-1024xa100.yaml")
+    grid = {"simulation": [{"fidelity": "full", "fold_symmetric_peers": False}], "training.global_batch": [6144]}
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            paceline.sweep(scenario, grid, progress=False)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 8.0

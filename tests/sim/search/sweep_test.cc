@@ -172,6 +172,15 @@ TEST(Sweep, ProgressRunsOnTheCallerAndCanCancel) {
                Cancelled);
 }
 
+TEST(Sweep, AStopFlagStopsTheSweepRatherThanFillingARow) {
+  // SimulationStopped is a SimulationLimitError, which a configuration otherwise records as its
+  // row.
+  const std::atomic<bool> stop{true};
+  EXPECT_THROW(run_sweep({kBase, "sweep.yaml"}, {{"training.micro_batch", {"1", "2"}}}, 0, 2,
+                         {.threads = 1, .stop = &stop}),
+               SimulationStopped);
+}
+
 TEST(Sweep, AxesSplitAtCommasOutsideBracketsAndQuotes) {
   const SweepAxis tp = parse_sweep_axis("parallelism.tp=1,2,4", "--set");
   EXPECT_EQ(tp.path, "parallelism.tp");
