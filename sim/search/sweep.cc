@@ -134,8 +134,8 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
   const SimulateOptions limits{.max_memory = machine_memory(), .stop = options.stop};
   // Each configuration is parsed from the base text on its own thread; only slot i is written.
   auto body = [&](size_t i) {
-    stop_if_asked(options.stop, "the sweep");
     try {
+      stop_if_asked(options.stop, "the sweep");
       auto scenario = std::make_shared<const Scenario>(
           load_scenario(base, sweep_configuration(axes, begin + i)));
       const Result r = simulate(scenario, limits).result;
