@@ -37,6 +37,28 @@ YAML::Node child(const YAML::Node& node, const char* key) {
   return value ? value : YAML::Node(YAML::NodeType::Undefined);
 }
 
+// Whether `override` sets `field`: at its path, or inside the mapping it sets at a path around
+// it (--set 'parallelism={tp: 8}' sets parallelism.tp). A value that is not YAML sets nothing
+// here; applying it reports it.
+bool sets_field(const Override& override, std::string_view field) {
+  if (path_within(override.path, field)) return true;
+  if (!path_within(field, override.path)) return false;
+  YAML::Node node;
+  try {
+    node = YAML::Load(override.value);
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+  std::string_view rest = field.substr(override.path.size() + 1);
+  while (!rest.empty()) {
+    const size_t dot = rest.find('.');
+    node = child(node, std::string(rest.substr(0, dot)).c_str());
+    if (!node.IsDefined()) return false;
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+  }
+  return true;
+}
+
 // An integer field of the raw document, or `fallback` when absent or not an integer (the
 // scenario reader then reports it properly).
 int64_t raw_integer(const YAML::Node& root, const char* section, const char* key,
@@ -209,7 +231,7 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
                                "parallelism.ep", "parallelism.virtual_stages", "parallelism.sequence_parallel",
                                "parallelism.zero", "parallelism.zero_shard", "parallelism.layers_per_stage",
                                "training.micro_batch", "training.recompute"}) {
-      if (path_within(override.path, chosen)) {
+      if (sets_field(override, chosen)) {
         throw InputError(override_location(source.file, override),
                          fmt::format("the search chooses {} for each layout; set it in paceline run or sweep",
                                      chosen));

@@ -131,6 +131,12 @@ TEST(Search, OverridesTheSearchChoosesAreRefusedAndErrorsCiteTheirOrigin) {
             "sweep");
   EXPECT_EQ(error_of({.overrides = {{"training.recompute", "full", "--set"}}}).rfind("--set training.recompute=full: ", 0),
             0u);
+  // Inside a mapping set whole, too (it was taken, then dropped for each layout's own).
+  EXPECT_EQ(error_of({.overrides = {{"parallelism", "{schedule: gpipe, tp: 8}", "--set"}}}),
+            "--set parallelism={schedule: gpipe, tp: 8}: the search chooses parallelism.tp for "
+            "each layout; set it in "
+            "paceline run or sweep");
+  EXPECT_EQ(error_of({.overrides = {{"parallelism", "{schedule: gpipe}", "--set"}}}), "");
   EXPECT_EQ(error_of({.gpus = 8, .overrides = {{"cluster.nodes", "2", "--set"}}}),
             "--set cluster.nodes=2: the search on 8 GPUs sets cluster.nodes itself; give --gpus or cluster.nodes, not "
             "both");
