@@ -305,6 +305,11 @@ SystemSpec read_system_document(const YamlDocument& document) {
     map.fail("nvlink_domain", fmt::format("= {} must be at least gpus_per_node = {}",
                                           system.nvlink_domain, system.gpus_per_node));
   }
+  if (uneven_nics(system.nics_per_node, system.gpus_per_node)) {
+    map.fail("nics_per_node",
+             fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: {}",
+                         system.nics_per_node, system.gpus_per_node, kEvenNicsRule));
+  }
   if (system.nics_per_node > 0 && system.nic.empty())
     map.fail("nic", "is required with nics_per_node");
   return system;

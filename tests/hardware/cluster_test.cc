@@ -2,8 +2,12 @@
 #include "hardware/cluster.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "base/yaml_reader.h"
 
@@ -161,6 +165,28 @@ TEST(SystemCatalog, EverySystemBuildsACluster) {
     ASSERT_TRUE(c.inter_node.has_value());
     EXPECT_GT(c.inter_node->nics_per_node, 0);
   }
+}
+
+TEST(SystemCatalog, ASystemsNicsBeyondOneAGpuAreAWholeNumberEach) {
+  // DGX H100 with 12 NICs: refused at the system file, not at the scenario that names it.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("paceline-system-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ifstream in(default_system_catalog() + "/dgx-h100.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string system = text.str();
+  system.replace(system.find("nics_per_node: {value: 8"), 24, "nics_per_node: {value: 12");
+  const fs::path file = dir / "uneven.yaml";
+  std::ofstream(file) << system;
+  const std::string message = error_of("system: " + file.string() + "\nnodes: 2\n");
+  fs::remove_all(dir);
+  EXPECT_EQ(message.rfind(file.string() + ":", 0), 0u) << message;
+  EXPECT_NE(
+      message.find(
+          "system.nics_per_node = 12 is more than gpus_per_node = 8 but not a multiple of it"),
+      std::string::npos)
+      << message;
 }
 
 TEST(SystemCatalog, ScenarioFieldsOverrideTheSystem) {
