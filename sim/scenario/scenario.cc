@@ -385,10 +385,6 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
         "ep_dispatcher",
         "= deduplicated needs ep > 1: it sends the tokens of the expert-parallel exchanges");
   }
-  check_settings_for_model(m, s.training, p, fail_parallel,
-                           [&training](std::string_view key, const std::string& message) {
-                             training.fail(key, message);
-                           });
   if (p.ep_comm_overlap) {
     if (p.ep == 1) fail_parallel("ep_comm_overlap", "= true needs ep > 1: it overlaps the expert-parallel all-to-alls");
     if (p.schedule != Schedule::kOneFOneB && p.schedule != Schedule::kInterleavedOneFOneB) {
@@ -415,6 +411,10 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
     training.fail("fp8_param_gather", fmt::format("= true needs parallelism.zero 1 or more (the distributed optimizer "
                                                   "or FSDP gathers the fp8 weights); here zero = {}", p.zero));
   }
+  check_settings_for_model(m, s.training, p, fail_parallel,
+                           [&training](std::string_view key, const std::string& message) {
+                             training.fail(key, message);
+                           });
   if (!m.moe && s.training.moe_weighting != MoeWeighting::kTokens) {
     training.fail("moe_weighting", fmt::format("= activation applies to mixture-of-experts models; {} is dense",
                                                m.name));
@@ -560,7 +560,7 @@ void check_settings_for_model(const ModelSpec& model, const Training& training,
                                 kMostCoveringTopK, moe.top_k, moe.group_top_k, moe.groups));
     }
   }
-  if (parallelism.ep_comm_overlap && training.precision == Precision::kFp32) {
+  if (model.moe && parallelism.ep_comm_overlap && training.precision == Precision::kFp32) {
     fail_training(
         "precision",
         "= fp32 cannot run with parallelism.ep_comm_overlap: Megatron-Core overlaps bf16 or "

@@ -193,8 +193,9 @@ using FailAt = std::function<void(std::string_view key, const std::string& messa
 // The rules the parallelism's framework settings keep whatever the layout, failing through
 // `fail_parallel` or `fail_training` (keys of those mappings): deduplicated expert exchanges count
 // the draws that cover a token's groups (TokenRouting::covers_drawn_groups) for a top_k of at most
-// 64; overlapped expert exchanges need a bf16, fp16 or fp8 model; all-reduced FSDP gradients take
-// no mixture-of-experts model. A scenario checks them, and so does a search for its layouts.
+// 64; overlapped expert exchanges of a mixture-of-experts model need bf16, fp16 or fp8; all-reduced
+// FSDP gradients take no mixture-of-experts model. A scenario checks them after its layout's
+// rules, and a search, which chooses the layout, checks them alone.
 void check_settings_for_model(const ModelSpec& model, const Training& training,
                               const Parallelism& parallelism, const FailAt& fail_parallel,
                               const FailAt& fail_training);

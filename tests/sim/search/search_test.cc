@@ -386,6 +386,10 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
       "bad.yaml:5:41: training.precision = fp32 cannot run with parallelism.ep_comm_overlap: "
       "Megatron-Core "
       "overlaps bf16 or fp16 models (and their fp8 GEMMs)");
+  // A dense model's overlap applies to no layout, in fp32 too: searched as without it.
+  std::string dense_fp32 = std::string(kFourGpus) + "parallelism: {ep_comm_overlap: true}\n";
+  dense_fp32.replace(dense_fp32.find("global_batch: 8}"), 16, "global_batch: 8, precision: fp32}");
+  EXPECT_NO_THROW(search_layouts({dense_fp32, "dense.yaml"}));
   EXPECT_EQ(
       error_of("parallelism: {zero: 3, fsdp_gradient_reduce: all_reduce}\ntraining: {global_batch: "
                "16}\n")
