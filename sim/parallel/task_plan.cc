@@ -152,19 +152,46 @@ std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layo
                                                           const Topology& topology,
                                                           int link_stage) {
   std::vector<std::vector<int>> links = {layout.link_members(link_stage, true)};
-  if (topology.gpus_per_nic() <= 1 || !crosses_domains(topology, links.front())) return links;
-  std::set<std::pair<int, int>> nics;  // (node, rail)
-  for (const int gpu : links.front()) nics.emplace(topology.node_of(gpu), topology.rail_of(gpu));
-  auto on_shared_nic = [&](int gpu) {
-    return nics.contains({topology.node_of(gpu), topology.rail_of(gpu)});
+  const int from = links.front().front();
+  const int to = links.front().back();
+  if (topology.gpus_per_nic() <= 1 || topology.domain_of(from) == topology.domain_of(to))
+    return links;
+  // A send's flow leaves its sender's NIC and enters its receiver's: the links sharing one with
+  // this one send through its sender's NIC or receive through its receiver's.
+  const auto nic_of = [&](int gpu) {
+    return std::pair{topology.node_of(gpu), topology.rail_of(gpu)};
   };
+  const int next_stage = layout.coord(to).pp;
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
-    if (rank == links.front().front() || layout.coord(rank).pp != link_stage) continue;
-    std::vector<int> link = layout.members(GroupKind::kForwardSend, rank);
-    if (!crosses_domains(topology, link)) continue;
-    if (std::ranges::any_of(link, on_shared_nic)) links.push_back(std::move(link));
+    RankCoord c = layout.coord(rank);
+    if (c.pp != link_stage || rank == from) continue;
+    c.pp = next_stage;
+    const int receiver = layout.rank_of(c);
+    if (topology.domain_of(rank) == topology.domain_of(receiver)) continue;
+    if (nic_of(rank) == nic_of(from) || nic_of(receiver) == nic_of(to))
+      links.push_back({rank, receiver});
   }
   return links;
+}
+
+int stages_passing_on_through_a_nic(const RankLayout& layout, const Topology& topology,
+                                    bool interleaved) {
+  if (topology.gpus_per_nic() <= 1) return 1;
+  std::map<std::pair<int, int>, std::set<int>> stages_by_nic;  // (node, rail) → stages
+  for (int rank = 0; rank < layout.num_ranks(); ++rank) {
+    const RankCoord c = layout.coord(rank);
+    const RankCoord next{c.tp, c.cp, c.dp, layout.coord(layout.link_members(c.pp, true).back()).pp};
+    if (next.pp < c.pp && !interleaved)
+      continue;  // only chunks pass on from the last stage to the first
+    const int receiver = layout.rank_of(next);
+    if (topology.domain_of(rank) == topology.domain_of(receiver)) continue;
+    // Activations leave the sender's NIC, gradients the receiver's.
+    stages_by_nic[{topology.node_of(rank), topology.rail_of(rank)}].insert(c.pp);
+    stages_by_nic[{topology.node_of(receiver), topology.rail_of(receiver)}].insert(next.pp);
+  }
+  size_t most = 1;
+  for (const auto& [nic, stages] : stages_by_nic) most = std::max(most, stages.size());
+  return static_cast<int>(most);
 }
 
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {

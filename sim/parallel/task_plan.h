@@ -117,10 +117,12 @@ struct TaskPlan {
 std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topology& topology, GroupKind kind,
                                            const std::vector<int>& group);
 
-// The pipeline link from stage `link_stage` to the next (RankLayout::link_members) and the other
-// links of that stage pair whose ends send or receive through a NIC one of its ends does: every
-// rank of a stage passes its micro-batch on at once, so with fewer NICs than GPUs their transfers
-// share it. The link first; alone when it stays in one NVLink domain or has a NIC to itself.
+// The pipeline link from stage `link_stage` to the next in the column of rank 0 (RankLayout::
+// link_members, {sender, receiver}), the column symmetric fidelity simulates, and the stage's
+// other links whose transfers share its NICs: every rank of a stage passes its micro-batch on at
+// once, so with fewer NICs than GPUs, links that send through its sender's NIC or receive through
+// its receiver's share them. The link first; alone when it stays in one NVLink domain or has a
+// NIC to itself.
 std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layout,
                                                           const Topology& topology, int link_stage);
 
@@ -129,6 +131,13 @@ std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layo
 // rail, as sharing_nics counts them). Their collectives contend for it as the stages run side by
 // side, which only full fidelity sees; 1 where no NIC carries more than one stage's.
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind);
+
+// As stages_sharing_a_nic, for pipeline transfers: the most stages whose transfers leave their
+// NVLink domains through one NIC (activations through the sender's, gradients through the
+// receiver's), which symmetric fidelity prices each apart; 1 where no NIC carries two stages'.
+// Only an interleaved schedule passes on from the last stage to the first.
+int stages_passing_on_through_a_nic(const RankLayout& layout, const Topology& topology,
+                                    bool interleaved);
 
 // Prices ops: compute on the op timer, collectives over the group each runs on, together with
 // the groups sharing its NICs.

@@ -93,6 +93,19 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
         "others' and may understate their time (simulation: {{fidelity: full}} shares the NIC among them)",
         name, stages, to_string(p.rank_order), scenario.cluster.inter_node->nics_per_node));
   }
+  if (p.pp > 1) {
+    if (const int stages = stages_passing_on_through_a_nic(layout, topology, p.virtual_stages > 1);
+        stages > 1) {
+      warnings.push_back(
+          fmt::format("the pipeline transfers of {} stages leave their NVLink domains through one "
+                      "NIC (parallelism.rank_order = "
+                      "{}, cluster.inter_node.nics_per_node = {}); symmetric fidelity prices each "
+                      "stage's transfers apart from "
+                      "the others' and may understate their time (simulation: {{fidelity: full}} "
+                      "shares the NIC among them)",
+                      stages, to_string(p.rank_order), scenario.cluster.inter_node->nics_per_node));
+    }
+  }
   return warnings;
 }
 

@@ -171,13 +171,17 @@ TEST(TaskPlan, TheDispatchGradientWaitsForTheExpertWeightGradientsOnlyInTheirPas
   EXPECT_TRUE(input.tasks[input.op_task[dispatch]].external_deps.empty());
 }
 
-// Two H100 nodes of 8 GPUs with `nics` NICs each.
-ClusterSpec cluster_with_nics(int nics) {
-  const std::string text = "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " +
-                           std::to_string(nics) + ", nic_bandwidth: 400 Gb/s}\n";
+ClusterSpec cluster_from_text(const std::string& text) {
   const YamlDocument doc = load_yaml_text(text, "c.yaml");
   YamlMap map(doc.root, doc.file, "cluster");
   return read_cluster(map);
+}
+
+// Two H100 nodes of 8 GPUs with `nics` NICs each.
+ClusterSpec cluster_with_nics(int nics) {
+  return cluster_from_text(
+      "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\ninter_node: {nics_per_node: " +
+      std::to_string(nics) + ", nic_bandwidth: 400 Gb/s}\n");
 }
 
 TEST(SharingNics, GroupsBehindOneNicRunTogether) {
@@ -227,6 +231,25 @@ TEST(PipelineLinksSharingNics, AStagesLinksBehindOneNicRunTogether) {
   const Seconds together = collectives.time(Collective::kSendRecv, MiB(64), links);
   EXPECT_NEAR(together / alone, 4.0, 0.05);
   EXPECT_EQ(pipeline_links_sharing_nics(layout, Topology(cluster_with_nics(8)), 0).size(), 1u);
+  // tp 1, pp 4, dp 3 on 3 nodes of 4 GPUs with a NIC each: stage s is ranks 3s..3s+2. Rank 3's
+  // link sends from node 0 to node 1, rank 5's from node 1 to node 2: they share no NIC (a send
+  // leaves its sender's NIC and enters its receiver's). Ranks 6 and 7 both send from node 1 to
+  // node 2.
+  const ClusterSpec three_nodes = cluster_from_text(
+      "gpu: h100-sxm5-80gb\nnodes: 3\ngpus_per_node: 4\ninter_node: {nics_per_node: 1, "
+      "nic_bandwidth: 400 Gb/s}\n");
+  Parallelism columns;
+  columns.pp = 4;
+  columns.dp = 3;
+  const RankLayout straddling(columns, 4);
+  const Topology one_nic(three_nodes);
+  EXPECT_EQ(pipeline_links_sharing_nics(straddling, one_nic, 1),
+            (std::vector<std::vector<int>>{{3, 6}}));
+  EXPECT_EQ(pipeline_links_sharing_nics(straddling, one_nic, 2),
+            (std::vector<std::vector<int>>{{6, 9}, {7, 10}}));
+  // Rank 0's link stays in node 0.
+  EXPECT_EQ(pipeline_links_sharing_nics(straddling, one_nic, 0),
+            (std::vector<std::vector<int>>{{0, 3}}));
   // Stages inside one node pass on over NVLink.
   parallelism.tp = 4;
   EXPECT_EQ(pipeline_links_sharing_nics(RankLayout(parallelism, 8), shared, 0).size(), 1u);
