@@ -276,8 +276,9 @@ TEST(CollectiveModel, AGpusOwnNicsCarryItsTrafficTogether) {
     rings.push_back(model.time(model.plan(Collective::kAllReduce, GiB(1), range(0, 16),
                                           CollectiveAlgorithm::kRing)) /
                     Seconds(1));
-    if (nics == 32)
+    if (nics == 32) {
       EXPECT_EQ(topology.link_name(static_cast<LinkId>(2 * 16 + 2)), "node 0 nics 4-7 tx");
+    }
   }
   EXPECT_NEAR(sends[0], 100e6 / 50e9 + 10e-6, 1e-12);
   for (int i = 1; i < 3; ++i) {
