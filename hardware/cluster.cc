@@ -193,6 +193,14 @@ bool uneven_nics(int nics_per_node, int gpus_per_node) {
 constexpr std::string_view kEvenNicsRule =
     "each GPU sends through as many NICs of its own as the others";
 
+// Fails at `map`'s nics_per_node where it is uneven over `gpus_per_node`.
+void check_nics_per_node(const YamlMap& map, int nics_per_node, int gpus_per_node) {
+  if (!uneven_nics(nics_per_node, gpus_per_node)) return;
+  map.fail("nics_per_node",
+           fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: {}",
+                       nics_per_node, gpus_per_node, kEvenNicsRule));
+}
+
 NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& system,
                          int gpus_per_node) {
   YamlMap map = cluster.map("inter_node");
@@ -201,11 +209,7 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   network.nics_per_node = from_system ? map.get<int>("nics_per_node", system->nics_per_node)
                                       : map.required<int>("nics_per_node");
   if (network.nics_per_node < 1) map.fail("nics_per_node", "must be at least 1");
-  if (uneven_nics(network.nics_per_node, gpus_per_node)) {
-    map.fail("nics_per_node",
-             fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: {}",
-                         network.nics_per_node, gpus_per_node, kEvenNicsRule));
-  }
+  check_nics_per_node(map, network.nics_per_node, gpus_per_node);
   const std::string catalog = default_link_catalog();
   std::optional<LinkSpec> base;
   if (map.has("link")) {
@@ -305,11 +309,7 @@ SystemSpec read_system_document(const YamlDocument& document) {
     map.fail("nvlink_domain", fmt::format("= {} must be at least gpus_per_node = {}",
                                           system.nvlink_domain, system.gpus_per_node));
   }
-  if (uneven_nics(system.nics_per_node, system.gpus_per_node)) {
-    map.fail("nics_per_node",
-             fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: {}",
-                         system.nics_per_node, system.gpus_per_node, kEvenNicsRule));
-  }
+  check_nics_per_node(map, system.nics_per_node, system.gpus_per_node);
   if (system.nics_per_node > 0 && system.nic.empty())
     map.fail("nic", "is required with nics_per_node");
   return system;

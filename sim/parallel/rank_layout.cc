@@ -52,6 +52,11 @@ RankCoord RankLayout::with_data_index(RankCoord c, int index) const {
   return c;
 }
 
+int RankLayout::next_stage_rank(int rank) const {
+  const RankCoord c = coord(rank);
+  return rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + 1) % parallelism_.pp});
+}
+
 std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
   const RankCoord c = coord(rank);
   const Parallelism& p = parallelism_;
@@ -95,7 +100,7 @@ std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
       if (p.pp > 1) result.push_back(rank_of(RankCoord{c.tp, c.cp, c.dp, p.pp - 1}));
       break;
     case GroupKind::kForwardSend:
-      result = {rank, rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + 1) % p.pp})};
+      result = {rank, next_stage_rank(rank)};
       break;
     case GroupKind::kForwardRecv:
       result = {rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + p.pp - 1) % p.pp}), rank};
@@ -104,7 +109,7 @@ std::vector<int> RankLayout::members(GroupKind kind, int rank) const {
       result = {rank, rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + p.pp - 1) % p.pp})};
       break;
     case GroupKind::kBackwardRecv:
-      result = {rank_of(RankCoord{c.tp, c.cp, c.dp, (c.pp + 1) % p.pp}), rank};
+      result = {next_stage_rank(rank), rank};
       break;
   }
   std::sort(result.begin(), result.end());

@@ -70,6 +70,9 @@ class RankLayout {
   // The rank `steps` further along `dim` (tp, cp or dp), wrapping around.
   int shifted(int rank, RankDim dim, int steps = 1) const;
 
+  // The rank of `rank`'s column in the next pipeline stage (the first after the last): where its
+  // pipeline link leads.
+  int next_stage_rank(int rank) const;
   // The members of `rank`'s group of `kind`, in rank order (pipeline links: sender, receiver).
   std::vector<int> members(GroupKind kind, int rank) const;
   // The group of `kind` whose collectives a stage's program is priced for: of the groups with a

@@ -148,6 +148,19 @@ std::vector<std::vector<int>> sharing_nics(const RankLayout& layout, const Topol
   return groups;
 }
 
+namespace {
+
+using StagesByNic = std::map<std::pair<int, int>, std::set<int>>;  // (node, rail) → stages
+
+// The most stages one NIC carries traffic of; at least 1.
+int most_stages(const StagesByNic& stages_by_nic) {
+  size_t most = 1;
+  for (const auto& [nic, stages] : stages_by_nic) most = std::max(most, stages.size());
+  return static_cast<int>(most);
+}
+
+}  // namespace
+
 std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layout,
                                                           const Topology& topology,
                                                           int link_stage) {
@@ -161,12 +174,9 @@ std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layo
   const auto nic_of = [&](int gpu) {
     return std::pair{topology.node_of(gpu), topology.rail_of(gpu)};
   };
-  const int next_stage = layout.coord(to).pp;
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
-    RankCoord c = layout.coord(rank);
-    if (c.pp != link_stage || rank == from) continue;
-    c.pp = next_stage;
-    const int receiver = layout.rank_of(c);
+    if (layout.coord(rank).pp != link_stage || rank == from) continue;
+    const int receiver = layout.next_stage_rank(rank);
     if (topology.domain_of(rank) == topology.domain_of(receiver)) continue;
     if (nic_of(rank) == nic_of(from) || nic_of(receiver) == nic_of(to))
       links.push_back({rank, receiver});
@@ -177,26 +187,24 @@ std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layo
 int stages_passing_on_through_a_nic(const RankLayout& layout, const Topology& topology,
                                     bool interleaved) {
   if (topology.gpus_per_nic() <= 1) return 1;
-  std::map<std::pair<int, int>, std::set<int>> stages_by_nic;  // (node, rail) → stages
+  StagesByNic stages_by_nic;
   for (int rank = 0; rank < layout.num_ranks(); ++rank) {
-    const RankCoord c = layout.coord(rank);
-    const RankCoord next{c.tp, c.cp, c.dp, layout.coord(layout.link_members(c.pp, true).back()).pp};
-    if (next.pp < c.pp && !interleaved)
+    const int receiver = layout.next_stage_rank(rank);
+    const int stage = layout.coord(rank).pp;
+    const int next_stage = layout.coord(receiver).pp;
+    if (next_stage < stage && !interleaved)
       continue;  // only chunks pass on from the last stage to the first
-    const int receiver = layout.rank_of(next);
     if (topology.domain_of(rank) == topology.domain_of(receiver)) continue;
     // Activations leave the sender's NIC, gradients the receiver's.
-    stages_by_nic[{topology.node_of(rank), topology.rail_of(rank)}].insert(c.pp);
-    stages_by_nic[{topology.node_of(receiver), topology.rail_of(receiver)}].insert(next.pp);
+    stages_by_nic[{topology.node_of(rank), topology.rail_of(rank)}].insert(stage);
+    stages_by_nic[{topology.node_of(receiver), topology.rail_of(receiver)}].insert(next_stage);
   }
-  size_t most = 1;
-  for (const auto& [nic, stages] : stages_by_nic) most = std::max(most, stages.size());
-  return static_cast<int>(most);
+  return most_stages(stages_by_nic);
 }
 
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {
   if (topology.gpus_per_nic() <= 1) return 1;
-  std::map<std::pair<int, int>, std::set<int>> stages_by_nic;  // (node, rail) → stages
+  StagesByNic stages_by_nic;
   std::vector<bool> visited(layout.num_ranks(), false);
   for (int gpu = 0; gpu < layout.num_ranks(); ++gpu) {
     if (visited[gpu]) continue;
@@ -207,9 +215,7 @@ int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, Gro
       stages_by_nic[{topology.node_of(member), topology.rail_of(member)}].insert(layout.coord(member).pp);
     }
   }
-  size_t most = 1;
-  for (const auto& [nic, stages] : stages_by_nic) most = std::max(most, stages.size());
-  return static_cast<int>(most);
+  return most_stages(stages_by_nic);
 }
 
 OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout)
