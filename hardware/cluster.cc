@@ -20,8 +20,9 @@ namespace {
 constexpr BytesPerSecond kLeastLinkBandwidth(1e6);
 constexpr const char* kLeastLinkBandwidthRule = "must be at least 1 MB/s (a figure needs its unit, e.g. 300 GB/s)";
 
-// A GPU's copies to host memory: at least 1 MB/s, as a link's.
-BytesPerSecond checked_host_bandwidth(YamlMap& map, std::string_view key, BytesPerSecond bandwidth) {
+// A GPU's path to host memory or to its NICs: at least 1 MB/s, as a link's.
+BytesPerSecond checked_path_bandwidth(YamlMap& map, std::string_view key,
+                                      BytesPerSecond bandwidth) {
   if (!(bandwidth >= kLeastLinkBandwidth && bandwidth < BytesPerSecond(1e18))) {
     map.fail(key, fmt::format("= {} B/s must be at least 1 MB/s and below 1000 PB/s (a figure needs its unit, "
                               "e.g. 54 GB/s)",
@@ -182,6 +183,7 @@ NetworkSpec system_network(const SystemSpec& system, const SourceLocation& where
   network.nodes_per_leaf = system.nodes_per_leaf;
   network.oversubscription = system.oversubscription;
   network.post_overhead = system.post_overhead;
+  network.gpu_nic_pcie = system.gpu_nic_pcie;
   return network;
 }
 
@@ -248,6 +250,10 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   }
   network.post_overhead =
       checked_post_overhead(map, map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0)));
+  network.gpu_nic_pcie = map.has("gpu_nic_pcie")
+                             ? checked_path_bandwidth(map, "gpu_nic_pcie",
+                                                      map.required<BytesPerSecond>("gpu_nic_pcie"))
+                             : (system ? system->gpu_nic_pcie : BytesPerSecond(0));
   map.finish();
   return network;
 }
@@ -284,10 +290,12 @@ SystemSpec read_system_document(const YamlDocument& document) {
   system.post_overhead = checked_post_overhead(
       map, internal::read_sourced<Seconds>(map, "post_overhead", field_sources, "")
                .value_or(Seconds(0)));
-  internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "");
+  if (auto pcie = internal::read_sourced<BytesPerSecond>(map, "gpu_nic_pcie", field_sources, "")) {
+    system.gpu_nic_pcie = checked_path_bandwidth(map, "gpu_nic_pcie", *pcie);
+  }
   if (auto host =
           internal::read_sourced<BytesPerSecond>(map, "gpu_host_bandwidth", field_sources, "")) {
-    system.gpu_host_bandwidth = checked_host_bandwidth(map, "gpu_host_bandwidth", *host);
+    system.gpu_host_bandwidth = checked_path_bandwidth(map, "gpu_host_bandwidth", *host);
   }
   if (std::optional<YamlMap> fabric = map.optional_map("fabric")) {
     system.topology = fabric->choice("topology", {"fat-tree", "rail-optimized"}, "fat-tree");
@@ -386,7 +394,8 @@ ClusterSpec read_cluster(YamlMap& map) {
   }
   cluster.host_bandwidth = system ? system->gpu_host_bandwidth : BytesPerSecond(0);
   if (map.has("host_bandwidth")) {
-    cluster.host_bandwidth = checked_host_bandwidth(map, "host_bandwidth", map.required<BytesPerSecond>("host_bandwidth"));
+    cluster.host_bandwidth = checked_path_bandwidth(map, "host_bandwidth",
+                                                    map.required<BytesPerSecond>("host_bandwidth"));
   }
   // A measured profile: named here, or the GPU's default. It was measured on `profile_gpu`
   // (default: the catalog GPU the profile is named after, else this cluster's GPU).

@@ -53,6 +53,9 @@ struct NetworkSpec {
   // across NVLink domains launches a post for every step, so each of its steps inside a domain
   // takes at least 3 of them (Simple protocol). 0: not modelled.
   Seconds post_overhead;
+  // Each GPU's own path to its NICs (the PCIe link through the switch they share), per
+  // direction: a GPU's NICs together carry no more. Zero: not limiting.
+  BytesPerSecond gpu_nic_pcie;
 };
 
 // A node design from hardware/catalog/systems/ (DGX A100, DGX H100, GB200 NVL72, ...): the
@@ -73,6 +76,7 @@ struct SystemSpec {
   int nodes_per_leaf = 32;
   double oversubscription = 1.0;
   Seconds post_overhead;
+  BytesPerSecond gpu_nic_pcie;  // zero where the system gives no figure
   // Copies between a GPU and host memory, per GPU per direction (pinned memory, the copy
   // engines); zero where the system gives no figure.
   BytesPerSecond gpu_host_bandwidth;

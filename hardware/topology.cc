@@ -34,8 +34,14 @@ Topology::Topology(const ClusterSpec& cluster)
   // they are one link of their summed bandwidth.
   nics_per_gpu_ = std::max(1, net.nics_per_node / gpus_per_node_);
   nics_per_node_ = net.nics_per_node / nics_per_gpu_;
-  const BytesPerSecond nic_capacity =
-      net.nic.effective_bandwidth() * static_cast<double>(nics_per_gpu_);
+  BytesPerSecond nic_capacity = net.nic.effective_bandwidth() * static_cast<double>(nics_per_gpu_);
+  // They carry no more than the GPU's PCIe path to them takes; a NIC that GPUs share, no more
+  // than the paths of the fewest GPUs that share one, which bounds them all sending at once (a
+  // lone GPU's send through a shared NIC is not held to its own path).
+  if (net.gpu_nic_pcie > BytesPerSecond(0)) {
+    const int gpus_per_nic = std::max(1, gpus_per_node_ / nics_per_node_);
+    nic_capacity = std::min(nic_capacity, net.gpu_nic_pcie * static_cast<double>(gpus_per_nic));
+  }
   nodes_per_leaf_ = net.nodes_per_leaf;
   rail_optimized_ = net.topology == "rail-optimized";
   oversubscribed_ = net.oversubscription > 1.0;

@@ -315,6 +315,8 @@ Json to_json(const Scenario& s) {
     net.set("nics_per_node", c.inter_node->nics_per_node).set("topology", c.inter_node->topology);
     net.set("oversubscription", c.inter_node->oversubscription).set("nodes_per_leaf", c.inter_node->nodes_per_leaf);
     net.set("post_overhead", c.inter_node->post_overhead / Seconds(1));
+    if (c.inter_node->gpu_nic_pcie > BytesPerSecond(0))
+      net.set("gpu_nic_pcie", c.inter_node->gpu_nic_pcie / BytesPerSecond(1));
     cluster.set("inter_node", std::move(net));
   }
   const Parallelism& p = s.parallelism;

@@ -204,6 +204,25 @@ TEST(SystemCatalog, ScenarioFieldsOverrideTheSystem) {
   EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 18\n").nvlink_domain, 72);
 }
 
+TEST(SystemCatalog, TheGpusPathToItsNicsComesFromTheSystemUnlessTheScenarioSaysOtherwise) {
+  // DGX A100: PCIe Gen4 x16 between each GPU and its NICs.
+  EXPECT_EQ(cluster_of("system: dgx-a100\nnodes: 2\n").inter_node->gpu_nic_pcie,
+            BytesPerSecond(31.5e9));
+  EXPECT_EQ(cluster_of("system: dgx-a100\nnodes: 2\ninter_node: {gpu_nic_pcie: 63 GB/s}\n")
+                .inter_node->gpu_nic_pcie,
+            BytesPerSecond(63e9));
+  // None known: not limiting.
+  EXPECT_EQ(cluster_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                       "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}\n")
+                .inter_node->gpu_nic_pcie,
+            BytesPerSecond(0));
+  EXPECT_EQ(
+      error_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+               "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s, gpu_nic_pcie: 63}\n"),
+      "c.yaml:4:71: cluster.inter_node.gpu_nic_pcie = 63 B/s must be at least 1 MB/s and below "
+      "1000 PB/s (a figure needs its unit, e.g. 54 GB/s)");
+}
+
 TEST(SystemCatalog, HostLinkAndGpuMemoryComeFromTheSystemUnlessTheScenarioSaysOtherwise) {
   // Every system gives its GPUs' copies to and from host memory; a scenario may set it.
   for (const std::string& name : catalog_systems(default_system_catalog())) {

@@ -287,6 +287,31 @@ TEST(CollectiveModel, AGpusOwnNicsCarryItsTrafficTogether) {
   }
 }
 
+TEST(CollectiveModel, AGpusNicsCarryNoMoreThanItsPathToThem) {
+  auto send_time = [](const std::string& network, const std::vector<int>& ring) {
+    const ClusterSpec c = cluster_from(
+        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+        "inter_node: {latency: 10 us, bandwidth_efficiency: 1.0, " +
+        network + "}\n");
+    const Topology topology(c);
+    const CollectiveModel model(c, topology);
+    return model.time(Collective::kSendRecv, MB(100), ring) / Seconds(1);
+  };
+  // Four 200 Gb/s NICs a GPU (100 GB/s) behind PCIe Gen4 x16: the PCIe link limits.
+  const std::vector<int> pair = {0, 8};
+  EXPECT_NEAR(
+      send_time("nics_per_node: 32, nic_bandwidth: 200 Gb/s, gpu_nic_pcie: 31.5 GB/s", pair),
+      100e6 / 31.5e9 + 10e-6, 1e-12);
+  // One NIC a GPU, slower than its path: the NIC limits.
+  EXPECT_NEAR(send_time("nics_per_node: 8, nic_bandwidth: 200 Gb/s, gpu_nic_pcie: 31.5 GB/s", pair),
+              100e6 / 25e9 + 10e-6, 1e-12);
+  // GPUs 0 and 1 share an 800 Gb/s NIC (100 GB/s), each over a path of 40 GB/s; both send at
+  // once (0 to 8, 1 to 9, and back from 8 and 9, who share one too): 200 MB at 80 GB/s.
+  EXPECT_NEAR(
+      send_time("nics_per_node: 4, nic_bandwidth: 800 Gb/s, gpu_nic_pcie: 40 GB/s", {0, 8, 1, 9}),
+      200e6 / 80e9 + 10e-6, 1e-12);
+}
+
 TEST(CollectiveModel, RingStepsInsideANodeTakeThreeNetworkPostsAcrossNodes) {
   // The same ring with a host that takes 2 us to post a network send: each of its steps inside
   // a node takes 3 of them, 6 us instead of NVLink's 3; inside one node the ring posts none.
