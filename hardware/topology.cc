@@ -34,26 +34,37 @@ Topology::Topology(const ClusterSpec& cluster)
   // they are one link of their summed bandwidth.
   nics_per_gpu_ = std::max(1, net.nics_per_node / gpus_per_node_);
   nics_per_node_ = net.nics_per_node / nics_per_gpu_;
-  BytesPerSecond nic_capacity = net.nic.effective_bandwidth() * static_cast<double>(nics_per_gpu_);
-  // They carry no more than the GPU's PCIe path to them takes; a NIC that GPUs share, no more
-  // than the paths of the fewest GPUs that share one, which bounds them all sending at once (a
-  // lone GPU's send through a shared NIC is not held to its own path).
-  if (net.gpu_nic_pcie > BytesPerSecond(0)) {
-    const int gpus_per_nic = std::max(1, gpus_per_node_ / nics_per_node_);
-    nic_capacity = std::min(nic_capacity, net.gpu_nic_pcie * static_cast<double>(gpus_per_nic));
-  }
+  const BytesPerSecond line_capacity =
+      net.nic.effective_bandwidth() * static_cast<double>(nics_per_gpu_);
   nodes_per_leaf_ = net.nodes_per_leaf;
   rail_optimized_ = net.topology == "rail-optimized";
   oversubscribed_ = net.oversubscription > 1.0;
   network_latency_ = net.nic.latency;
+  // A NIC carries no more than the PCIe paths of the GPUs behind it take: one GPU's where it has
+  // NICs of its own, the paths of the GPUs sharing it together (which bounds them all sending at
+  // once; a lone GPU behind a shared NIC is not held to its own path). A path is credited at the
+  // NIC's bandwidth efficiency, as the NIC's line rate is: no measurement separates the two.
+  std::vector<int> gpus_on_rail(static_cast<size_t>(nics_per_node_), 0);
+  for (int local = 0; local < gpus_per_node_; ++local)
+    ++gpus_on_rail[static_cast<size_t>(rail_of(local))];
   const int nodes = cluster.nodes;
-  for (int link = 0; link < 2 * nodes * nics_per_node_; ++link) capacity_.push_back(nic_capacity);
+  for (int node = 0; node < nodes; ++node) {
+    for (const int gpus : gpus_on_rail) {
+      BytesPerSecond capacity = line_capacity;
+      if (net.gpu_nic_pcie > BytesPerSecond(0)) {
+        capacity = std::min(capacity, net.gpu_nic_pcie * (net.nic.bandwidth_efficiency * gpus));
+      }
+      capacity_.push_back(capacity);  // transmit
+      capacity_.push_back(capacity);  // receive
+    }
+  }
   leaf_base_ = static_cast<LinkId>(capacity_.size());
   // Leaves: per rail and group of nodes (rail-optimized), or per group of nodes (fat-tree).
   const int groups = (nodes + nodes_per_leaf_ - 1) / nodes_per_leaf_;
   num_leaves_ = rail_optimized_ ? groups * nics_per_node_ : groups;
   const int ports_per_leaf = rail_optimized_ ? nodes_per_leaf_ : nodes_per_leaf_ * nics_per_node_;
-  const BytesPerSecond uplink = nic_capacity * (ports_per_leaf / net.oversubscription);
+  // Oversubscription is of the NICs' line rate, whatever their GPUs' paths to them take.
+  const BytesPerSecond uplink = line_capacity * (ports_per_leaf / net.oversubscription);
   for (int leaf = 0; leaf < num_leaves_; ++leaf) {
     capacity_.push_back(uplink);
     capacity_.push_back(uplink);

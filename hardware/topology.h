@@ -10,7 +10,9 @@
 // oversubscription, as equal-cost multipath spreads flows over the spines (a non-blocking leaf's
 // uplinks cannot bind, so routes skip them). A rail-optimized fabric puts NIC i of every node on
 // the leaves of rail i; a plain fat-tree puts all NICs of a node on one leaf. Where a node has
-// more NICs than GPUs, each GPU's own NICs are one link of their summed bandwidth.
+// more NICs than GPUs, each GPU's own NICs are one link of their summed bandwidth. Where the
+// cluster gives the GPUs' PCIe paths to their NICs, a NIC link carries no more than the paths of
+// the GPUs behind it; the leaves' uplinks are of the NICs' line rate.
 //
 // Link capacities are the effective bandwidths (line rate × the link's bandwidth efficiency).
 #ifndef PACELINE_HARDWARE_TOPOLOGY_H_

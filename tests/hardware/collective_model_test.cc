@@ -312,6 +312,48 @@ TEST(CollectiveModel, AGpusNicsCarryNoMoreThanItsPathToThem) {
       200e6 / 80e9 + 10e-6, 1e-12);
 }
 
+TEST(CollectiveModel, ANicCarriesNoMoreThanThePathsOfTheGpusBehindIt) {
+  // 800 Gb/s NICs (100 GB/s) over 8 GPUs with 40 GB/s paths to them, at 0.9 efficiency: the
+  // capacities in GB/s of node 0's NIC transmit links, and last its leaf's uplink.
+  auto capacities = [](int nics, const std::string& extra) {
+    const ClusterSpec c = cluster_from(
+        fmt::format("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+                    "inter_node: {{nics_per_node: {}, nic_bandwidth: 800 Gb/s, latency: 10 us, "
+                    "bandwidth_efficiency: 0.9, gpu_nic_pcie: 40 GB/s{}}}\n",
+                    nics, extra));
+    const Topology topology(c);
+    std::vector<double> nic_tx;
+    double leaf_up = 0.0;
+    for (LinkId link = 0; link < topology.num_links(); ++link) {
+      const std::string name = topology.link_name(link);
+      const double capacity = topology.capacity(link) / BytesPerSecond(1e9);
+      if (name.starts_with("node 0 nic") && name.ends_with("tx")) nic_tx.push_back(capacity);
+      if (name == "leaf 0 up") leaf_up = capacity;
+    }
+    nic_tx.push_back(leaf_up);
+    return nic_tx;
+  };
+  // Three NICs serve GPUs 0-2, 3-5 and 6-7: the first two carry their line rate, the third the
+  // two paths behind it.
+  const std::vector<double> three = capacities(3, "");
+  ASSERT_EQ(three.size(), 4u);
+  EXPECT_NEAR(three[0], 90.0, 1e-9);
+  EXPECT_NEAR(three[1], 90.0, 1e-9);
+  EXPECT_NEAR(three[2], 2 * 40 * 0.9, 1e-9);
+  // Five NICs serve GPUs 0-1, 2-3, 4, 5-6 and 7.
+  const std::vector<double> five = capacities(5, "");
+  ASSERT_EQ(five.size(), 6u);
+  for (const int nic : {0, 1, 3}) EXPECT_NEAR(five[nic], 2 * 40 * 0.9, 1e-9) << nic;
+  for (const int nic : {2, 4}) EXPECT_NEAR(five[nic], 40 * 0.9, 1e-9) << nic;
+  // A leaf's uplinks are oversubscribed from the NICs' line rate, not from the paths behind them:
+  // one node's 8 NICs of 90 GB/s at 2:1.
+  const std::vector<double> one_node_leaves =
+      capacities(8, ", nodes_per_leaf: 1, oversubscription: 2");
+  ASSERT_EQ(one_node_leaves.size(), 9u);
+  EXPECT_NEAR(one_node_leaves[0], 40 * 0.9, 1e-9);
+  EXPECT_NEAR(one_node_leaves[8], 8 * 90.0 / 2, 1e-9);
+}
+
 TEST(CollectiveModel, RingStepsInsideANodeTakeThreeNetworkPostsAcrossNodes) {
   // The same ring with a host that takes 2 us to post a network send: each of its steps inside
   // a node takes 3 of them, 6 us instead of NVLink's 3; inside one node the ring posts none.
