@@ -56,11 +56,14 @@ double transfer_time(std::span<const std::vector<uint32_t>> paths, std::span<con
     current.reserve(index.size());
     for (const size_t i : index) current.push_back(active_paths[i]);
     const std::vector<double> rate = max_min_rates(current, capacity, std::numeric_limits<double>::infinity());
-    // Advance to the next flow to finish.
+    // Advance to the next flow to finish. It is done outright: with bytes near the smallest
+    // doubles, its time left can round to zero, and subtracting it would leave it unfinished.
     double step = std::numeric_limits<double>::infinity();
     for (size_t j = 0; j < index.size(); ++j) step = std::min(step, left[index[j]] / rate[j]);
     elapsed += step;
-    for (size_t j = 0; j < index.size(); ++j) left[index[j]] -= rate[j] * step;
+    for (size_t j = 0; j < index.size(); ++j) {
+      left[index[j]] = left[index[j]] / rate[j] <= step ? 0.0 : left[index[j]] - rate[j] * step;
+    }
     // Relative tolerance: a flow within a part per billion of done is done.
     std::vector<size_t> still;
     for (const size_t i : index) {

@@ -64,6 +64,17 @@ TEST(MaxMin, SkewedTrafficFinishesAtItsMostLoadedLink) {
   EXPECT_NEAR(transfer_time(paths, bytes, capacity), 6.0, 1e-12);
 }
 
+TEST(MaxMin, FlowsOfTheSmallestDoublesFinish) {
+  // Bytes near the smallest subnormal doubles: a flow's time left rounds to zero, and each step
+  // must still finish one (it looped forever when the step did not move the bytes left).
+  const std::vector<std::vector<uint32_t>> paths = {{0}, {0}, {0, 1}};
+  const std::vector<double> bytes = {1e-320, 3e-320, 1e-318};
+  const std::vector<double> capacity = {1e10, 5e9};
+  const double time_s = transfer_time(paths, bytes, capacity);
+  EXPECT_GE(time_s, 0.0);
+  EXPECT_LT(time_s, 1e-300);
+}
+
 TEST(MaxMin, TransferTimeBoundsAreTheLongestFlowAloneAndAllFlowsInTurn) {
   // The skewed case: the largest flow alone takes 30/10 s; one after another they take 6 s,
   // which sharing one link also takes.
