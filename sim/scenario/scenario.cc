@@ -64,10 +64,16 @@ std::vector<RankDim> read_rank_order(YamlMap& map) {
   while (start <= text.size()) {
     const size_t end = std::min(text.find('-', start), text.size());
     const std::string part = text.substr(start, end - start);
-    if (part == "tp") order.push_back(RankDim::kTensor);
-    if (part == "cp") order.push_back(RankDim::kContext);
-    if (part == "dp") order.push_back(RankDim::kData);
-    if (part == "pp") order.push_back(RankDim::kPipeline);
+    const std::optional<RankDim> dim = part == "tp"   ? std::optional(RankDim::kTensor)
+                                       : part == "cp" ? std::optional(RankDim::kContext)
+                                       : part == "dp" ? std::optional(RankDim::kData)
+                                       : part == "pp" ? std::optional(RankDim::kPipeline)
+                                                      : std::nullopt;
+    if (!dim) {  // any other part (ep, a typo, an empty one) makes it no order
+      order.clear();
+      break;
+    }
+    order.push_back(*dim);
     start = end + 1;
   }
   std::vector<RankDim> sorted = order;

@@ -92,6 +92,16 @@ TEST(ScenarioErrors, UnknownKeyListsTheKnownOnes) {
   EXPECT_NE(message.find("schedule"), std::string::npos);
 }
 
+TEST(ScenarioErrors, RankOrderNamesEachOfTpCpDpPpOnceAndNothingElse) {
+  EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  rank_order: dp-tp-cp-pp")), "");
+  for (const std::string order : {"tp-cp-dp", "tp-tp-cp-dp-pp", "tp-ep-cp-dp-pp", "xx-tp-cp-dp-pp",
+                                  "tp--cp-dp-pp", "tp-cp-dp-pp-"}) {
+    EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  rank_order: '" + order + "'")),
+              "s.yaml:12:15: parallelism.rank_order = '" + order +
+                  "' is not an order of tp, cp, dp and pp, innermost first (e.g. tp-cp-dp-pp)");
+  }
+}
+
 TEST(ScenarioErrors, WrongType) {
   EXPECT_EQ(error_of(replace(kBase, "tp: 8", "tp: eight")), "s.yaml:10:7: parallelism.tp = 'eight' is not an integer");
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 99999999999999999999")),
