@@ -114,6 +114,19 @@ TEST(KernelProfile, OutsideTheGridFollowsTheFitThroughTheEdge) {
   EXPECT_NEAR(*profile.memory_bound(MemoryKernel::kElementwise, Bytes(1e10)) / Seconds(1), 1e10 / 4e12 + 1.5e-6, 1e-5);
 }
 
+TEST(KernelProfile, AGroupedGemmWithUnderOneRowOfKAGroupIsTimed) {
+  // A weight gradient over 64 experts of which only the first gets tokens (here 16): the mean k
+  // is a quarter, below the grid, and the fit is evaluated at a whole k of 1 (it divided by a
+  // k of 0 and gave NaN).
+  const KernelProfile profile = load_synthetic();
+  GemmShape gradient{1024, 1024, 0, 64, DType::kBf16, GemmLayout::kWeightGradient};
+  gradient.first_extra_tokens = 16;
+  const std::optional<Seconds> time = profile.gemm(gradient);
+  ASSERT_TRUE(time.has_value());
+  EXPECT_TRUE(std::isfinite(*time / Seconds(1)));
+  EXPECT_GT(*time, Seconds(0));
+}
+
 TEST(KernelProfile, TheMeasuredH200ProfileLoads) {
   const KernelProfile profile = KernelProfile::load("hardware/profiles/h200-sxm-141gb.yaml", h200());
   EXPECT_EQ(profile.device_name(), "NVIDIA H200");
