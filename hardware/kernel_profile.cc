@@ -89,18 +89,56 @@ std::vector<double> sorted_unique(std::vector<double> values) {
   return values;
 }
 
-// Measured points (coordinates, seconds) as a grid over their distinct coordinates.
+// A measured point: its coordinates, its time and the row that gave it.
 template <size_t D>
-using Points = std::vector<std::pair<std::array<double, D>, double>>;
+struct Point {
+  std::array<double, D> at;
+  double time_s;
+  YAML::Node row;
+};
 template <size_t D>
-LogGrid grid_of(const Points<D>& points) {
-  std::vector<std::vector<double>> axes(D);
-  for (const auto& [at, t] : points) {
-    for (size_t d = 0; d < D; ++d) axes[d].push_back(at[d]);
+using Points = std::vector<Point<D>>;
+
+// Grid cells a table's rows may span: the calibration grids have at most a few thousand, and
+// rows scattered over distinct values would make the grid (and its fit) grow as their count
+// to the power of the dimensions.
+constexpr double kMostGridCells = 1e6;
+
+// Measured points as a grid over their distinct coordinates, refusing two rows at one point (the
+// table's key identifies a row) and rows too scattered to be a grid.
+template <size_t D>
+LogGrid grid_of(const Points<D>& points, YamlMap& table) {
+  std::vector<const Point<D>*> by_point;
+  for (const Point<D>& point : points) by_point.push_back(&point);
+  std::ranges::stable_sort(by_point, {}, &Point<D>::at);
+  for (size_t i = 1; i < by_point.size(); ++i) {
+    if (by_point[i]->at != by_point[i - 1]->at) continue;
+    throw InputError(
+        location_of(by_point[i]->row, table.file()),
+        fmt::format("{}.rows: this row measures the point the row at line {} measures; each point "
+                    "is measured once",
+                    table.path(), location_of(by_point[i - 1]->row, table.file()).line));
   }
-  for (auto& axis : axes) axis = sorted_unique(axis);
+  std::vector<std::vector<double>> axes(D);
+  for (const Point<D>& point : points) {
+    for (size_t d = 0; d < D; ++d) axes[d].push_back(point.at[d]);
+  }
+  double cells = 1.0;
+  for (auto& axis : axes) {
+    axis = sorted_unique(axis);
+    cells *= static_cast<double>(axis.size());
+  }
+  if (cells > kMostGridCells) {
+    throw InputError(
+        location_of(table.node("rows"), table.file()),
+        fmt::format(
+            "{}.rows span a grid of {:g} points over their distinct values, more than {:g}: "
+            "measure a regular grid (docs/profile-format.md)",
+            table.path(), cells, kMostGridCells));
+  }
   LogGrid grid(std::move(axes));
-  for (const auto& [at, t] : points) grid.set(std::vector<double>(at.begin(), at.end()), t);
+  for (const Point<D>& point : points)
+    grid.set(std::vector<double>(point.at.begin(), point.at.end()), point.time_s);
   return grid;
 }
 
@@ -290,10 +328,12 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
       const std::optional<DType> dtype = dtype_of(text(row, "dtype", *gemm));
       const std::optional<GemmLayout> layout = layout_of(text(row, "transa", *gemm), text(row, "transb", *gemm));
       if (!dtype || !layout) continue;  // a kind paceline does not ask for
-      points[{*dtype, *layout}].emplace_back(
-          model_terms(*layout, count(row, "m", *gemm), count(row, "n", *gemm), count(row, "k", *gemm)), row.time_s);
+      points[{*dtype, *layout}].push_back(
+          {model_terms(*layout, count(row, "m", *gemm), count(row, "n", *gemm),
+                       count(row, "k", *gemm)),
+           row.time_s, row.node});
     }
-    for (const auto& [key, list] : points) profile.gemm_[key] = grid_of(list);
+    for (const auto& [key, list] : points) profile.gemm_[key] = grid_of(list, *gemm);
   }
   if (std::optional<YamlMap> attention = root.optional_map("attention")) {
     std::map<AttentionKey, Points<2>> points;
@@ -305,28 +345,33 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
                          fmt::format("{}.direction = '{}' is unknown; expected one of: forward, backward",
                                      attention->path(), direction));
       }
-      const AttentionKey key{direction == "backward",
-                             row.node["causal"] && row.node["causal"].Scalar() == "true",
+      const bool causal =
+          row.node["causal"] &&
+          read_scalar<bool>(row.node["causal"], attention->file(), attention->path() + ".causal");
+      const AttentionKey key{direction == "backward", causal,
                              static_cast<int64_t>(count(row, "head_dim", *attention)),
                              static_cast<int64_t>(count(row, "group", *attention))};
-      points[key].emplace_back(std::array{count(row, "heads", *attention), count(row, "seq", *attention)}, row.time_s);
+      points[key].push_back(
+          {std::array{count(row, "heads", *attention), count(row, "seq", *attention)}, row.time_s,
+           row.node});
     }
-    for (const auto& [key, list] : points) profile.attention_[key] = grid_of(list);
+    for (const auto& [key, list] : points) profile.attention_[key] = grid_of(list, *attention);
   }
   if (std::optional<YamlMap> memory = root.optional_map("memory_bound")) {
     std::map<std::string, Points<1>> points;
     for (const Row& row : measured_rows(*memory)) {
-      points[text(row, "op", *memory)].emplace_back(std::array{number(row, "bytes", *memory)}, row.time_s);
+      points[text(row, "op", *memory)].push_back(
+          {std::array{number(row, "bytes", *memory)}, row.time_s, row.node});
     }
-    for (const auto& [op, list] : points) profile.memory_[op] = grid_of(list);
+    for (const auto& [op, list] : points) profile.memory_[op] = grid_of(list, *memory);
   }
   if (std::optional<YamlMap> collectives = root.optional_map("collectives")) {
     std::map<std::pair<std::string, int>, Points<1>> points;
     for (const Row& row : measured_rows(*collectives)) {
-      points[{text(row, "op", *collectives), static_cast<int>(count(row, "ranks", *collectives))}].emplace_back(
-          std::array{number(row, "bytes", *collectives)}, row.time_s);
+      points[{text(row, "op", *collectives), static_cast<int>(count(row, "ranks", *collectives))}]
+          .push_back({std::array{number(row, "bytes", *collectives)}, row.time_s, row.node});
     }
-    for (const auto& [key, list] : points) profile.collectives_[key] = grid_of(list);
+    for (const auto& [key, list] : points) profile.collectives_[key] = grid_of(list, *collectives);
   }
   // Every other key is a table this version does not read (docs/profile-format.md).
   for (const auto& entry : document.root) root.node(entry.first.Scalar());

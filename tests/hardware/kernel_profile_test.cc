@@ -301,5 +301,55 @@ TEST(KernelProfile, BadFilesFailWithTheirPosition) {
   EXPECT_THROW(KernelProfile::load(path, h200()), InputError);
 }
 
+// The message of loading a profile of `tables` (after its format and device), "" if it loads.
+std::string profile_error(const std::string& name, const std::string& tables) {
+  const std::string path = paceline::testing::temp_path(name);
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x}\n" << tables;
+  try {
+    KernelProfile::load(path, h200());
+  } catch (const InputError& e) {
+    return std::string(e.what()).substr(path.size());
+  }
+  return "";
+}
+
+TEST(KernelProfile, RowsAreOnePerPointOfAGridAndCausalIsABoolean) {
+  EXPECT_EQ(profile_error(
+                "twice.yaml",
+                "memory_bound:\n  rows:\n    - {op: add, size: 1, bytes: 1000, time_s: 1.0e-6}\n"
+                "    - {op: add, size: 1, bytes: 1000, time_s: 1.0e-5}\n"),
+            ":6:7: profile.memory_bound.rows: this row measures the point the row at line 5 "
+            "measures; each point is "
+            "measured once");
+  // The same bytes for another operation is another point.
+  EXPECT_EQ(profile_error(
+                "two_ops.yaml",
+                "memory_bound:\n  rows:\n    - {op: add, size: 1, bytes: 1000, time_s: 1.0e-6}\n"
+                "    - {op: gelu, size: 1, bytes: 1000, time_s: 1.0e-5}\n"),
+            "");
+  // 101 GEMM rows, each with its own m, n and k, span 101³ grid points.
+  std::string scattered = "gemm:\n  rows:\n";
+  for (int i = 0; i <= 100; ++i) {
+    scattered += fmt::format(
+        "    - {{dtype: bf16, transa: T, transb: N, m: {0}, n: {0}, k: {0}, time_s: 1.0e-5}}\n",
+        256 + i);
+  }
+  EXPECT_EQ(profile_error("scattered.yaml", scattered),
+            ":5:5: profile.gemm.rows span a grid of 1.0303e+06 points over their distinct values, "
+            "more than 1e+06: "
+            "measure a regular grid (docs/profile-format.md)");
+  const std::string attention =
+      "attention:\n  rows:\n    - {dtype: bf16, direction: forward, causal: CAUSAL, batch: 1, "
+      "heads: 8, seq: 1024, "
+      "head_dim: 128, group: 1, time_s: 1.0e-4}\n";
+  auto with_causal = [&](const std::string& value) {
+    std::string text = attention;
+    return text.replace(text.find("CAUSAL"), 6, value);
+  };
+  EXPECT_EQ(profile_error("causal_true.yaml", with_causal("True")), "");
+  EXPECT_EQ(profile_error("causal_yes.yaml", with_causal("yes")),
+            ":5:49: profile.attention.causal = 'yes' is not a boolean; expected true or false");
+}
+
 }  // namespace
 }  // namespace paceline
