@@ -415,8 +415,14 @@ ClusterSpec read_cluster(YamlMap& map) {
     const bool named_after_gpu = std::filesystem::exists(default_gpu_catalog() + "/" + stem + ".yaml", error);
     const std::string measured_on = map.get<std::string>("profile_gpu", named_after_gpu ? stem : cluster.gpu.name);
     const SourceLocation measured_where = map.has("profile_gpu") ? map.location("profile_gpu") : where;
+    // The catalog's figures where it has the GPU: a scenario that overrides its peak or
+    // bandwidth runs the measured kernels at the overridden figures' ratios to the catalog's.
+    const bool in_catalog =
+        std::filesystem::exists(default_gpu_catalog() + "/" + measured_on + ".yaml", error);
     const GpuSpec profile_gpu =
-        measured_on == cluster.gpu.name ? cluster.gpu : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
+        measured_on == cluster.gpu.name && !in_catalog
+            ? cluster.gpu
+            : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
     // Peak and bandwidth ratios carry kernel times across GPUs of one architecture only: its
     // kernels, tiles and instructions are the same there.
     if (!profile_gpu.architecture.empty() && !cluster.gpu.architecture.empty() &&

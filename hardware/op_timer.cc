@@ -53,11 +53,11 @@ Seconds OpTimer::memory_roofline(Bytes traffic) const {
 }
 
 Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) const {
+  // By the ratio of the figures of the GPU it was measured on to this one's: another GPU of the
+  // architecture, or this one with figures a scenario overrides (1 exactly where they agree).
   const GpuSpec& from = profile_->gpu();
-  double ratio = 1.0;
-  if (from.name != gpu_.name) {
-    ratio = compute_bound ? *from.peak(dtype) / peak_for(dtype) : from.memory_bandwidth / gpu_.memory_bandwidth;
-  }
+  double ratio = compute_bound ? *from.peak(dtype) / peak_for(dtype)
+                               : from.memory_bandwidth / gpu_.memory_bandwidth;
   // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
   if (compute_bound) ratio /= sustained(dtype);
   return measured * ratio;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/yaml_reader.h"
+#include "hardware/op_timer.h"
 
 namespace paceline {
 namespace {
@@ -221,6 +222,32 @@ TEST(SystemCatalog, TheGpusPathToItsNicsComesFromTheSystemUnlessTheScenarioSaysO
                "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s, gpu_nic_pcie: 63}\n"),
       "c.yaml:4:71: cluster.inter_node.gpu_nic_pcie = 63 B/s must be at least 1 MB/s and below "
       "1000 PB/s (a figure needs its unit, e.g. 54 GB/s)");
+}
+
+TEST(SystemCatalog, AGpuWhosePeakAScenarioOverridesRunsItsOwnProfileAtThatPeak) {
+  // The H200's measured profile, on an H200 the scenario gives a fifth of its bf16 peak: a
+  // compute-bound GEMM takes five times as long (it kept the measured time, and MFU passed 100%).
+  const ClusterSpec catalog = cluster_of("system: hgx-h200\n");
+  std::ifstream in(default_gpu_catalog() + "/h200-sxm-141gb.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string gpu = text.str();
+  const std::string peak = "bf16: {value: \"989.4 TFLOP/s\"";
+  ASSERT_NE(gpu.find(peak), std::string::npos);
+  gpu.replace(gpu.find(peak), peak.size(), "bf16: {value: \"197.9 TFLOP/s\"");
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("paceline-h200-" + std::to_string(getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(file) << gpu;
+  const ClusterSpec slowed = cluster_of("system: hgx-h200\ngpu: " + file + "\n");
+  std::filesystem::remove(file);
+  ASSERT_TRUE(catalog.profile && slowed.profile);
+  const GemmShape gemm{8192, 8192, 8192};
+  const OpTimer catalog_timer(catalog.gpu, catalog.profile);
+  const OpTimer slowed_timer(slowed.gpu, slowed.profile);
+  ASSERT_TRUE(slowed_timer.gemm(gemm).measured);
+  EXPECT_NEAR(slowed_timer.gemm(gemm).time / catalog_timer.gemm(gemm).time,
+              *catalog.gpu.peak(DType::kBf16) / FlopPerSecond(197.9e12), 1e-9);
 }
 
 TEST(SystemCatalog, HostLinkAndGpuMemoryComeFromTheSystemUnlessTheScenarioSaysOtherwise) {
