@@ -376,6 +376,11 @@ ModelSpec spec_from_document(const YamlDocument& document) {
   }
   m.vocab = reader.size("vocab_size");
   m.seq_len = reader.size(family.seq_len_key);
+  // Sliding-window attention (Mistral 7B v0.1; Qwen2 and Qwen3 write a window but turn it off
+  // with use_sliding_window: false).
+  if (reader.present("sliding_window") && reader.get<bool>("use_sliding_window", true)) {
+    m.attention_window = reader.size("sliding_window");
+  }
 
   // The dense MLP: GPT-2 writes n_inner = null for 4·n_embd; a Qwen MoE whose every layer is
   // MoE may omit it. Mixtral's intermediate_size is each expert's width, so it is required.

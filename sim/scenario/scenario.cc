@@ -209,6 +209,13 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   t.global_batch = within("global_batch", map.required<int64_t>("global_batch"), INT32_MAX, "");
   t.micro_batch = within("micro_batch", map.get<int64_t>("micro_batch", 1), t.global_batch, "global_batch = ");
   t.seq_len = within("seq_len", map.get<int64_t>("seq_len", model.seq_len), INT32_MAX, "");
+  if (model.attention_window > 0 && t.seq_len > model.attention_window) {
+    map.fail("seq_len",
+             fmt::format(
+                 "= {} exceeds model {}'s sliding attention window of {} tokens: paceline models "
+                 "full causal attention only, so a sequence must fit in the window",
+                 t.seq_len, model.name, model.attention_window));
+  }
   if (model.position == Position::kLearned && t.seq_len > model.seq_len) {
     map.fail("seq_len", fmt::format("= {} exceeds the learned position table of model {} ({} positions)", t.seq_len,
                                     model.name, model.seq_len));

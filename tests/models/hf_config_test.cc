@@ -291,6 +291,24 @@ TEST(HfConfig, QwenFamiliesBiasesAndSharedExpert) {
   EXPECT_EQ(qwen2_moe.ffn_hidden, 128);  // the dense layers between MoE layers
 }
 
+TEST(HfConfig, ASlidingWindowIsKeptUnlessTurnedOff) {
+  const std::string mistral =
+      R"({"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "intermediate_size": 128, "max_position_embeddings": 32768,
+          "vocab_size": 1000, "rms_norm_eps": 1e-5, "sliding_window": WINDOW})";
+  auto with_window = [&](const std::string& window) {
+    std::string text = mistral;
+    return text.replace(text.find("WINDOW"), 6, window);
+  };
+  EXPECT_EQ(parse_hf_config(with_window("4096"), "mistral.json").attention_window, 4096);
+  EXPECT_EQ(parse_hf_config(with_window("null"), "mistral.json").attention_window, 0);
+  // Qwen3 writes no window and turns it off.
+  EXPECT_EQ(fixture("Qwen3-30B-A3B.json").attention_window, 0);
+  EXPECT_EQ(parse_hf_config(with_window("4096, \"use_sliding_window\": false"), "qwen.json")
+                .attention_window,
+            0);
+}
+
 TEST(HfConfig, NemotronSquaredRelu) {
   const ModelSpec model = parse_hf_config(
       R"({"model_type": "nemotron", "hidden_size": 64, "num_hidden_layers": 2,

@@ -102,6 +102,26 @@ TEST(ScenarioErrors, RankOrderNamesEachOfTpCpDpPpOnceAndNothingElse) {
   }
 }
 
+TEST(ScenarioErrors, ASequenceLongerThanTheModelsSlidingWindowIsRefused) {
+  // Mistral 7B v0.1 attends over a window of 4096 tokens, which paceline does not model.
+  const std::filesystem::path config = std::filesystem::temp_directory_path() /
+                                       ("paceline-mistral-" + std::to_string(getpid()) + ".json");
+  std::ofstream(config)
+      << R"({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "intermediate_size": 14336, "max_position_embeddings": 32768,
+             "vocab_size": 32000, "rms_norm_eps": 1e-5, "sliding_window": 4096})";
+  const std::string scenario =
+      replace(replace(kBase, "model: gpt3-175b", "model: " + config.string()),
+              "  global_batch: 1536", "  global_batch: 1536\n  seq_len: SEQ");
+  EXPECT_EQ(error_of(replace(scenario, "SEQ", "4096")), "");
+  EXPECT_EQ(error_of(replace(scenario, "SEQ", "8192")),
+            "s.yaml:14:12: training.seq_len = 8192 exceeds model " + config.stem().string() +
+                "'s sliding attention window of 4096 tokens: paceline models full causal attention "
+                "only, so a "
+                "sequence must fit in the window");
+  std::filesystem::remove(config);
+}
+
 TEST(ScenarioErrors, WrongType) {
   EXPECT_EQ(error_of(replace(kBase, "tp: 8", "tp: eight")), "s.yaml:10:7: parallelism.tp = 'eight' is not an integer");
   EXPECT_EQ(error_of(replace(kBase, "global_batch: 1536", "global_batch: 99999999999999999999")),
