@@ -61,6 +61,9 @@ class Topology {
   // The NIC (rail) serving a GPU within its node.
   int rail_of(int gpu) const;
   int leaf_of(int node, int rail) const;
+  // The leaf switch serving a GPU's NIC, and whether the leaves' uplinks are oversubscribed.
+  int leaf_of(int gpu) const { return leaf_of(node_of(gpu), rail_of(gpu)); }
+  bool oversubscribed() const { return oversubscribed_; }
 
  private:
   // The direct link from `from` to `to`, GPUs of one node, in a mesh.

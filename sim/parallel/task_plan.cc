@@ -218,6 +218,22 @@ int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, Gro
   return most_stages(stages_by_nic);
 }
 
+bool groups_cross_oversubscribed_leaves(const RankLayout& layout, const Topology& topology,
+                                        GroupKind kind) {
+  if (!topology.oversubscribed()) return false;
+  std::vector<bool> visited(layout.num_ranks(), false);
+  for (int gpu = 0; gpu < layout.num_ranks(); ++gpu) {
+    if (visited[gpu]) continue;
+    const std::vector<int> group = layout.members(kind, gpu);
+    for (const int member : group) visited[member] = true;
+    if (!crosses_domains(topology, group)) continue;
+    const int leaf = topology.leaf_of(group.front());
+    if (std::ranges::any_of(group, [&](int member) { return topology.leaf_of(member) != leaf; }))
+      return true;
+  }
+  return false;
+}
+
 OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout)
     : timer_(timer), collectives_(collectives) {
   for (int k = 0; k < kNumGroupKinds; ++k) {

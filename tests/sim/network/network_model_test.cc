@@ -186,6 +186,35 @@ simulation: {fidelity: full}
             open.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)] * 1.5);
 }
 
+TEST(NetworkModel, SymmetricSaysWhereGroupsCrossOversubscribedLeaves) {
+  // The data-parallel groups of 16 nodes, one a leaf, reach across the spine: symmetric fidelity
+  // prices each group without the seven others on its leaf's uplinks, and says so; on
+  // non-blocking leaves, or with full fidelity, there is nothing to say.
+  const std::string base = R"(model: llama3-8b
+cluster:
+  system: dgx-h100
+  nodes: 16
+  inter_node: {nodes_per_leaf: 1, oversubscription: OVERSUBSCRIPTION}
+parallelism: {tp: 8, zero: 0}
+training: {global_batch: 16, seq_len: 4096}
+)";
+  auto with = [&](const char* factor, const std::string& extra = "") {
+    std::string text = base;
+    text.replace(text.find("OVERSUBSCRIPTION"), 16, factor);
+    return run(text + extra);
+  };
+  const Result blocking = with("4");
+  ASSERT_EQ(blocking.warnings.size(), 1u);
+  EXPECT_EQ(blocking.warnings[0].rfind(
+                "the data-parallel groups reach across leaf switches whose uplinks are "
+                "oversubscribed (cluster.inter_node.oversubscription = 4, nodes_per_leaf = 1)",
+                0),
+            0u)
+      << blocking.warnings[0];
+  EXPECT_TRUE(with("1").warnings.empty());
+  EXPECT_TRUE(with("4", "simulation: {fidelity: full}\n").warnings.empty());
+}
+
 TEST(NetworkModel, PhasesEndingTogetherEachStartTheirNext) {
   // Hierarchical all-reduces run in three phases; two phases of different collectives ending at
   // the same instant once made the first one's next phase take the second one's transfer id,
