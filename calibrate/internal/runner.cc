@@ -113,7 +113,12 @@ int print_plan(const Options& options, std::ostream& out) {
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1) gpus = 1;
   cudaGetLastError();
   Plan plan = make_plan(options.mode, gpus);
-  out << describe_plan(plan, estimate(plan));
+  // Only the families --families and --skip select run.
+  std::vector<FamilyEstimate> estimates = estimate(plan);
+  std::erase_if(estimates, [&](const FamilyEstimate& e) {
+    return std::ranges::find(options.families, e.family) == options.families.end();
+  });
+  out << describe_plan(plan, estimates);
   return kExitOk;
 }
 

@@ -79,6 +79,14 @@ TEST_F(BinaryTest, HelpAndPlanNeedNoGpu) {
   EXPECT_EQ(plan.status, 0) << plan.err;
   EXPECT_NE(plan.out.find("plan: quick mode"), std::string::npos) << plan.out;
   EXPECT_NE(plan.out.find("estimated total"), std::string::npos) << plan.out;
+  // The plan of the families selected only.
+  Result gemm_only = run("--plan --quick --families gemm");
+  EXPECT_EQ(gemm_only.status, 0) << gemm_only.err;
+  EXPECT_NE(gemm_only.out.find("  gemm "), std::string::npos) << gemm_only.out;
+  EXPECT_EQ(gemm_only.out.find("memory_bound"), std::string::npos) << gemm_only.out;
+  Result without_gemm = run("--plan --quick --skip gemm");
+  EXPECT_EQ(without_gemm.out.find("  gemm "), std::string::npos) << without_gemm.out;
+  EXPECT_NE(without_gemm.out.find("memory_bound"), std::string::npos) << without_gemm.out;
 }
 
 TEST_F(BinaryTest, BadCommandLineExitsTwo) {
