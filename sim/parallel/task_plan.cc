@@ -202,36 +202,44 @@ int stages_passing_on_through_a_nic(const RankLayout& layout, const Topology& to
   return most_stages(stages_by_nic);
 }
 
-int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {
-  if (topology.gpus_per_nic() <= 1) return 1;
-  StagesByNic stages_by_nic;
+namespace {
+
+// Calls `visit` on each group of `kind` that leaves its NVLink domains, once a group, until it
+// returns true; whether one did.
+template <typename Visit>
+bool any_group_leaving_its_domains(const RankLayout& layout, const Topology& topology,
+                                   GroupKind kind, Visit visit) {
   std::vector<bool> visited(layout.num_ranks(), false);
   for (int gpu = 0; gpu < layout.num_ranks(); ++gpu) {
     if (visited[gpu]) continue;
     const std::vector<int> group = layout.members(kind, gpu);
     for (const int member : group) visited[member] = true;
-    if (!crosses_domains(topology, group)) continue;
+    if (crosses_domains(topology, group) && visit(group)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind) {
+  if (topology.gpus_per_nic() <= 1) return 1;
+  StagesByNic stages_by_nic;
+  any_group_leaving_its_domains(layout, topology, kind, [&](const std::vector<int>& group) {
     for (const int member : group) {
       stages_by_nic[{topology.node_of(member), topology.rail_of(member)}].insert(layout.coord(member).pp);
     }
-  }
+    return false;
+  });
   return most_stages(stages_by_nic);
 }
 
 bool groups_cross_oversubscribed_leaves(const RankLayout& layout, const Topology& topology,
                                         GroupKind kind) {
   if (!topology.oversubscribed()) return false;
-  std::vector<bool> visited(layout.num_ranks(), false);
-  for (int gpu = 0; gpu < layout.num_ranks(); ++gpu) {
-    if (visited[gpu]) continue;
-    const std::vector<int> group = layout.members(kind, gpu);
-    for (const int member : group) visited[member] = true;
-    if (!crosses_domains(topology, group)) continue;
+  return any_group_leaving_its_domains(layout, topology, kind, [&](const std::vector<int>& group) {
     const int leaf = topology.leaf_of(group.front());
-    if (std::ranges::any_of(group, [&](int member) { return topology.leaf_of(member) != leaf; }))
-      return true;
-  }
-  return false;
+    return std::ranges::any_of(group, [&](int member) { return topology.leaf_of(member) != leaf; });
+  });
 }
 
 OpPricer::OpPricer(const OpTimer& timer, const CollectiveModel& collectives, const RankLayout& layout)

@@ -163,47 +163,37 @@ training: {global_batch: 16, seq_len: 4096, micro_batch: 1}
             0u);
 }
 
-TEST(NetworkModel, AnOversubscribedSpineSlowsCrossLeafDataParallelism) {
-  // Data parallelism across 16 nodes, one node per leaf: 4:1 oversubscription squeezes the
-  // gradient all-reduce that crosses the spine; full fidelity sees the shared uplinks.
-  const std::string base = R"(model: llama3-8b
+// Llama 3 8B data-parallel over 16 DGX H100 nodes, each node a leaf whose uplinks are
+// oversubscribed `factor` to 1; `rest` ends the scenario (its training and simulation).
+Result one_node_a_leaf(const std::string& factor, const std::string& rest) {
+  return run(R"(model: llama3-8b
 cluster:
   system: dgx-h100
   nodes: 16
-  inter_node: {nodes_per_leaf: 1, oversubscription: OVERSUBSCRIPTION}
+  inter_node: {nodes_per_leaf: 1, oversubscription: )" +
+             factor + R"(}
 parallelism: {tp: 8, zero: 0}
-training: {global_batch: 16, seq_len: 4096, overlap_grad_reduce: false}
-simulation: {fidelity: full}
-)";
-  auto with = [&](const char* factor) {
-    std::string text = base;
-    text.replace(text.find("OVERSUBSCRIPTION"), 16, factor);
-    return run(text);
-  };
-  const Result blocking = with("4");
-  const Result open = with("1");
+)" + rest);
+}
+
+TEST(NetworkModel, AnOversubscribedSpineSlowsCrossLeafDataParallelism) {
+  // 4:1 oversubscription squeezes the gradient all-reduce that crosses the spine; full fidelity
+  // sees the shared uplinks.
+  const std::string rest =
+      "training: {global_batch: 16, seq_len: 4096, overlap_grad_reduce: false}\nsimulation: "
+      "{fidelity: full}\n";
+  const Result blocking = one_node_a_leaf("4", rest);
+  const Result open = one_node_a_leaf("1", rest);
   EXPECT_GT(blocking.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)],
             open.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)] * 1.5);
 }
 
 TEST(NetworkModel, SymmetricSaysWhereGroupsCrossOversubscribedLeaves) {
-  // The data-parallel groups of 16 nodes, one a leaf, reach across the spine: symmetric fidelity
-  // prices each group without the seven others on its leaf's uplinks, and says so; on
-  // non-blocking leaves, or with full fidelity, there is nothing to say.
-  const std::string base = R"(model: llama3-8b
-cluster:
-  system: dgx-h100
-  nodes: 16
-  inter_node: {nodes_per_leaf: 1, oversubscription: OVERSUBSCRIPTION}
-parallelism: {tp: 8, zero: 0}
-training: {global_batch: 16, seq_len: 4096}
-)";
-  auto with = [&](const char* factor, const std::string& extra = "") {
-    std::string text = base;
-    text.replace(text.find("OVERSUBSCRIPTION"), 16, factor);
-    return run(text + extra);
-  };
-  const Result blocking = with("4");
+  // The data-parallel groups reach across the spine: symmetric fidelity prices each group without
+  // the seven others on its leaf's uplinks, and says so; on non-blocking leaves, or with full
+  // fidelity, there is nothing to say.
+  const std::string training = "training: {global_batch: 16, seq_len: 4096}\n";
+  const Result blocking = one_node_a_leaf("4", training);
   ASSERT_EQ(blocking.warnings.size(), 1u);
   EXPECT_EQ(blocking.warnings[0].rfind(
                 "the data-parallel groups reach across leaf switches whose uplinks are "
@@ -211,8 +201,8 @@ training: {global_batch: 16, seq_len: 4096}
                 0),
             0u)
       << blocking.warnings[0];
-  EXPECT_TRUE(with("1").warnings.empty());
-  EXPECT_TRUE(with("4", "simulation: {fidelity: full}\n").warnings.empty());
+  EXPECT_TRUE(one_node_a_leaf("1", training).warnings.empty());
+  EXPECT_TRUE(one_node_a_leaf("4", training + "simulation: {fidelity: full}\n").warnings.empty());
 }
 
 TEST(NetworkModel, PhasesEndingTogetherEachStartTheirNext) {
