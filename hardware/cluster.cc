@@ -250,10 +250,12 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   }
   network.post_overhead =
       checked_post_overhead(map, map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0)));
-  network.gpu_nic_pcie = map.has("gpu_nic_pcie")
-                             ? checked_path_bandwidth(map, "gpu_nic_pcie",
-                                                      map.required<BytesPerSecond>("gpu_nic_pcie"))
-                             : (system ? system->gpu_nic_pcie : BytesPerSecond(0));
+  network.gpu_nic_pcie = system ? system->gpu_nic_pcie : BytesPerSecond(0);
+  // 0 lifts a system's limit.
+  if (const auto pcie = map.optional<BytesPerSecond>("gpu_nic_pcie")) {
+    network.gpu_nic_pcie =
+        *pcie == BytesPerSecond(0) ? *pcie : checked_path_bandwidth(map, "gpu_nic_pcie", *pcie);
+  }
   map.finish();
   return network;
 }
@@ -415,14 +417,18 @@ ClusterSpec read_cluster(YamlMap& map) {
     const bool named_after_gpu = std::filesystem::exists(default_gpu_catalog() + "/" + stem + ".yaml", error);
     const std::string measured_on = map.get<std::string>("profile_gpu", named_after_gpu ? stem : cluster.gpu.name);
     const SourceLocation measured_where = map.has("profile_gpu") ? map.location("profile_gpu") : where;
-    // The catalog's figures where it has the GPU: a scenario that overrides its peak or
-    // bandwidth runs the measured kernels at the overridden figures' ratios to the catalog's.
+    // A profile named after a catalog GPU, or whose profile_gpu is one, was measured on that
+    // GPU as the catalog describes it: a scenario that overrides its peak or bandwidth runs the
+    // measured kernels at the ratio of its figures to the catalog's. Otherwise it was measured on
+    // this cluster's GPU, whatever its figures.
     const bool in_catalog =
         std::filesystem::exists(default_gpu_catalog() + "/" + measured_on + ".yaml", error);
+    const bool measured_on_this_gpu =
+        measured_on == cluster.gpu.name &&
+        (!in_catalog || (!named_after_gpu && !map.has("profile_gpu")));
     const GpuSpec profile_gpu =
-        measured_on == cluster.gpu.name && !in_catalog
-            ? cluster.gpu
-            : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
+        measured_on_this_gpu ? cluster.gpu
+                             : resolve_gpu(measured_on, default_gpu_catalog(), measured_where);
     // Peak and bandwidth ratios carry kernel times across GPUs of one architecture only: its
     // kernels, tiles and instructions are the same there.
     if (!profile_gpu.architecture.empty() && !cluster.gpu.architecture.empty() &&

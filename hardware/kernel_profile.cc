@@ -510,7 +510,7 @@ std::optional<Seconds> KernelProfile::gemm(const GemmShape& shape) const {
   if (fit == gemm_fits_.end()) return Seconds(anchor->second * work_ratio);
   // The tiling needs whole dimensions of at least 1; a grouped GEMM's mean k can be a fraction
   // of one (a weight gradient over experts that receive few tokens).
-  const auto as_int = [](double v) { return std::max<int64_t>(1, std::llround(v)); };
+  const auto as_int = [](double v) { return std::max<int64_t>(1, static_cast<int64_t>(v)); };
   const Seconds model = gemm_model(fit->second, shape.dtype, as_int(query[0]), as_int(query[1]), as_int(query[2]));
   const Seconds at_anchor = gemm_model(fit->second, shape.dtype, as_int(anchor->first[0]),
                                        as_int(anchor->first[1]), as_int(anchor->first[2]));

@@ -56,8 +56,10 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) 
   // By the ratio of the figures of the GPU it was measured on to this one's: another GPU of the
   // architecture, or this one with figures a scenario overrides (1 exactly where they agree).
   const GpuSpec& from = profile_->gpu();
-  double ratio = compute_bound ? *from.peak(dtype) / peak_for(dtype)
-                               : from.memory_bandwidth / gpu_.memory_bandwidth;
+  const std::optional<FlopPerSecond> measured_peak = from.peak(dtype);
+  double ratio = !compute_bound  ? from.memory_bandwidth / gpu_.memory_bandwidth
+                 : measured_peak ? *measured_peak / peak_for(dtype)
+                                 : 1.0;  // a peak the scenario gave where that GPU has none
   // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
   if (compute_bound) ratio /= sustained(dtype);
   return measured * ratio;

@@ -61,8 +61,10 @@ class Topology {
   // The NIC (rail) serving a GPU within its node.
   int rail_of(int gpu) const;
   int leaf_of(int node, int rail) const;
-  // The leaf switch serving a GPU's NIC, and whether the leaves' uplinks are oversubscribed.
+  // The leaf switch serving a GPU's NIC; the group of nodes whose NICs share leaves (all of a
+  // fat-tree leaf's, or one rail's leaf each); whether the leaves' uplinks are oversubscribed.
   int leaf_of(int gpu) const { return leaf_of(node_of(gpu), rail_of(gpu)); }
+  int leaf_group_of(int gpu) const { return node_of(gpu) / nodes_per_leaf_; }
   bool oversubscribed() const { return oversubscribed_; }
 
  private:

@@ -277,6 +277,12 @@ ModelSpec read_model(YamlMap& map) {
                          "without a learned position table",
                          m.mtp_layers));
   }
+  m.attention_window = map.get<int64_t>("attention_window", 0);
+  if (m.attention_window < 0) {
+    map.fail(
+        "attention_window",
+        fmt::format("= {} must be 0 (full attention) or a window of tokens", m.attention_window));
+  }
   map.finish();
   if (!checked_parameter_count(m)) {
     map.fail_here(fmt::format("has more than {} parameters (layers {}, hidden {}, ffn_hidden {}, vocab {}{}); no "

@@ -233,12 +233,19 @@ int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, Gro
   return most_stages(stages_by_nic);
 }
 
-bool groups_cross_oversubscribed_leaves(const RankLayout& layout, const Topology& topology,
-                                        GroupKind kind) {
+bool groups_share_an_oversubscribed_uplink(const RankLayout& layout, const Topology& topology,
+                                           GroupKind kind) {
   if (!topology.oversubscribed()) return false;
+  std::map<int, int> groups_by_uplink;
   return any_group_leaving_its_domains(layout, topology, kind, [&](const std::vector<int>& group) {
-    const int leaf = topology.leaf_of(group.front());
-    return std::ranges::any_of(group, [&](int member) { return topology.leaf_of(member) != leaf; });
+    const int leaf_group = topology.leaf_group_of(group.front());
+    if (std::ranges::all_of(
+            group, [&](int member) { return topology.leaf_group_of(member) == leaf_group; })) {
+      return false;  // its traffic turns around in its leaves
+    }
+    std::set<int> uplinks;
+    for (const int member : group) uplinks.insert(topology.leaf_of(member));
+    return std::ranges::any_of(uplinks, [&](int leaf) { return ++groups_by_uplink[leaf] > 1; });
   });
 }
 

@@ -132,11 +132,12 @@ std::vector<std::vector<int>> pipeline_links_sharing_nics(const RankLayout& layo
 // side, which only full fidelity sees; 1 where no NIC carries more than one stage's.
 int stages_sharing_a_nic(const RankLayout& layout, const Topology& topology, GroupKind kind);
 
-// Whether a group of `kind` reaches GPUs behind two leaf switches whose uplinks are
-// oversubscribed: symmetric fidelity prices a group's collectives without the other groups'
-// traffic on those uplinks.
-bool groups_cross_oversubscribed_leaves(const RankLayout& layout, const Topology& topology,
-                                        GroupKind kind);
+// Whether groups of `kind` (of any stages) send over one oversubscribed leaf uplink: a group
+// whose GPUs hang off leaves of several groups of nodes sends up from each of its GPUs' leaves
+// (rail-optimized, the sender's rail's), and symmetric fidelity prices each group's collectives
+// without the others' traffic there.
+bool groups_share_an_oversubscribed_uplink(const RankLayout& layout, const Topology& topology,
+                                           GroupKind kind);
 
 // As stages_sharing_a_nic, for pipeline transfers: the most stages whose transfers leave their
 // NVLink domains through one NIC (activations through the sender's, gradients through the

@@ -255,6 +255,7 @@ Json to_json(const ModelSpec& m) {
   model.set("tied_embeddings", m.tied_embeddings).set("bias", m.linear_bias).set("qkv_bias", m.qkv_bias);
   model.set("qk_norm", m.qk_norm).set("dropout", m.dropout);
   if (m.mtp_layers > 0) model.set("mtp_layers", m.mtp_layers);
+  if (m.attention_window > 0) model.set("attention_window", m.attention_window);
   if (m.moe) {
     Json moe = Json::object();
     moe.set("experts", m.moe->experts).set("top_k", m.moe->top_k).set("ffn_hidden", m.moe->ffn_hidden);

@@ -208,7 +208,10 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
   };
   t.global_batch = within("global_batch", map.required<int64_t>("global_batch"), INT32_MAX, "");
   t.micro_batch = within("micro_batch", map.get<int64_t>("micro_batch", 1), t.global_batch, "global_batch = ");
-  t.seq_len = within("seq_len", map.get<int64_t>("seq_len", model.seq_len), INT32_MAX, "");
+  // The model's context by default, or its sliding window where that is shorter.
+  const int64_t default_seq_len =
+      model.attention_window > 0 ? std::min(model.seq_len, model.attention_window) : model.seq_len;
+  t.seq_len = within("seq_len", map.get<int64_t>("seq_len", default_seq_len), INT32_MAX, "");
   if (model.attention_window > 0 && t.seq_len > model.attention_window) {
     map.fail("seq_len",
              fmt::format(

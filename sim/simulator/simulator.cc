@@ -86,18 +86,17 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
   std::vector<std::string> warnings;
   std::vector<std::string_view> across_leaves;
   for (const auto& [kind, name] : kinds) {
-    if (groups_cross_oversubscribed_leaves(layout, topology, kind)) across_leaves.push_back(name);
+    if (groups_share_an_oversubscribed_uplink(layout, topology, kind))
+      across_leaves.push_back(name);
   }
   if (!across_leaves.empty()) {
-    warnings.push_back(
-        fmt::format("the {} groups reach across leaf switches whose uplinks are oversubscribed "
-                    "(cluster.inter_node.oversubscription "
-                    "= {:g}, nodes_per_leaf = {}); symmetric fidelity prices each group's "
-                    "collectives without the other groups' "
-                    "traffic on those uplinks and may understate their time (simulation: "
-                    "{{fidelity: full}} shares them)",
-                    fmt::join(across_leaves, ", "), scenario.cluster.inter_node->oversubscription,
-                    scenario.cluster.inter_node->nodes_per_leaf));
+    warnings.push_back(fmt::format(
+        "the {} groups send over leaf uplinks that other groups of their kind send over too, "
+        "oversubscribed (cluster.inter_node.oversubscription = {:g}, nodes_per_leaf = {}); "
+        "symmetric fidelity prices each group's collectives without the others' traffic there and "
+        "may understate their time (simulation: {{fidelity: full}} shares the uplinks)",
+        fmt::join(across_leaves, ", "), scenario.cluster.inter_node->oversubscription,
+        scenario.cluster.inter_node->nodes_per_leaf));
   }
   for (const auto& [kind, name] : kinds) {
     const int stages = stages_sharing_a_nic(layout, topology, kind);

@@ -212,7 +212,10 @@ TEST(SystemCatalog, TheGpusPathToItsNicsComesFromTheSystemUnlessTheScenarioSaysO
   EXPECT_EQ(cluster_of("system: dgx-a100\nnodes: 2\ninter_node: {gpu_nic_pcie: 63 GB/s}\n")
                 .inter_node->gpu_nic_pcie,
             BytesPerSecond(63e9));
-  // None known: not limiting.
+  // 0 lifts it; none known: not limiting.
+  EXPECT_EQ(cluster_of("system: dgx-a100\nnodes: 2\ninter_node: {gpu_nic_pcie: 0 GB/s}\n")
+                .inter_node->gpu_nic_pcie,
+            BytesPerSecond(0));
   EXPECT_EQ(cluster_of("gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
                        "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s}\n")
                 .inter_node->gpu_nic_pcie,

@@ -313,7 +313,7 @@ TEST(ReadModel, MultiTokenPredictionModulesFollowRotaryLayers) {
 TEST(ReadModel, UnknownKeyListsTheKnownOnes) {
   // The misspelt key starts line 7; the list is every key read_model asks for, sorted.
   EXPECT_EQ(error_of([] { read_text(std::string(kRequired) + "tied_embedding: true\n"); }),
-            "m.yaml:7:1: unknown key 'tied_embedding' in model; expected one of: activation, bias, "
+            "m.yaml:7:1: unknown key 'tied_embedding' in model; expected one of: activation, attention_window, bias, "
             "dropout, ffn_hidden, head_dim, heads, hidden, kv_heads, layers, mla, moe, mtp_layers, "
             "name, norm, "
             "position, qk_norm, qkv_bias, seq_len, source, tied_embeddings, vocab");

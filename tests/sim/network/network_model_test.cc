@@ -163,15 +163,16 @@ training: {global_batch: 16, seq_len: 4096, micro_batch: 1}
             0u);
 }
 
-// Llama 3 8B data-parallel over 16 DGX H100 nodes, each node a leaf whose uplinks are
-// oversubscribed `factor` to 1; `rest` ends the scenario (its training and simulation).
-Result one_node_a_leaf(const std::string& factor, const std::string& rest) {
+// Llama 3 8B data-parallel over 16 DGX H100 nodes, each node a leaf (rail-optimized, as DGX
+// H100's fabric is, unless `fat_tree`) whose uplinks are oversubscribed `factor` to 1; `rest`
+// ends the scenario (its training and simulation).
+Result one_node_a_leaf(const std::string& factor, const std::string& rest, bool fat_tree = false) {
   return run(R"(model: llama3-8b
 cluster:
   system: dgx-h100
   nodes: 16
   inter_node: {nodes_per_leaf: 1, oversubscription: )" +
-             factor + R"(}
+             factor + (fat_tree ? ", topology: fat-tree" : "") + R"(}
 parallelism: {tp: 8, zero: 0}
 )" + rest);
 }
@@ -188,21 +189,28 @@ TEST(NetworkModel, AnOversubscribedSpineSlowsCrossLeafDataParallelism) {
             open.breakdown.exposed_by_tag[static_cast<int>(ActivityTag::kDataComm)] * 1.5);
 }
 
-TEST(NetworkModel, SymmetricSaysWhereGroupsCrossOversubscribedLeaves) {
-  // The data-parallel groups reach across the spine: symmetric fidelity prices each group without
-  // the seven others on its leaf's uplinks, and says so; on non-blocking leaves, or with full
-  // fidelity, there is nothing to say.
+TEST(NetworkModel, SymmetricSaysWhereGroupsShareAnOversubscribedUplink) {
+  // On a fat-tree each node's one leaf carries all eight data-parallel groups up the spine:
+  // symmetric fidelity prices each group alone on the uplink, and says so; full fidelity shares
+  // it. On rails each group has its own leaves' uplinks, so both agree and there is nothing to say.
   const std::string training = "training: {global_batch: 16, seq_len: 4096}\n";
-  const Result blocking = one_node_a_leaf("4", training);
-  ASSERT_EQ(blocking.warnings.size(), 1u);
-  EXPECT_EQ(blocking.warnings[0].rfind(
-                "the data-parallel groups reach across leaf switches whose uplinks are "
-                "oversubscribed (cluster.inter_node.oversubscription = 4, nodes_per_leaf = 1)",
+  const std::string full = training + "simulation: {fidelity: full}\n";
+  const Result shared = one_node_a_leaf("4", training, /*fat_tree=*/true);
+  ASSERT_EQ(shared.warnings.size(), 1u);
+  EXPECT_EQ(shared.warnings[0].rfind(
+                "the data-parallel groups send over leaf uplinks that other groups of their kind "
+                "send over too, oversubscribed (cluster.inter_node.oversubscription = 4, "
+                "nodes_per_leaf = 1)",
                 0),
             0u)
-      << blocking.warnings[0];
-  EXPECT_TRUE(one_node_a_leaf("1", training).warnings.empty());
-  EXPECT_TRUE(one_node_a_leaf("4", training + "simulation: {fidelity: full}\n").warnings.empty());
+      << shared.warnings[0];
+  EXPECT_GT(one_node_a_leaf("4", full, /*fat_tree=*/true).iteration_time,
+            shared.iteration_time * 1.5);
+  EXPECT_TRUE(one_node_a_leaf("4", full, /*fat_tree=*/true).warnings.empty());
+  EXPECT_TRUE(one_node_a_leaf("1", training, /*fat_tree=*/true).warnings.empty());
+  const Result rails = one_node_a_leaf("4", training);
+  EXPECT_TRUE(rails.warnings.empty()) << rails.warnings[0];
+  EXPECT_NEAR(one_node_a_leaf("4", full).iteration_time / rails.iteration_time, 1.0, 1e-3);
 }
 
 TEST(NetworkModel, PhasesEndingTogetherEachStartTheirNext) {

@@ -114,12 +114,28 @@ TEST(ScenarioErrors, ASequenceLongerThanTheModelsSlidingWindowIsRefused) {
       replace(replace(kBase, "model: gpt3-175b", "model: " + config.string()),
               "  global_batch: 1536", "  global_batch: 1536\n  seq_len: SEQ");
   EXPECT_EQ(error_of(replace(scenario, "SEQ", "4096")), "");
+  // Without a sequence length, the window's rather than the model's 32768.
+  EXPECT_EQ(
+      load_scenario_text(replace(scenario, "\n  seq_len: SEQ", ""), "s.yaml").training.seq_len,
+      4096);
   EXPECT_EQ(error_of(replace(scenario, "SEQ", "8192")),
             "s.yaml:14:12: training.seq_len = 8192 exceeds model " + config.stem().string() +
                 "'s sliding attention window of 4096 tokens: paceline models full causal attention "
                 "only, so a "
                 "sequence must fit in the window");
   std::filesystem::remove(config);
+  // A model file states its window as attention_window, as a result's echo writes it.
+  const std::string inline_model =
+      replace(replace(kBase, "model: gpt3-175b",
+                      "model: {layers: 2, hidden: 1024, heads: 8, vocab: 32000, seq_len: 32768, "
+                      "ffn_hidden: 4096, "
+                      "attention_window: 4096}"),
+              "  global_batch: 1536", "  global_batch: 1536\n  seq_len: 8192");
+  EXPECT_NE(error_of(inline_model)
+                .find("training.seq_len = 8192 exceeds model custom's sliding attention window of "
+                      "4096 tokens"),
+            std::string::npos)
+      << error_of(inline_model);
 }
 
 TEST(ScenarioErrors, WrongType) {
