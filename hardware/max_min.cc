@@ -58,11 +58,12 @@ double transfer_time(std::span<const std::vector<uint32_t>> paths, std::span<con
     const std::vector<double> rate = max_min_rates(current, capacity, std::numeric_limits<double>::infinity());
     // Advance to the next flow to finish. It is done outright: with bytes near the smallest
     // doubles, its time left can round to zero, and subtracting it would leave it unfinished.
-    double step = std::numeric_limits<double>::infinity();
-    for (size_t j = 0; j < index.size(); ++j) step = std::min(step, left[index[j]] / rate[j]);
+    std::vector<double> time_left(index.size());
+    for (size_t j = 0; j < index.size(); ++j) time_left[j] = left[index[j]] / rate[j];
+    const double step = *std::ranges::min_element(time_left);
     elapsed += step;
     for (size_t j = 0; j < index.size(); ++j) {
-      left[index[j]] = left[index[j]] / rate[j] <= step ? 0.0 : left[index[j]] - rate[j] * step;
+      left[index[j]] = time_left[j] <= step ? 0.0 : left[index[j]] - rate[j] * step;
     }
     // Relative tolerance: a flow within a part per billion of done is done.
     std::vector<size_t> still;

@@ -124,8 +124,9 @@ struct ModelSpec {
   // a projection, runs one transformer layer (MoE where the last layer is) and predicts through a
   // norm of its own and the model's output projection, with a loss of its own.
   int mtp_layers = 0;
-  // A Hugging Face config's sliding attention window (Mistral 7B v0.1's 4096), 0 for none. Only
-  // full causal attention is modelled, so training sequences must fit within it.
+  // A sliding attention window in tokens (a Hugging Face config's sliding_window: Mistral 7B
+  // v0.1's 4096), 0 for none. Only full causal attention is modelled, so training sequences must
+  // fit within it.
   int64_t attention_window = 0;
   std::string source;           // where the architecture is published
 

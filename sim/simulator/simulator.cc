@@ -112,11 +112,10 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
         stages > 1) {
       warnings.push_back(
           fmt::format("the pipeline transfers of {} stages leave their NVLink domains through one "
-                      "NIC (parallelism.rank_order = "
-                      "{}, cluster.inter_node.nics_per_node = {}); symmetric fidelity prices each "
-                      "stage's transfers apart from "
-                      "the others' and may understate their time (simulation: {{fidelity: full}} "
-                      "shares the NIC among them)",
+                      "NIC (parallelism.rank_order = {}, cluster.inter_node.nics_per_node = {}); "
+                      "symmetric fidelity prices each stage's transfers apart from the others' and "
+                      "may understate their time (simulation: {{fidelity: full}} shares the NIC "
+                      "among them)",
                       stages, to_string(p.rank_order), scenario.cluster.inter_node->nics_per_node));
     }
   }
