@@ -527,6 +527,16 @@ CollectivePlan CollectiveModel::planned_by(CollectiveAlgorithm algorithm, Collec
   }
 }
 
+CollectivePlan CollectiveModel::analytical_plan(Collective collective, Bytes size,
+                                                std::span<const int> members,
+                                                CollectiveAlgorithm algorithm) const {
+  if (algorithm != CollectiveAlgorithm::kAuto)
+    return planned_by(algorithm, collective, size, members);
+  Resolved resolved = resolve(collective, size, members);
+  return resolved.plan ? std::move(*resolved.plan)
+                       : planned_by(resolved.algorithm, collective, size, members);
+}
+
 CollectivePlan CollectiveModel::plan(Collective collective, Bytes size,
                                      std::span<const int> members, CollectiveAlgorithm algorithm,
                                      const TokenRouting& routing) const {
@@ -536,23 +546,24 @@ CollectivePlan CollectiveModel::plan(Collective collective, Bytes size,
     PACELINE_CHECK(algorithm == CollectiveAlgorithm::kAuto, "a routed exchange has one algorithm");
     return deduplicated(size, routing, members);
   }
-  CollectivePlan planned;
-  if (algorithm == CollectiveAlgorithm::kAuto) {
-    Resolved resolved = resolve(collective, size, members);
-    planned = resolved.plan ? std::move(*resolved.plan) : planned_by(resolved.algorithm, collective, size, members);
-  } else {
-    planned = planned_by(algorithm, collective, size, members);
-  }
+  CollectivePlan planned = analytical_plan(collective, size, members, algorithm);
   // A link profile measured this collective on this many GPUs of one node: its flows are
-  // scaled so that, alone, they take the measured time (latency included).
+  // scaled so that, alone, they take the measured time (latency included). Beyond the measured
+  // sizes the analytical curve carries the nearest measurement, scaled by their ratio there.
   if (cluster_.profile && by_domain(members).size() == 1) {
-    if (const std::optional<Seconds> measured =
+    if (const std::optional<KernelProfile::MeasuredCollective> measurement =
             cluster_.profile->collective(collective, static_cast<int>(members.size()), size)) {
+      Seconds measured = measurement->time;
+      if (measurement->measured_size != size) {
+        const Seconds at_measured_size =
+            time(analytical_plan(collective, measurement->measured_size, members, algorithm));
+        measured = measured * (time(planned) / at_measured_size);
+      }
       CollectivePlan bare = planned;
       bare.latency = Seconds(0);
       const Seconds modeled = time(bare);
       if (modeled > Seconds(0)) {
-        const double factor = *measured / modeled;
+        const double factor = measured / modeled;
         for (auto& phase : planned.phases) {
           for (Flow& flow : phase) flow.size *= factor;
         }

@@ -33,7 +33,8 @@
 //
 // Where the cluster's profile holds a measured link profile for a collective over a group of
 // that size inside one node (paceline-calibrate's nccl-tests-style `collectives` table), it
-// replaces the analytical curve: the plan's flows are scaled to take the measured time.
+// replaces the analytical curve: the plan's flows are scaled to take the measured time. Beyond
+// the measured sizes the analytical curve is scaled to meet the nearest measurement.
 #ifndef PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
 #define PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
 
@@ -135,6 +136,9 @@ class CollectiveModel {
   static PhaseTransfer transfer_of(const std::vector<Flow>& phase);
   CollectivePlan planned_by(CollectiveAlgorithm algorithm, Collective collective, Bytes size,
                             std::span<const int> members) const;
+  // The plan from the links' figures alone, before a link profile's measurement scales it.
+  CollectivePlan analytical_plan(Collective collective, Bytes size, std::span<const int> members,
+                                 CollectiveAlgorithm algorithm) const;
   // A phase's flows as they are planned, one per (from, to) pair.
   struct PhaseFlows {
     std::vector<Flow> flows;

@@ -560,19 +560,22 @@ std::optional<Seconds> KernelProfile::memory_bound(MemoryKernel kernel, Bytes tr
   return model(bytes) * (anchor->second / (model(anchor->first[0]) / Seconds(1)));
 }
 
-std::optional<Seconds> KernelProfile::collective(Collective collective, int ranks, Bytes size) const {
+std::optional<KernelProfile::MeasuredCollective> KernelProfile::collective(Collective collective,
+                                                                           int ranks,
+                                                                           Bytes size) const {
   std::string op(to_string(collective));
   // nccl-tests counts an all-to-all's buffer with the rank's own share; the model counts the
   // bytes sent to others.
-  double bytes = size / Bytes(1);
-  if (collective == Collective::kAllToAll) bytes *= static_cast<double>(ranks) / (ranks - 1);
+  const double counted =
+      collective == Collective::kAllToAll ? static_cast<double>(ranks) / (ranks - 1) : 1.0;
+  const double bytes = size / Bytes(1) * counted;
   const auto grid = collectives_.find({op, ranks});
   if (grid == collectives_.end()) return std::nullopt;
-  if (const std::optional<double> t = grid->second.interpolate({bytes})) return Seconds(*t);
-  // Beyond the measured sizes: the nearest size's bus bandwidth (small: its latency).
+  if (const std::optional<double> t = grid->second.interpolate({bytes}))
+    return MeasuredCollective{size, Seconds(*t)};
   const auto anchor = grid->second.nearest(grid->second.clamp({bytes}));
   if (!anchor) return std::nullopt;
-  return Seconds(anchor->second * std::max(1.0, bytes / anchor->first[0]));
+  return MeasuredCollective{Bytes(anchor->first[0] / counted), Seconds(anchor->second)};
 }
 
 std::string profile_operation(MemoryKernel kernel) {

@@ -77,7 +77,13 @@ class KernelProfile {
   std::optional<Seconds> memory_bound(MemoryKernel kernel, Bytes traffic) const;
   // A measured NCCL collective over `ranks` GPUs of one node (the link profile), `size` in the
   // collective model's convention (hardware/collective_model.h); nullopt when not measured.
-  std::optional<Seconds> collective(Collective collective, int ranks, Bytes size) const;
+  // Beyond the measured sizes it is the measurement at the nearest size, `measured_size`: a
+  // table that stops before bandwidth dominates says nothing of the bandwidth.
+  struct MeasuredCollective {
+    Bytes measured_size;
+    Seconds time;
+  };
+  std::optional<MeasuredCollective> collective(Collective collective, int ranks, Bytes size) const;
 
   const std::string& path() const { return path_; }
   const std::string& device_name() const { return device_name_; }

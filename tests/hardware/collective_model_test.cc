@@ -690,6 +690,40 @@ TEST(CollectiveModel, AMeasuredLinkProfileReplacesTheAnalyticalCurve) {
   // Groups the profile did not measure (4 GPUs) keep the analytical model.
   const double four = 2.0 * 3 / 4 * s / 400e9 + 2.0 * 3 * 3e-6;
   EXPECT_NEAR(model.time(Collective::kAllReduce, Bytes(s), range(0, 4)) / Seconds(1), four, 1e-12);
+  // Beyond the largest measured size (1 GiB) the measured bandwidth holds, to within the
+  // analytical latency's share of 1 GiB's time (42 us of 4.7 ms).
+  const double beyond = 4.0 * 1073741824.0;
+  EXPECT_NEAR(model.time(Collective::kAllReduce, Bytes(beyond), range(0, 8)) / Seconds(1),
+              2.0 * 7 / 8 * beyond / 300e9 + 20e-6, 0.01 * beyond / 300e9);
+}
+
+TEST(CollectiveModel, ALinkProfileMeasuredOnlyAtSmallSizesScalesTheAnalyticalCurveBeyondIt) {
+  // Measured from 4 KiB to 64 KiB, where latency dominates, at half the analytical time: a
+  // 256 MiB all-reduce takes half the analytical time, not 64 KiB's time per byte (~30x more).
+  const ClusterSpec analytical = cluster_of(1);
+  const Topology analytical_topology(analytical);
+  const CollectiveModel analytical_model(analytical, analytical_topology);
+  const auto analytical_s = [&](double bytes) {
+    return analytical_model.time(Collective::kAllReduce, Bytes(bytes), range(0, 8)) / Seconds(1);
+  };
+  const std::string path = paceline::testing::temp_path("small_link_profile.yaml");
+  std::string rows;
+  for (double bytes = 4096.0; bytes <= 65536.0; bytes *= 2.0) {
+    rows += fmt::format("    - {{op: all_reduce, ranks: 8, bytes: {}, time_s: {}}}\n", bytes,
+                        0.5 * analytical_s(bytes));
+  }
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: test}\ncollectives:\n  rows:\n"
+                      << rows;
+  const ClusterSpec c =
+      cluster_of(1, fmt::format("profile: {}\nprofile_gpu: h200-sxm-141gb\n", path));
+  const Topology topology(c);
+  const CollectiveModel model(c, topology);
+  const double s = 268435456.0;
+  EXPECT_NEAR(model.time(Collective::kAllReduce, Bytes(s), range(0, 8)) / Seconds(1),
+              0.5 * analytical_s(s), 1e-9 * analytical_s(s));
+  // Below the smallest, likewise: half of the analytical latency-bound time.
+  EXPECT_NEAR(model.time(Collective::kAllReduce, Bytes(256), range(0, 8)) / Seconds(1),
+              0.5 * analytical_s(256), 1e-9 * analytical_s(256));
 }
 
 }  // namespace
