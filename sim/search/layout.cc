@@ -118,6 +118,17 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   p.ep_dispatcher = l.ep > 1 ? base.parallelism.ep_dispatcher : TokenDispatcher::kAllToAll;
   p.zero = l.zero;
   p.zero_shard = l.dp * l.cp;
+  // The base's ZeRO-3 settings act on per-block gathers and reductions, which only ZeRO-3
+  // without pipelining has; elsewhere the scenario reader's defaults, as layout_overrides
+  // leaves them.
+  if (l.zero != 3 || l.pp != 1) {
+    const Parallelism defaults;
+    p.fsdp_prefetch = defaults.fsdp_prefetch;
+    p.fsdp_gather = defaults.fsdp_gather;
+    p.fsdp_persistence_threshold = defaults.fsdp_persistence_threshold;
+    p.fsdp_reuse_distance = defaults.fsdp_reuse_distance;
+    p.fsdp_gradient_reduce = defaults.fsdp_gradient_reduce;
+  }
   p.layers_per_stage = default_layers_per_stage(base.model.layers, l.pp * l.virtual_stages);
   return p;
 }
