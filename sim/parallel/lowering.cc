@@ -364,9 +364,15 @@ class StageBuilder {
     return id;
   }
 
+  // Where a step collective's bytes live while it runs: in the buffers it reduces or gathers
+  // into (Megatron-LM's gradient and parameter buffers: its reduce-scatters, all-reduces and
+  // all-gathers run in place), or in a copy staged for it and freed as it ends (a flattened
+  // bucket, an FSDP block's unsharded gradients, a gathered flat buffer).
+  enum class Operand { kInPlace, kStaged };
+
   // A collective of the whole step (not of a block) over `group`, on the data stream.
   TaskId step_collective(Collective kind, Bytes size, GroupKind group, std::string_view name,
-                         std::vector<TaskId> deps) {
+                         std::vector<TaskId> deps, Operand operand) {
     LoneTask spec;
     spec.duration = collective_time(kind, size, group);
     spec.sms = c_.collectives.kernel_sms(kind, placement(group));
@@ -377,7 +383,9 @@ class StageBuilder {
     spec.sequence = next_sequence(group);
     spec.collective = kind;
     spec.size = size;
-    spec.transient_bytes = static_cast<int64_t>(size / Bytes(1));
+    // A group of one runs no collective and stages nothing.
+    if (operand == Operand::kStaged && placement(group).size() > 1)
+      spec.transient_bytes = static_cast<int64_t>(size / Bytes(1));
     return add(spec);
   }
 
@@ -410,20 +418,21 @@ class StageBuilder {
             copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart, kept);
       }
       const Bytes dense = gradient_bytes(reduced.parameters - reduced.expert);
-      const TaskId scattered =
-          reduction(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
-                                    "fsdp.gradient_reduce_scatter", {backward_done}));
+      const TaskId scattered = reduction(
+          step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
+                          "fsdp.gradient_reduce_scatter", {backward_done}, Operand::kStaged));
       last_block_scatter_ = scattered;
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
       if (p.hybrid_sharded()) {
         reduction(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
-                                  GroupKind::kDataReplica, "fsdp.replica_all_reduce", {scattered}));
+                                  GroupKind::kDataReplica, "fsdp.replica_all_reduce", {scattered},
+                                  Operand::kInPlace));
       }
       if (experts_apart) {
         last_block_scatter_ = reduction(step_collective(
             Collective::kReduceScatter, gradient_bytes(reduced.expert), GroupKind::kExpertData,
-            "fsdp.expert_gradient_reduce_scatter", {backward_done}));
+            "fsdp.expert_gradient_reduce_scatter", {backward_done}, Operand::kStaged));
       }
       return;
     }
@@ -488,7 +497,8 @@ class StageBuilder {
   void reduce_gradient_bucket() {
     if (gradient_bucket_elements_ == 0) return;
     reduction(step_collective(Collective::kAllReduce, gradient_bytes(gradient_bucket_elements_),
-                              GroupKind::kDataShard, "fsdp.gradient_all_reduce", {gradient_bucket_ready_}));
+                              GroupKind::kDataShard, "fsdp.gradient_all_reduce",
+                              {gradient_bucket_ready_}, Operand::kStaged));
     gradient_bucket_elements_ = 0;
   }
 
@@ -1209,6 +1219,8 @@ void StageBuilder::step() {
                                                      : last_compute_);
     }
   }
+  // FSDP stages a bucket's gradients in a flat copy; Megatron-LM reduces its gradient buffer.
+  const Operand gradients = fsdp() ? Operand::kStaged : Operand::kInPlace;
   int index = 0;
   for (const GradientBucket& bucket :
        gradient_buckets(blocks_backward, s.training.grad_bucket_parameters)) {
@@ -1219,21 +1231,24 @@ void StageBuilder::step() {
                                            ready.begin() + bucket.first_block + bucket.blocks);
     if (p.zero == 0) {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
-                                           "dp.gradient_all_reduce" + suffix, bucket_ready));
+                                           "dp.gradient_all_reduce" + suffix, bucket_ready,
+                                           gradients));
     } else if (!per_microbatch_reduce()) {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
-                                           "dp.gradient_reduce_scatter" + suffix, bucket_ready));
+                                           "dp.gradient_reduce_scatter" + suffix, bucket_ready,
+                                           gradients));
     }
     if (hybrid && p.zero >= 1 && !reduced_per_block) {
       // HSDP: shards are all-reduced across the replicas.
-      reductions.push_back(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
-                                           GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,
-                                           {per_microbatch_reduce() ? last_compute_ : reductions.back()}));
+      reductions.push_back(step_collective(
+          Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
+          GroupKind::kDataReplica, "dp.replica_all_reduce" + suffix,
+          {per_microbatch_reduce() ? last_compute_ : reductions.back()}, Operand::kInPlace));
     }
     if (bucket.expert > 0 && p.expert_data_ranks() > 1 && !reduced_per_block) {
       reductions.push_back(step_collective(
           p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
-          GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket_ready));
+          GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket_ready, gradients));
     }
   }
   // The word embedding held by the first and last stage: their gradients are summed.
@@ -1243,7 +1258,7 @@ void StageBuilder::step() {
     reductions.push_back(step_collective(
         Collective::kAllReduce, word_embedding_gradient_bytes(s.model, p.tp, bytes.gradient),
         GroupKind::kEmbedding, "pp.embedding_gradient_all_reduce",
-        {last_backward_.at({chunk, holder})}));
+        {last_backward_.at({chunk, holder})}, Operand::kInPlace));
   }
   reductions.push_back(last_compute_);
   // The last micro-batch's waited reductions, which no block pass follows.
@@ -1261,12 +1276,13 @@ void StageBuilder::step() {
   // Weights every tensor-parallel rank trained on its own tokens or heads are summed over the group
   // once the data-parallel reductions are done (Megatron-LM's finalize_model_grads).
   if (tp_summed > 0) {
-    reductions = {step_collective(Collective::kAllReduce, Bytes(static_cast<double>(tp_summed) * bytes.gradient),
-                                  GroupKind::kTensor, "tp.replicated_gradient_all_reduce", reductions)};
+    reductions = {step_collective(
+        Collective::kAllReduce, Bytes(static_cast<double>(tp_summed) * bytes.gradient),
+        GroupKind::kTensor, "tp.replicated_gradient_all_reduce", reductions, Operand::kStaged)};
   }
   // The gradient norm (for clipping) is summed over the model-parallel ranks.
-  const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel, "step.gradient_norm",
-                                      reductions);
+  const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel,
+                                      "step.gradient_norm", reductions, Operand::kInPlace);
   // The optimizer updates the states this rank holds: of dense weights a 1/zero_shard share, of
   // experts a share over at most the ranks holding the same experts (as static memory shards
   // them).
@@ -1330,7 +1346,7 @@ void StageBuilder::gather_persistent_weights(TaskId after) {
       host_loop(kStepBlock, kStepMicrobatch, after, kPythonOpHostTime * static_cast<double>(ranks),
                 "fsdp.persistent_weight_gather.list");
   const TaskId gather = step_collective(Collective::kAllGather, size, GroupKind::kDataShard,
-                                        "fsdp.persistent_weight_gather", {list});
+                                        "fsdp.persistent_weight_gather", {list}, Operand::kStaged);
   const TaskId copied_out =
       copy_out_gather(kStepBlock, kStepMicrobatch, gather, size, static_cast<int>(ranks),
                       "fsdp.persistent_weight_gather.copies");
@@ -1341,13 +1357,15 @@ void StageBuilder::gather_persistent_weights(TaskId after) {
 
 TaskId StageBuilder::gather_updated_weights(const HeldWeights& weights, std::vector<TaskId> deps) {
   const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
-  TaskId last = step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.dense())),
-                                GroupKind::kDataShard, "dp.weight_all_gather", deps);
+  TaskId last =
+      step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.dense())),
+                      GroupKind::kDataShard, "dp.weight_all_gather", deps, Operand::kInPlace);
   // Experts' weights are sharded over (at most) the ranks holding the same experts, and
   // gathered there.
   if (weights.experts > 0 && c_.scenario.parallelism.expert_zero_shard() > 1) {
     last = step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.expert())),
-                           GroupKind::kExpertData, "dp.expert_weight_all_gather", deps);
+                           GroupKind::kExpertData, "dp.expert_weight_all_gather", deps,
+                           Operand::kInPlace);
   }
   return last;
 }

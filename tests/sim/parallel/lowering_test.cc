@@ -447,6 +447,52 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   EXPECT_GT(p.result.iteration_time, simulate(scenario_of(flat)).result.iteration_time);
 }
 
+// The bytes stage 0's tasks named `name` stage while they run, one entry per task.
+std::vector<int64_t> staged_bytes(const Prediction& p, std::string_view name) {
+  const StageProgram& stage = *p.lowering->stages[0];
+  std::vector<int64_t> bytes;
+  for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
+    const Task task = stage.program.task(id);
+    const TaskLabel& label = stage.labels[task.label];
+    if (label.plan == kNoId && stage.lone_name(label) == name)
+      bytes.push_back(task.transient_bytes);
+  }
+  return bytes;
+}
+
+TEST(Lowering, MegatronsStepCollectivesRunInPlaceWhereFsdpStagesItsGradients) {
+  // Megatron-LM reduces its gradient buffer and gathers into its parameter buffer in place
+  // (ParamAndGradBuffer): its step's collectives hold no bytes of their own. FSDP stages a
+  // block's unsharded gradients for its reduce-scatter. A group of one stages nothing.
+  const Prediction megatron = simulate(scenario_of(R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: 1}
+training: {global_batch: 8, micro_batch: 1, seq_len: 2048, overlap_param_gather: false}
+)"));
+  for (const char* name :
+       {"dp.gradient_reduce_scatter bucket 0", "dp.weight_all_gather", "step.gradient_norm"}) {
+    EXPECT_EQ(staged_bytes(megatron, name), std::vector<int64_t>{0}) << name;
+  }
+  const Prediction fsdp = simulate(scenario_of(R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: 3}
+training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
+)"));
+  const std::vector<int64_t> scattered = staged_bytes(fsdp, "fsdp.gradient_reduce_scatter");
+  ASSERT_FALSE(scattered.empty());
+  // Each of the 24 layers' gradients in fp32, the reduce dtype: 12·2304² weights and 13·2304
+  // biases and norms.
+  EXPECT_EQ(std::ranges::count(scattered, (12 * 2304 * 2304 + 13 * 2304) * 4), 24);
+  const Prediction alone = simulate(scenario_of(R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 1}
+parallelism: {zero: 3}
+training: {global_batch: 2, micro_batch: 1, seq_len: 2048}
+)"));
+  const std::vector<int64_t> single = staged_bytes(alone, "fsdp.gradient_reduce_scatter");
+  ASSERT_FALSE(single.empty());
+  EXPECT_EQ(std::ranges::max(single), 0);
+}
+
 // Rank 0's bytes in use above its static memory at `time_s`: what the tasks started by then
 // allocated, less what those ended by then freed, with the transients of those running.
 int64_t dynamic_bytes_at(const Prediction& p, double time_s) {
