@@ -1161,10 +1161,14 @@ int add_latent_projections(LayerGraphBuilder& b, const ModelSpec& m, const Layer
   return projected;
 }
 
+// Key/value heads a tensor-parallel rank holds: its share, or one whole head where the group is
+// wider than the heads (each head then held by tp / kv_heads ranks).
+int64_t rank_kv_heads(const ModelSpec& m, int tp) { return std::max<int64_t>(1, m.kv_heads / tp); }
+
 void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& shard, const Dims& d, int residual,
                    int& out) {
   const int64_t heads = m.heads / shard.tp;
-  const int64_t kv_heads = std::max<int64_t>(1, m.kv_heads / shard.tp);
+  const int64_t kv_heads = rank_kv_heads(m, shard.tp);
   const int64_t q_width = heads * m.head_dim;
   const int64_t kv_width = kv_heads * m.head_dim;
   const int64_t s = shard.seq_len / shard.cp;
@@ -1570,13 +1574,27 @@ int64_t tp_whole_parameters(const ModelSpec& m, const ParameterCount& count, boo
   return 2 * m.norm_parameters() + count.tp_replicated_per_layer + (moe ? m.hidden * m.moe->experts : 0);
 }
 
+// The weights and biases of one key and one value head.
+int64_t kv_head_parameters(const ModelSpec& m) {
+  return 2 * m.head_dim * (m.hidden + (m.linear_bias || m.qkv_bias ? 1 : 0));
+}
+
+// Of a layer's key and value projections, what a rank holds beyond its 1/tp share: a whole head
+// where the tensor-parallel group is wider than the key/value heads (rank_kv_heads).
+int64_t replicated_kv_parameters(const ModelSpec& m, int tp) {
+  if (m.mla || tp <= m.kv_heads) return 0;
+  return kv_head_parameters(m) - kv_head_parameters(m) * m.kv_heads / tp;
+}
+
 // Parameters one rank holds of a block after TP (and EP for experts).
 int64_t sharded_parameters(const ModelSpec& m, const LayerShard& shard, bool moe) {
   const ParameterCount count = count_parameters(m);
   const int64_t whole = tp_whole_parameters(m, count, moe);
-  if (!moe) return (count.per_dense_layer - whole) / shard.tp + whole;
+  const int64_t replicated = replicated_kv_parameters(m, shard.tp);
+  if (!moe) return (count.per_dense_layer - whole) / shard.tp + whole + replicated;
   const int64_t experts = m.moe->experts * count.per_expert;
-  return (count.per_moe_layer - experts - whole) / shard.tp + whole + experts / shard.ep;
+  return (count.per_moe_layer - experts - whole) / shard.tp + whole + replicated +
+         experts / shard.ep;
 }
 
 // A norm's weight, and its bias for LayerNorm: PyTorch keeps them apart.
@@ -1620,10 +1638,11 @@ std::vector<int64_t> layer_weight_tensors(const ModelSpec& m, const LayerShard& 
   if (m.mla) {
     add_latent_attention_tensors(tensors, m, tp);
   } else {
-    const int64_t qkv_width = (m.heads + 2 * static_cast<int64_t>(m.kv_heads)) * m.head_dim;
+    const int64_t qkv_width =
+        (m.heads / tp + 2 * rank_kv_heads(m, static_cast<int>(tp))) * m.head_dim;
     const int64_t q_width = m.heads * m.head_dim;
-    tensors.push_back(m.hidden * qkv_width / tp);  // fused QKV projection
-    if (m.linear_bias || m.qkv_bias) tensors.push_back(qkv_width / tp);
+    tensors.push_back(m.hidden * qkv_width);  // fused QKV projection
+    if (m.linear_bias || m.qkv_bias) tensors.push_back(qkv_width);
     if (m.qk_norm) tensors.insert(tensors.end(), 2, m.head_dim / tp);
     tensors.push_back(q_width * m.hidden / tp);
     if (m.linear_bias) tensors.push_back(m.hidden / tp);
@@ -1676,6 +1695,8 @@ int64_t layer_tp_summed_parameters(const ModelSpec& m, const LayerShard& shard, 
   // Under sequence parallelism every whole-held weight trains on the rank's own tokens.
   int64_t summed = d.sp ? tp_whole_parameters(m, count_parameters(m), moe) : 0;
   if (m.qk_norm && shard.tp > 1) summed += 2 * m.head_dim;
+  // A key/value head held by several ranks trains on each one's query heads.
+  if (!m.mla && shard.tp > m.kv_heads) summed += kv_head_parameters(m);
   return summed;
 }
 

@@ -1576,6 +1576,20 @@ TEST(LayerGraph, Fp8CopiesAreOfTheWeightsOfFp8GemmsOnly) {
   EXPECT_EQ(build_transformer_layer(m, s, true).fp8_gemm_parameters, 0);
 }
 
+TEST(LayerGraph, ATensorParallelGroupWiderThanTheKeyValueHeadsHoldsAWholeHeadOnEachRank) {
+  // Llama 3 70B (8 key/value heads of 128) at tp 16: each rank computes with one whole key/value
+  // head, held by two ranks, so it holds that head's weights, not half of them, and their
+  // gradients are summed over the ranks sharing it. At tp 8 the heads divide evenly.
+  const ModelSpec m = resolve_model("llama3-70b", default_model_catalog(), {});
+  const int64_t h = 8192, f = 28672, kv_head = 2 * 128 * h;
+  const LayerGraph wide = build_transformer_layer(m, shard(16, false), false);
+  EXPECT_EQ(wide.parameters, (2 * h * h + 3 * h * f) / 16 + 2 * h + kv_head);
+  EXPECT_EQ(wide.tp_summed_parameters, kv_head);
+  const LayerGraph even = build_transformer_layer(m, shard(8, false), false);
+  EXPECT_EQ(even.parameters, (2 * h * h + 3 * h * f + 8 * kv_head) / 8 + 2 * h);
+  EXPECT_EQ(even.tp_summed_parameters, 0);
+}
+
 TEST(LayerGraph, WeightTensorsAreTheParametersOneByOne) {
   // GPT-3 (biases, LayerNorm) at tp 8: LayerNorm weight and bias, fused QKV and its bias,
   // projection and its bias, LayerNorm, fc1 and its bias, fc2 and its bias.
