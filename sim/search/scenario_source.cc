@@ -160,6 +160,13 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
   parent[parts.back()] = value;
 }
 
+std::vector<Override> application_order(std::vector<Override> overrides) {
+  std::ranges::stable_partition(overrides, [](const Override& o) {
+    return o.path == "model" || o.path == "cluster.system" || o.path == "cluster.gpu";
+  });
+  return overrides;
+}
+
 OverriddenDocument apply_overrides(const ScenarioSource& source, const std::vector<Override>& overrides) {
   YamlDocument document = load_yaml_text(source.text, source.file);
   if (!document.root.IsMap()) {
@@ -167,7 +174,8 @@ OverriddenDocument apply_overrides(const ScenarioSource& source, const std::vect
                  "");  // throws: "the document is ...; expected a mapping"
   }
   auto origins = std::make_shared<FieldOrigins>();
-  for (const Override& override : overrides) apply_override(document.root, document.file, override, origins.get());
+  for (const Override& override : application_order(overrides))
+    apply_override(document.root, document.file, override, origins.get());
   return OverriddenDocument{std::move(document), std::move(origins)};
 }
 

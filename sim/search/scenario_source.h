@@ -58,15 +58,24 @@ bool paths_overlap(std::string_view a, std::string_view b);
 void apply_override(YAML::Node& root, const std::string& file, const Override& override,
                     FieldOrigins* origins = nullptr);
 
-// A scenario's document with overrides applied in order, and the origins of what they put in.
+// Overrides in the order they apply: those naming a catalog entry whose fields others may set
+// (`model`, `cluster.system`, `cluster.gpu`) first, then the rest, each in the order given. A
+// field of the model, the GPU or the GPU a system names thus refines the entry named, whatever
+// order the two were given in (`cluster.gpu.memory_capacity` sets the memory of the GPU of a
+// `cluster.system` given after it); a mapping given whole still replaces what earlier overrides
+// set inside it.
+std::vector<Override> application_order(std::vector<Override> overrides);
+
+// A scenario's document with overrides applied in application_order, and the origins of what
+// they put in.
 struct OverriddenDocument {
   YamlDocument document;
   std::shared_ptr<const FieldOrigins> origins;
 };
 OverriddenDocument apply_overrides(const ScenarioSource& source, const std::vector<Override>& overrides);
 
-// Parses the source, applies the overrides in order, then reads and validates the scenario
-// (the same rules and messages as `paceline run`).
+// Parses the source, applies the overrides in application_order, then reads and validates the
+// scenario (the same rules and messages as `paceline run`).
 Scenario load_scenario(const ScenarioSource& source, const std::vector<Override>& overrides = {});
 
 }  // namespace paceline

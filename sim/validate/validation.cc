@@ -286,7 +286,8 @@ std::vector<std::string> apply_overlay(std::vector<ValidationCase>& cases, const
     if (c.overlay.empty()) continue;
     YAML::Node node = YAML::Clone(c.scenario_node);
     try {
-      for (const Override& setting : c.overlay) apply_override(node, c.file, setting);
+      for (const Override& setting : application_order(c.overlay))
+        apply_override(node, c.file, setting);
       YamlMap scenario(node, c.file, c.scenario_path);
       c.scenario = std::make_shared<const Scenario>(read_scenario(scenario));
       c.unsupported_reason.clear();

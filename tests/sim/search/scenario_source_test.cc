@@ -160,6 +160,29 @@ training:
             0u);
 }
 
+TEST(ScenarioSource, AFieldOfTheGpuRefinesTheSystemGivenAfterIt) {
+  // The GPU's memory, then the system: the memory of the A100 that DGX A100 names, in either
+  // order; likewise a model's field and the model.
+  constexpr const char* kH100 = R"(model: llama3-8b
+cluster: {system: dgx-h100, nodes: 1}
+training: {global_batch: 64}
+)";
+  const Override memory{"cluster.gpu.memory_capacity", "60 GiB"};
+  const Override system{"cluster.system", "dgx-a100"};
+  for (const std::vector<Override>& overrides :
+       {std::vector<Override>{memory, system}, std::vector<Override>{system, memory}}) {
+    const Scenario s = load_scenario({kH100, "s.yaml"}, overrides);
+    EXPECT_EQ(s.cluster.gpu.name, "a100-sxm4-80gb");
+    EXPECT_EQ(s.cluster.gpu.memory_capacity, Bytes(60.0 * 1024 * 1024 * 1024));
+    EXPECT_EQ(s.cluster.intra_node.name,
+              load_scenario({kH100, "s.yaml"}, {system}).cluster.intra_node.name);
+  }
+  const Scenario layers =
+      load_scenario({kH100, "s.yaml"}, {{"model.layers", "2"}, {"model", "llama3-70b"}});
+  EXPECT_EQ(layers.model.layers, 2);
+  EXPECT_EQ(layers.model.hidden, 8192);
+}
+
 TEST(ScenarioSource, ErrorsInTheTextKeepTheirLine) {
   // The base has 12 lines; the unknown key is the 13th.
   EXPECT_EQ(error_of({std::string(kBase) + "foo: 1\n", "s.yaml"}, {})
