@@ -14,6 +14,11 @@
 namespace paceline {
 namespace {
 
+// Bounds that keep the tiling arithmetic in 64 bits: no kernel's tile spans more than a few
+// hundred rows, and no GPU has more than a few hundred SMs.
+constexpr int64_t kMaxTile = 65536;
+constexpr int64_t kMaxSmCount = 1 << 20;
+
 template <typename T>
 std::optional<T> sourced(YamlMap& map, std::string_view key, GpuSpec& gpu, const std::string& prefix) {
   return internal::read_sourced<T>(map, key, gpu.field_sources, prefix);
@@ -58,7 +63,8 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   k.gemm_tile_m = sourced_required<int64_t>(gemm, "tile_m", gpu, "kernels.gemm.");
   k.gemm_tile_n = sourced_required<int64_t>(gemm, "tile_n", gpu, "kernels.gemm.");
   for (const auto& [key, tile] : {std::pair{"tile_m", k.gemm_tile_m}, {"tile_n", k.gemm_tile_n}}) {
-    if (tile < 1) gemm.fail(key, fmt::format("= {} must be at least 1", tile));
+    if (tile < 1 || tile > kMaxTile)
+      gemm.fail(key, fmt::format("= {} must be from 1 to {}", tile, kMaxTile));
   }
   k.gemm_k_half = sourced_required<double>(gemm, "k_half", gpu, "kernels.gemm.");
   if (k.gemm_k_half < 0.0) gemm.fail("k_half", "must not be negative");
@@ -104,7 +110,9 @@ void read_kernels(YamlMap& map, GpuSpec& gpu) {
   other_kernel("flash3", k.flash3);
   other_kernel("flash_triton", k.flash_triton);
   k.attention_tile_rows = sourced_required<int64_t>(attention, "tile_rows", gpu, prefix);
-  if (k.attention_tile_rows < 1) attention.fail("tile_rows", fmt::format("= {} must be at least 1", k.attention_tile_rows));
+  if (k.attention_tile_rows < 1 || k.attention_tile_rows > kMaxTile)
+    attention.fail("tile_rows",
+                   fmt::format("= {} must be from 1 to {}", k.attention_tile_rows, kMaxTile));
   attention.finish();
   k.sustained_compute_fraction =
       map.has("sustained_compute_fraction") ? fraction(map, "sustained_compute_fraction", gpu, "kernels.") : 1.0;
@@ -176,8 +184,10 @@ GpuSpec read_gpu(YamlMap& map) {
   gpu.memory_capacity = sourced_required<Bytes>(map, "memory_capacity", gpu, "");
   check_gpu_memory(map, "memory_capacity", gpu.memory_capacity);
   gpu.memory_bandwidth = positive_quantity<BytesPerSecond>(map, "memory_bandwidth", gpu, "");
-  gpu.sm_count = static_cast<int>(sourced_required<int64_t>(map, "sm_count", gpu, ""));
-  if (gpu.sm_count < 1) map.fail("sm_count", "must be at least 1");
+  const auto sm_count = sourced_required<int64_t>(map, "sm_count", gpu, "");
+  if (sm_count < 1 || sm_count > kMaxSmCount)
+    map.fail("sm_count", fmt::format("= {} must be from 1 to {}", sm_count, kMaxSmCount));
+  gpu.sm_count = static_cast<int>(sm_count);
   gpu.boost_clock = sourced<Hertz>(map, "boost_clock", gpu, "").value_or(Hertz(0));
   gpu.l2_cache = sourced<Bytes>(map, "l2_cache", gpu, "").value_or(Bytes(0));
   gpu.power = sourced<Watts>(map, "power", gpu, "").value_or(Watts(0));

@@ -101,6 +101,30 @@ std::string small_gpu_error(const std::string& peak, const std::string& gemm,
   return "no error";
 }
 
+TEST(GpuSpec, TilesAndSmsStayWithinWhatTheTilingArithmeticHolds) {
+  // A tile of 2^63 - 1 rows overflowed the tile count to zero and divided by it (SIGFPE); an SM
+  // count past 2^31 wrapped (4294967404 SMs ran as 108).
+  const auto error_of = [](const std::string& from, const std::string& to) {
+    std::string text = small_gpu_text("", "");
+    text.replace(text.find(from), from.size(), to);
+    try {
+      read_gpu_text(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("tile_m: 128", "tile_m: 9223372036854775807"),
+            "gpu.yaml:8:39: gpu.kernels.gemm.tile_m = 9223372036854775807 must be from 1 to 65536");
+  EXPECT_EQ(error_of("tile_n: 128", "tile_n: 0"),
+            "gpu.yaml:8:52: gpu.kernels.gemm.tile_n = 0 must be from 1 to 65536");
+  EXPECT_TRUE(error_of("tile_rows: 128", "tile_rows: 65537")
+                  .ends_with(": gpu.kernels.attention.tile_rows = 65537 must be from 1 to 65536"));
+  EXPECT_EQ(error_of("sm_count: 100", "sm_count: 4294967404"),
+            "gpu.yaml:4:11: gpu.sm_count = 4294967404 must be from 1 to 1048576");
+  EXPECT_EQ(error_of("tile_m: 128", "tile_m: 65536"), "no error");
+}
+
 TEST(GpuSpec, MemoryKeepsByteCountsExact) {
   // From 1 MiB to 1 PiB: beyond 2^63 bytes the capacity would wrap negative in the result.
   const auto error_with = [](const std::string& capacity) {

@@ -132,7 +132,7 @@ TEST(ScenarioSource, ANamedGpuTakesOverridesOfItsFields) {
   EXPECT_EQ(faster.cluster.gpu.kernels.gemm_max_efficiency,
             named.cluster.gpu.kernels.gemm_max_efficiency);
   EXPECT_EQ(error_of({kBase, "s.yaml"}, {{"cluster.gpu.sm_count", "0", "--set"}}),
-            "--set cluster.gpu.sm_count=0: cluster.gpu.sm_count = 0 must be at least 1");
+            "--set cluster.gpu.sm_count=0: cluster.gpu.sm_count = 0 must be from 1 to 1048576");
   EXPECT_EQ(error_of({std::string(kBase).replace(44, 14, "a100-sxm9"), "s.yaml"},
                      {{"cluster.gpu.sm_count", "2"}})
                 .rfind("s.yaml:4:8: gpu = 'a100-sxm9' is not in the GPU catalog", 0),
