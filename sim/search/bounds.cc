@@ -30,7 +30,7 @@ LayoutBounds::LayoutBounds(const Scenario& base)
       collectives_(base_.cluster, topology_),
       neutral_layout_(base.parallelism, base.cluster.nvlink_domain),
       kernel_pricer_(timer_, collectives_, neutral_layout_) {
-  moe_before_.assign(base.model.layers + 1, 0);
+  moe_before_.assign(static_cast<size_t>(base.model.layers) + 1, 0);
   for (int layer = 0; layer < base.model.layers; ++layer) {
     moe_before_[layer + 1] = moe_before_[layer] + (base.model.is_moe_layer(layer) ? 1 : 0);
   }

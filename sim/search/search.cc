@@ -261,6 +261,25 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   // collectives are priced when a layout nears the top (further below).
   enum class Verdict : uint8_t { kNoFit, kCandidate };
   const int threads = resolve_threads(options.threads);
+  // As a run, a simulation holds at most the memory this process may use; a layout whose
+  // pipeline schedule alone would not fit stops the search before its schedule is built, and a
+  // model no layout could simulate stops it before its layer graphs are.
+  const Bytes memory = machine_memory();
+  const auto least_memory = [&](const Layout& l) {
+    return least_simulation_memory(base.training.global_batch / (int64_t{l.micro_batch} * l.dp),
+                                   base.model.layers);
+  };
+  if (memory > Bytes(0) && !layouts.empty()) {
+    const Layout& cheapest = *std::ranges::min_element(layouts, {}, least_memory);
+    if (least_memory(cheapest) > memory) {
+      throw SimulationLimitError(
+          fmt::format("model.layers = {}: simulating even layout {} would take at least {:.3g} "
+                      "GiB, more than the {:.3g} GiB "
+                      "of memory this process may use; search a model with fewer layers",
+                      base.model.layers, to_string(cheapest), least_memory(cheapest) / GiB(1),
+                      memory / GiB(1)));
+    }
+  }
   LayoutBounds bounds(base);
   std::function<void(size_t, size_t)> graphs_built;
   if (options.progress) {
@@ -272,18 +291,17 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
   auto throughput_bound = [&](LayoutBounds& b, const Layout& l, LayoutBounds::Detail detail) {
     return tokens / (b.iteration_time_lower_bound(l, detail) / Seconds(1));
   };
-  // As a run, a simulation holds at most this machine's memory; a layout whose pipeline schedule
-  // alone would not fit stops the search before its schedule is built.
-  const Bytes memory = machine_memory();
   auto check_simulatable = [&](const Layout& l) {
     const int64_t microbatches = base.training.global_batch / (int64_t{l.micro_batch} * l.dp);
-    const Bytes least = least_simulation_memory(microbatches, l.virtual_stages);
+    const Bytes least = least_memory(l);
     if (memory > Bytes(0) && least > memory) {
       throw SimulationLimitError(fmt::format(
-          "layout {} runs {} micro-batches a step: simulating it would take at least {:.3g} GiB, "
-          "more than the "
-          "{:.3g} GiB of memory this machine has; search a smaller training.global_batch",
-          to_string(l), microbatches, least / GiB(1), memory / GiB(1)));
+          "training.global_batch = {}: layout {} runs {} micro-batches a step, and simulating it "
+          "would take at "
+          "least {:.3g} GiB, more than the {:.3g} GiB of memory this process may use; search a "
+          "smaller "
+          "training.global_batch",
+          base.training.global_batch, to_string(l), microbatches, least / GiB(1), memory / GiB(1)));
     }
   };
   std::vector<Verdict> verdict(layouts.size());

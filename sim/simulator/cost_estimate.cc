@@ -1,6 +1,7 @@
 #include "sim/simulator/cost_estimate.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -190,8 +191,9 @@ CostEstimate estimate_cost(const Scenario& s) {
   return with_simulated_ranks(cost, full ? s.num_gpus() : p.pp);
 }
 
-Bytes least_simulation_memory(int64_t microbatches, int virtual_stages) {
-  return Bytes(2.0 * static_cast<double>(microbatches) * virtual_stages * kBytesPerProgramTask);
+Bytes least_simulation_memory(int64_t microbatches, int64_t layers) {
+  return Bytes(2.0 * static_cast<double>(microbatches) * static_cast<double>(layers) *
+               kBytesPerProgramTask);
 }
 
 CostEstimate with_simulated_ranks(CostEstimate cost, int64_t simulated_ranks) {
@@ -227,8 +229,14 @@ Bytes machine_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   double bytes = pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : 0.0;
-  const double limit = cgroup_limit();
-  if (limit > 0.0 && (bytes == 0.0 || limit < bytes)) bytes = limit;
+  rlimit address_space{};
+  const double rlimit_bytes =
+      getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY
+          ? static_cast<double>(address_space.rlim_cur)
+          : 0.0;
+  for (const double limit : {cgroup_limit(), rlimit_bytes}) {
+    if (limit > 0.0 && (bytes == 0.0 || limit < bytes)) bytes = limit;
+  }
   return Bytes(bytes);
 }
 

@@ -41,11 +41,11 @@ CostEstimate estimate_cost(const Scenario& scenario);
 // folded peers).
 CostEstimate with_simulated_ranks(CostEstimate cost, int64_t simulated_ranks);
 
-// At least what simulating a stage that runs `microbatches` micro-batches through
-// `virtual_stages` chunks takes in memory, whatever the model: a forward and a backward task a
-// micro-batch and chunk (estimate_cost counts every task). Cheap enough to check every layout of
-// a search before it builds their pipeline schedules.
-Bytes least_simulation_memory(int64_t microbatches, int virtual_stages);
+// At least what simulating a model of `layers` layers over `microbatches` micro-batches a step
+// takes in memory, whatever the layout: lowering keeps every stage's program, which holds a
+// forward and a backward task a micro-batch and layer (estimate_cost counts every task). Cheap
+// enough to check every layout of a search before it builds their pipeline schedules.
+Bytes least_simulation_memory(int64_t microbatches, int64_t layers);
 
 // "about 2.3e+09 engine tasks (23456 per rank × 98304 simulated ranks): 0.29 GiB of memory
 // and 2.3e+02 s".
@@ -54,7 +54,8 @@ std::string describe(const CostEstimate& cost);
 // fewer micro-batches or a smaller cluster.
 std::string how_to_shrink(const CostEstimate& cost);
 
-// The machine's physical memory (0 where it cannot be read).
+// The memory this process may use: the machine's physical memory, or less where a cgroup or
+// the address-space limit (ulimit -v) allows less (0 where none can be read).
 Bytes machine_memory();
 
 }  // namespace paceline

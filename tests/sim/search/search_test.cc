@@ -402,8 +402,8 @@ cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 4}
 
 TEST(Search, ALayoutTooBigToSimulateStopsTheSearchBeforeItsSchedule) {
   // 2^31 − 1 (a prime) sequences on one GPU: micro-batches of 1 make as many pipeline actions,
-  // which once ran the machine out of memory building the layout's schedule.
-  if (machine_memory() == Bytes(0) || machine_memory() > GiB(1280))
+  // which once ran the machine out of memory building the layout's schedule; 24 layers each.
+  if (machine_memory() == Bytes(0) || machine_memory() > GiB(30720))
     GTEST_SKIP() << "no memory limit to pass";
   try {
     search_layouts(
@@ -411,10 +411,34 @@ TEST(Search, ALayoutTooBigToSimulateStopsTheSearchBeforeItsSchedule) {
          "big.yaml"});
     FAIL();
   } catch (const SimulationLimitError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("training.global_batch = 2147483647: layout tp 1 · pp 1 "
+                                          "· dp 1 · cp 1 · ep 1 · v 1 · mb 1 · "
+                                          "recompute none · zero 0 runs 2147483647 micro-batches a "
+                                          "step, and simulating it would take at "
+                                          "least 3.07e+04 GiB, more than the ",
+                                          0),
+              0u)
+        << e.what();
+  }
+}
+
+TEST(Search, AModelTooDeepToSimulateStopsTheSearchBeforeItsLayerGraphs) {
+  // 2^31 − 1 layers: a forward and a backward task each, whatever the layout, once overflowed
+  // a count of layers and failed with an internal error after half a minute.
+  if (machine_memory() == Bytes(0) || machine_memory() > GiB(1280))
+    GTEST_SKIP() << "no memory limit to pass";
+  try {
+    search_layouts(
+        {"model: {name: m, layers: 2147483647, hidden: 1024, heads: 8, ffn_hidden: 4096, vocab: "
+         "32000, "
+         "seq_len: 2048}\ncluster: {gpu: a100-sxm4-80gb}\ntraining: {global_batch: 1}\n",
+         "deep.yaml"});
+    FAIL();
+  } catch (const SimulationLimitError& e) {
     EXPECT_EQ(std::string(e.what()).rfind(
-                  "layout tp 1 · pp 1 · dp 1 · cp 1 · ep 1 · v 1 · mb 1 · recompute none · "
-                  "zero 0 runs 2147483647 micro-batches a step: simulating it would take at "
-                  "least 1.28e+03 GiB, more than the ",
+                  "model.layers = 2147483647: simulating even layout tp 1 · pp 1 · dp 1 · "
+                  "cp 1 · ep 1 · v 1 · mb 1 · recompute none · zero 0 would take at least "
+                  "1.28e+03 GiB, more than the ",
                   0),
               0u)
         << e.what();
