@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/input_error.h"
 #include "base/parallel_for.h"
+#include "base/yaml_reader.h"
 #include "sim/simulator/cost_estimate.h"
 #include "sim/simulator/simulator.h"
 
@@ -26,7 +27,15 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
   SweepAxis axis{text.substr(0, equals), {}, where};
   int depth = 0;
   char quote = 0;
+  bool escaped = false;
   std::string value;
+  // A quote opens a YAML scalar only where one starts: at the value's start, or after a flow
+  // collection's bracket, comma or colon (an apostrophe inside a word is text).
+  const auto starts_scalar = [&value] {
+    const size_t last = value.find_last_not_of(' ');
+    return last == std::string::npos ||
+           std::string_view("[{,:").find(value[last]) != std::string_view::npos;
+  };
   auto finish_value = [&] {
     if (value.empty()) {
       throw InputError({where}, fmt::format("'{}' has an empty value; write PATH=VALUE or PATH=V1,V2,...", text));
@@ -36,8 +45,14 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
   };
   for (const char c : text.substr(equals + 1)) {
     if (quote != 0) {
-      if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
+      if (escaped) {
+        escaped = false;
+      } else if (quote == '"' && c == '\\') {
+        escaped = true;
+      } else if (c == quote) {
+        quote = 0;
+      }
+    } else if ((c == '"' || c == '\'') && starts_scalar()) {
       quote = c;
     } else if (c == '[' || c == '{') {
       ++depth;
@@ -55,6 +70,26 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
   finish_value();
   return axis;
 }
+
+namespace {
+
+// Refuses two axes of which one sets a field inside the other's.
+void check_axes_apart(const ScenarioSource& base, const std::vector<SweepAxis>& axes) {
+  for (size_t a = 0; a < axes.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      if (paths_overlap(axes[a].path, axes[b].path)) {
+        const std::string& inner =
+            axes[a].path.size() >= axes[b].path.size() ? axes[a].path : axes[b].path;
+        throw InputError(
+            SourceLocation{axes[a].origin.empty() ? base.file : axes[a].origin},
+            fmt::format("the sweep sets {} on two axes ({} and {}); give each field one axis",
+                        inner, axes[b].path, axes[a].path));
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes) {
   for (const SweepAxis& axis : axes) {
@@ -74,6 +109,9 @@ void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes)
                      fmt::format("the sweep has more than {} configurations ({}); split it into sweeps of fewer",
                                  kMostSweepConfigurations, fmt::join(lengths, " × ")));
   }
+  check_axes_apart(base, axes);
+  // Text that is not YAML fails every configuration alike: said at once, not after trying each.
+  load_yaml_text(base.text, base.file);
   std::optional<InputError> first;
   for (size_t i = 0; i < sweep_size(axes); ++i) {
     try {
@@ -105,16 +143,7 @@ std::vector<Override> sweep_configuration(const std::vector<SweepAxis>& axes, si
 
 SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes, size_t begin,
                      size_t end, const SweepOptions& options) {
-  for (size_t a = 0; a < axes.size(); ++a) {
-    for (size_t b = 0; b < a; ++b) {
-      if (paths_overlap(axes[a].path, axes[b].path)) {
-        const std::string& inner = axes[a].path.size() >= axes[b].path.size() ? axes[a].path : axes[b].path;
-        throw InputError(SourceLocation{base.file},
-                         fmt::format("the sweep sets {} on two axes ({} and {}); give each field one axis", inner,
-                                     axes[b].path, axes[a].path));
-      }
-    }
-  }
+  check_axes_apart(base, axes);
   end = std::min(end, sweep_size(axes));
   begin = std::min(begin, end);
   const size_t n = end - begin;

@@ -65,6 +65,14 @@ TEST(Sweep, FailsWhenNoConfigurationReadsWhateverTheOrder) {
   EXPECT_EQ(error_of([&] { check_sweep({"model: nope\n", "bad.yaml"}, {{"training.global_batch", {"1", "2"}}}); })
                 .rfind("bad.yaml:1:8: model = 'nope'", 0),
             0u);
+  // Checked before any configuration is read, citing where the axis was given.
+  EXPECT_EQ(
+      error_of([&] {
+        check_sweep(base, {{"training", {"1"}, "--set"}, {"training.micro_batch", {"4"}, "--set"}});
+      }),
+      "--set: the sweep sets training.micro_batch on two axes (training and training.micro_batch); "
+      "give each "
+      "field one axis");
   EXPECT_EQ(error_of([&] {
               run_sweep(base, {{"parallelism.tp", {"1", "2"}}, {"parallelism.tp", {"4"}}}, 0, 2, {.threads = 1});
             }),
@@ -188,6 +196,13 @@ TEST(Sweep, AxesSplitAtCommasOutsideBracketsAndQuotes) {
   const SweepAxis link = parse_sweep_axis("cluster.intra_node={bandwidth: 300 GB/s, latency: 1 us},[1, 2],'a,b'", "--set");
   EXPECT_EQ(link.values,
             (std::vector<std::string>{"{bandwidth: 300 GB/s, latency: 1 us}", "[1, 2]", "'a,b'"}));
+  // An apostrophe inside a word is text; an escaped quote does not close a double-quoted value.
+  EXPECT_EQ(parse_sweep_axis("name=Bob's run,x", "--set").values,
+            (std::vector<std::string>{"Bob's run", "x"}));
+  EXPECT_EQ(parse_sweep_axis(R"(name="a\"b,c",x)", "--set").values,
+            (std::vector<std::string>{R"("a\"b,c")", "x"}));
+  EXPECT_EQ(parse_sweep_axis("a={b: 'x,y'}", "--set").values,
+            (std::vector<std::string>{"{b: 'x,y'}"}));
   for (const char* bad : {"parallelism.tp", "=1,2", "parallelism.tp=", "parallelism.tp=1,,2", "a={1,2", "a='x"}) {
     EXPECT_THROW(parse_sweep_axis(bad, "--set"), InputError) << bad;
   }
