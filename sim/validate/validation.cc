@@ -235,6 +235,11 @@ std::vector<ValidationCase> load_validation_file(const std::string& path) {
   if (!document.root.IsSequence()) {
     throw InputError(location_of(document.root, path), "a validation file is a list of cases");
   }
+  // An empty list would print a MAPE of 0% over nothing.
+  if (document.root.size() == 0) {
+    throw InputError(location_of(document.root, path),
+                     "the validation file lists no cases; expected one or more");
+  }
   std::vector<ValidationCase> cases;
   for (size_t i = 0; i < document.root.size(); ++i) cases.push_back(read_case(document.root[i], path, i));
   check_unique_ids(cases);

@@ -220,6 +220,10 @@ TEST(Validation, CaseIdsAreUniqueAndConfidenceIsAGrade) {
     }
     return "";
   };
+  // An empty list once printed a MAPE of 0% over no cases.
+  const std::string none = write_file("none.yaml", "[]\n");
+  EXPECT_EQ(error_of(none),
+            none + ":1:1: the validation file lists no cases; expected one or more");
   const std::string twice = write_file("twice.yaml", one + one);
   EXPECT_EQ(error_of(twice).rfind(twice + ":8:7: id = 'same' is taken by the case at " + twice + ":1:7", 0), 0u)
       << error_of(twice);
