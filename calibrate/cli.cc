@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <set>
+#include <string>
 
 namespace paceline::calibrate {
 namespace {
@@ -59,6 +61,7 @@ int parse_device(std::string_view value) {
 Options parse_args(const std::vector<std::string_view>& args) {
   Options options;
   std::vector<std::string> only, skip;
+  std::set<std::string> seen;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string_view arg = args[i];
     std::string_view value;
@@ -79,6 +82,18 @@ Options parse_args(const std::vector<std::string_view>& args) {
     auto no_value = [&]() {
       if (has_inline_value) throw UsageError(std::string(arg) + " takes no value");
     };
+    // Each option once, and one grid: a second would silently win over the first.
+    const std::string_view option = arg == "-h"   ? "--help"
+                                    : arg == "-o" ? "--output"
+                                    : arg == "-v" ? "--verbose"
+                                                  : arg;
+    if (arg.rfind("-", 0) == 0 && !seen.insert(std::string(option)).second) {
+      throw UsageError(std::string(option) + " is given twice; give each option once");
+    }
+    if ((option == "--quick" && seen.contains("--full")) ||
+        (option == "--full" && seen.contains("--quick"))) {
+      throw UsageError("--quick and --full each choose the grids; give one");
+    }
     if (arg == "--help" || arg == "-h") {
       no_value();
       options.help = true;

@@ -61,6 +61,13 @@ TEST(CliTest, ErrorsNameTheProblemAndTheAlternatives) {
   EXPECT_EQ(usage_error({"--device", "x"}), "--device = 'x'; expected a CUDA device ordinal >= 0");
   EXPECT_EQ(usage_error({"--families", "gemm", "--skip", "gemm"}),
             "--families/--skip leave nothing to measure");
+  // A second grid or a repeated option silently won over the first.
+  EXPECT_EQ(usage_error({"--full", "--quick"}),
+            "--quick and --full each choose the grids; give one");
+  EXPECT_EQ(usage_error({"-o", "a.yaml", "--output=b.yaml"}),
+            "--output is given twice; give each option once");
+  EXPECT_EQ(usage_error({"--families", "gemm", "--families", "attention"}),
+            "--families is given twice; give each option once");
   EXPECT_NE(
       usage_error({"--quik"}).find("unknown option '--quik'; expected one of: --quick, --full"),
       std::string::npos);
