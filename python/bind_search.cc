@@ -99,8 +99,9 @@ void bind_search(py::module_& m) {
       "check_sweep",
       [](const std::string& text, const std::string& file, const Grid& grid) {
         const std::vector<SweepAxis> axes = sweep_axes(grid);
-        py::gil_scoped_release release;
-        check_sweep({text, file}, axes);
+        run_interruptible([&](const std::atomic<bool>& stop) {
+          check_sweep({text, file}, axes, &stop);
+        });
       },
       py::arg("text"), py::arg("file"), py::arg("grid"),
       "Raises ValueError, with the first configuration's message, when no configuration of the "

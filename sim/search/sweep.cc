@@ -91,7 +91,8 @@ void check_axes_apart(const ScenarioSource& base, const std::vector<SweepAxis>& 
 
 }  // namespace
 
-void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes) {
+void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes,
+                 const std::atomic<bool>* stop) {
   for (const SweepAxis& axis : axes) {
     if (axis.values.empty()) {
       throw InputError(
@@ -114,6 +115,7 @@ void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes)
   load_yaml_text(base.text, base.file);
   std::optional<InputError> first;
   for (size_t i = 0; i < sweep_size(axes); ++i) {
+    stop_if_asked(stop, "the sweep's check");
     try {
       load_scenario(base, sweep_configuration(axes, i));
       return;

@@ -37,8 +37,10 @@ inline constexpr size_t kMostSweepConfigurations = size_t{1} << 24;
 
 // Refuses a sweep of more than kMostSweepConfigurations, and one of which no configuration
 // reads: an error outside the axes, thrown as the first configuration's. Configurations that
-// only some values break are left to be rows with their error.
-void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes);
+// only some values break are left to be rows with their error. Reading configurations until
+// one reads, it throws SimulationStopped once `*stop` is set.
+void check_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& axes,
+                 const std::atomic<bool>* stop = nullptr);
 
 // The number of configurations (the product of the axis lengths; 1 for no axes).
 size_t sweep_size(const std::vector<SweepAxis>& axes);

@@ -187,6 +187,10 @@ TEST(Sweep, AStopFlagStopsTheSweepRatherThanFillingARow) {
   EXPECT_THROW(run_sweep({kBase, "sweep.yaml"}, {{"training.micro_batch", {"1", "2"}}}, 0, 2,
                          {.threads = 1, .stop = &stop}),
                SimulationStopped);
+  // The check reads configurations until one reads: a base no value mends reads them all.
+  EXPECT_THROW(
+      check_sweep({"model: nope\n", "bad.yaml"}, {{"training.global_batch", {"1", "2"}}}, &stop),
+      SimulationStopped);
 }
 
 TEST(Sweep, AxesSplitAtCommasOutsideBracketsAndQuotes) {
