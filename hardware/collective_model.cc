@@ -527,6 +527,24 @@ CollectivePlan CollectiveModel::planned_by(CollectiveAlgorithm algorithm, Collec
   }
 }
 
+Seconds CollectiveModel::extrapolated_measurement(Seconds measured,
+                                                  const CollectivePlan& at_measured_size,
+                                                  const CollectivePlan& here, bool larger) const {
+  const Seconds analytical_there = time(at_measured_size);
+  const double ratio = measured / analytical_there;
+  // Below the smallest measurement latency dominates both: the analytical curve scaled.
+  if (!larger) return time(here) * ratio;
+  // Above the largest, the bytes beyond it move at the analytical bandwidth, scaled toward the
+  // measured/analytical ratio as far as the measurement was bandwidth-bound: a table that stops
+  // while latency dominates (64 KiB) says nothing of the bandwidth, one that reaches it (1 GiB)
+  // says it all.
+  CollectivePlan bare = at_measured_size;
+  bare.latency = Seconds(0);
+  const double bandwidth_share = time(bare) / analytical_there;
+  return measured +
+         (time(here) - analytical_there) * (bandwidth_share * ratio + 1.0 - bandwidth_share);
+}
+
 CollectivePlan CollectiveModel::analytical_plan(Collective collective, Bytes size,
                                                 std::span<const int> members,
                                                 CollectiveAlgorithm algorithm) const {
@@ -549,15 +567,15 @@ CollectivePlan CollectiveModel::plan(Collective collective, Bytes size,
   CollectivePlan planned = analytical_plan(collective, size, members, algorithm);
   // A link profile measured this collective on this many GPUs of one node: its flows are
   // scaled so that, alone, they take the measured time (latency included). Beyond the measured
-  // sizes the analytical curve carries the nearest measurement, scaled by their ratio there.
+  // sizes the analytical curve carries the nearest measurement (extrapolated_measurement).
   if (cluster_.profile && by_domain(members).size() == 1) {
     if (const std::optional<KernelProfile::MeasuredCollective> measurement =
             cluster_.profile->collective(collective, static_cast<int>(members.size()), size)) {
       Seconds measured = measurement->time;
       if (measurement->measured_size != size) {
-        const Seconds at_measured_size =
-            time(analytical_plan(collective, measurement->measured_size, members, algorithm));
-        measured = measured * (time(planned) / at_measured_size);
+        measured = extrapolated_measurement(
+            measured, analytical_plan(collective, measurement->measured_size, members, algorithm),
+            planned, measurement->measured_size < size);
       }
       CollectivePlan bare = planned;
       bare.latency = Seconds(0);

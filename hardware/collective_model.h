@@ -34,7 +34,8 @@
 // Where the cluster's profile holds a measured link profile for a collective over a group of
 // that size inside one node (paceline-calibrate's nccl-tests-style `collectives` table), it
 // replaces the analytical curve: the plan's flows are scaled to take the measured time. Beyond
-// the measured sizes the analytical curve is scaled to meet the nearest measurement.
+// the measured sizes the analytical curve carries the nearest measurement (below: scaled to meet
+// it; above: its bandwidth scaled as far as the measurement was bandwidth-bound).
 #ifndef PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
 #define PACELINE_HARDWARE_COLLECTIVE_MODEL_H_
 
@@ -136,6 +137,12 @@ class CollectiveModel {
   static PhaseTransfer transfer_of(const std::vector<Flow>& phase);
   CollectivePlan planned_by(CollectiveAlgorithm algorithm, Collective collective, Bytes size,
                             std::span<const int> members) const;
+  // A link profile's `measured` time at another size, carried to the size of plan `here` by the
+  // analytical plan at the measured size: below the measurements, the analytical curve scaled;
+  // above (`larger`), the measurement plus the analytical time of the bytes beyond it, scaled
+  // toward the measured/analytical ratio by the measurement's bandwidth share.
+  Seconds extrapolated_measurement(Seconds measured, const CollectivePlan& at_measured_size,
+                                   const CollectivePlan& here, bool larger) const;
   // The plan from the links' figures alone, before a link profile's measurement scales it.
   CollectivePlan analytical_plan(Collective collective, Bytes size, std::span<const int> members,
                                  CollectiveAlgorithm algorithm) const;
