@@ -29,12 +29,20 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
   char quote = 0;
   bool escaped = false;
   std::string value;
-  // A quote opens a YAML scalar only where one starts: at the value's start, or after a flow
-  // collection's bracket, comma or colon (an apostrophe inside a word is text).
-  const auto starts_scalar = [&value] {
+  // A quote opens a YAML scalar only where one starts: at the value's start, after a flow
+  // collection's bracket, comma or colon, or after a tag or an anchor ("!!str 'a, b'"); an
+  // apostrophe inside a word is text. A single quote right after a single-quoted part reopens it
+  // (YAML's '' escape).
+  const auto starts_scalar = [&value](char c) {
+    if (c == '\'' && value.ends_with('\'')) return true;
     const size_t last = value.find_last_not_of(' ');
-    return last == std::string::npos ||
-           std::string_view("[{,:").find(value[last]) != std::string_view::npos;
+    if (last == std::string::npos ||
+        std::string_view("[{,:").find(value[last]) != std::string_view::npos)
+      return true;
+    if (last + 1 == value.size()) return false;
+    const size_t token = value.find_last_of(" [{,", last);
+    const char first = value[token == std::string::npos ? 0 : token + 1];
+    return first == '!' || first == '&';
   };
   auto finish_value = [&] {
     if (value.empty()) {
@@ -52,7 +60,7 @@ SweepAxis parse_sweep_axis(const std::string& text, const std::string& where) {
       } else if (c == quote) {
         quote = 0;
       }
-    } else if ((c == '"' || c == '\'') && starts_scalar()) {
+    } else if ((c == '"' || c == '\'') && starts_scalar(c)) {
       quote = c;
     } else if (c == '[' || c == '{') {
       ++depth;

@@ -207,6 +207,11 @@ TEST(Sweep, AxesSplitAtCommasOutsideBracketsAndQuotes) {
             (std::vector<std::string>{R"("a\"b,c")", "x"}));
   EXPECT_EQ(parse_sweep_axis("a={b: 'x,y'}", "--set").values,
             (std::vector<std::string>{"{b: 'x,y'}"}));
+  // YAML's '' escape inside single quotes, and a quote after a tag or an anchor.
+  EXPECT_EQ(parse_sweep_axis("name='Bob''s run, take 2',x", "--set").values,
+            (std::vector<std::string>{"'Bob''s run, take 2'", "x"}));
+  EXPECT_EQ(parse_sweep_axis("name=!!str 'a, b',&n 'c, d'", "--set").values,
+            (std::vector<std::string>{"!!str 'a, b'", "&n 'c, d'"}));
   for (const char* bad : {"parallelism.tp", "=1,2", "parallelism.tp=", "parallelism.tp=1,,2", "a={1,2", "a='x"}) {
     EXPECT_THROW(parse_sweep_axis(bad, "--set"), InputError) << bad;
   }
