@@ -59,7 +59,8 @@ def simulate(scenario, *, timeout_s=None, max_events=None, max_memory_bytes=None
     (estimate_cost) exceeds ``timeout_s`` or ``max_memory_bytes`` is refused before it starts,
     and one that still overruns ``timeout_s`` or ``max_events`` is stopped; both raise
     SimulationLimitError with the estimate. ``timeout_s`` and ``max_events``: None, no limit;
-    ``max_memory_bytes``: None, this machine's memory, as ``paceline run`` (0: no limit).
+    ``max_memory_bytes``: None, this machine's memory (or less where a cgroup or ulimit -v allows
+    less), as ``paceline run`` (0: no limit).
     """
     text, file = _source(scenario)
     for name, value in (("timeout_s", timeout_s), ("max_events", max_events), ("max_memory_bytes", max_memory_bytes)):

@@ -54,7 +54,8 @@ failed (e.g. validate --max-mape), 2 bad input (the message names file, line and
 output that could not be written.
 )";
 
-constexpr const char* kRunUsage = R"(usage: paceline run SCENARIO [--set PATH=VALUE ...] [--json] [--trace FILE] [--max-events N]
+constexpr const char* kRunUsage =
+    R"(usage: paceline run SCENARIO [--set PATH=VALUE ...] [--json] [--trace FILE] [--max-events N]
                     [--timeout TIME] [--max-memory SIZE] [--threads N]
 
 Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fields).
@@ -68,7 +69,8 @@ Predicts one optimizer step of SCENARIO (a YAML file; see README.md for its fiel
   --timeout TIME      stop with an error after TIME of wall-clock time (seconds, or e.g. "5 min");
                       a scenario whose estimate exceeds it fails before it starts
   --max-memory SIZE   fail before the simulation starts when its estimated memory exceeds SIZE
-                      (bytes, or e.g. "16 GiB"; default: the machine's memory; 0: no limit)
+                      (bytes, or e.g. "16 GiB"; default: the machine's memory, or less where a
+                      cgroup or ulimit -v allows less; 0: no limit)
   --threads N         lower pipeline stages on N threads (default: all cores; the result is the same)
 
 A limit only ever stops a run (exit 2, with the estimate); it never changes a result.

@@ -1219,8 +1219,9 @@ void StageBuilder::step() {
                                                      : last_compute_);
     }
   }
-  // FSDP stages a bucket's gradients in a flat copy; Megatron-LM reduces its gradient buffer.
-  const Operand gradients = fsdp() ? Operand::kStaged : Operand::kInPlace;
+  // The step's reductions reduce the gradient buffer in place (Megatron-LM's; under ZeRO-3 with
+  // pipelining, the whole gradients accumulated over the micro-batches). FSDP without pipelining
+  // reduced each block's as its backward ended (reduce_block_gradients).
   int index = 0;
   for (const GradientBucket& bucket :
        gradient_buckets(blocks_backward, s.training.grad_bucket_parameters)) {
@@ -1232,11 +1233,11 @@ void StageBuilder::step() {
     if (p.zero == 0) {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
                                            "dp.gradient_all_reduce" + suffix, bucket_ready,
-                                           gradients));
+                                           Operand::kInPlace));
     } else if (!per_microbatch_reduce()) {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                            "dp.gradient_reduce_scatter" + suffix, bucket_ready,
-                                           gradients));
+                                           Operand::kInPlace));
     }
     if (hybrid && p.zero >= 1 && !reduced_per_block) {
       // HSDP: shards are all-reduced across the replicas.
@@ -1246,9 +1247,10 @@ void StageBuilder::step() {
           {per_microbatch_reduce() ? last_compute_ : reductions.back()}, Operand::kInPlace));
     }
     if (bucket.expert > 0 && p.expert_data_ranks() > 1 && !reduced_per_block) {
-      reductions.push_back(step_collective(
-          p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
-          GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix, bucket_ready, gradients));
+      reductions.push_back(
+          step_collective(p.zero == 0 ? Collective::kAllReduce : Collective::kReduceScatter, expert,
+                          GroupKind::kExpertData, "dp.expert_gradient_reduce" + suffix,
+                          bucket_ready, Operand::kInPlace));
     }
   }
   // The word embedding held by the first and last stage: their gradients are summed.

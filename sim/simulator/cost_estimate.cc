@@ -229,12 +229,19 @@ Bytes machine_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   double bytes = pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : 0.0;
+  // An address-space limit (ulimit -v) counts what the process has mapped already (its code,
+  // libraries, heap and stacks); the rest is what a simulation may take.
   rlimit address_space{};
-  const double rlimit_bytes =
-      getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY
-          ? static_cast<double>(address_space.rlim_cur)
-          : 0.0;
-  for (const double limit : {cgroup_limit(), rlimit_bytes}) {
+  double address_space_left = 0.0;
+  if (getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY) {
+    std::ifstream statm("/proc/self/statm");
+    double mapped_pages = 0.0;
+    statm >> mapped_pages;
+    address_space_left = std::max(static_cast<double>(address_space.rlim_cur) -
+                                      mapped_pages * static_cast<double>(std::max(page_size, 1L)),
+                                  1.0);
+  }
+  for (const double limit : {cgroup_limit(), address_space_left}) {
     if (limit > 0.0 && (bytes == 0.0 || limit < bytes)) bytes = limit;
   }
   return Bytes(bytes);

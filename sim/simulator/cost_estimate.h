@@ -54,8 +54,10 @@ std::string describe(const CostEstimate& cost);
 // fewer micro-batches or a smaller cluster.
 std::string how_to_shrink(const CostEstimate& cost);
 
-// The memory this process may use: the machine's physical memory, or less where a cgroup or
-// the address-space limit (ulimit -v) allows less (0 where none can be read).
+// The memory this process may use: the machine's physical memory, or less where a cgroup
+// allows less or the address-space limit (ulimit -v) leaves less beyond what the process has
+// mapped (0 where none can be read). Threads started later reserve address space of their own
+// (stacks, allocator arenas), which this does not foresee.
 Bytes machine_memory();
 
 }  // namespace paceline

@@ -4,9 +4,12 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -198,6 +201,25 @@ training: {global_batch: 10000000}
 
 TEST(CostEstimate, MachineMemoryIsKnown) {
   EXPECT_GT(machine_memory(), GiB(0.5));
+}
+
+// Exits 0 where, under ulimit -v of what the process has mapped plus 256 MiB, machine_memory()
+// leaves a simulation at least a byte and less than the 256 MiB.
+[[noreturn]] void exit_with_the_memory_an_address_space_limit_leaves() {
+  std::ifstream statm("/proc/self/statm");
+  double mapped_pages = 0.0;
+  statm >> mapped_pages;
+  const double mapped = mapped_pages * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const rlimit limit{static_cast<rlim_t>(mapped) + (rlim_t{256} << 20), RLIM_INFINITY};
+  setrlimit(RLIMIT_AS, &limit);
+  const Bytes left = machine_memory();
+  _exit(left > Bytes(0) && left <= MiB(256) ? 0 : 1);  // no exit handlers under the limit
+}
+
+TEST(CostEstimate, MachineMemoryIsWhatAnAddressSpaceLimitLeaves) {
+  // In a child process, so that the limit stays there.
+  EXPECT_EXIT(exit_with_the_memory_an_address_space_limit_leaves(), ::testing::ExitedWithCode(0),
+              "");
 }
 
 }  // namespace
