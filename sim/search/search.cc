@@ -273,9 +273,9 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     const Layout& cheapest = *std::ranges::min_element(layouts, {}, least_memory);
     if (least_memory(cheapest) > memory) {
       throw SimulationLimitError(
-          fmt::format("model.layers = {}: simulating even layout {} would take at least {:.3g} "
-                      "GiB, more than the {:.3g} GiB "
-                      "of memory this process may use; search a model with fewer layers",
+          fmt::format("model.layers = {}: simulating even layout {} would take at least "
+                      "{:.3g} GiB, more than the {:.3g} GiB of memory this process may use; "
+                      "search a model with fewer layers",
                       base.model.layers, to_string(cheapest), least_memory(cheapest) / GiB(1),
                       memory / GiB(1)));
     }
@@ -296,11 +296,9 @@ SearchReport search_layouts(const ScenarioSource& source, const SearchOptions& o
     const Bytes least = least_memory(l);
     if (memory > Bytes(0) && least > memory) {
       throw SimulationLimitError(fmt::format(
-          "training.global_batch = {}: layout {} runs {} micro-batches a step, and simulating it "
-          "would take at "
-          "least {:.3g} GiB, more than the {:.3g} GiB of memory this process may use; search a "
-          "smaller "
-          "training.global_batch",
+          "training.global_batch = {}: layout {} runs {} micro-batches a step, and simulating "
+          "it would take at least {:.3g} GiB, more than the {:.3g} GiB of memory this process "
+          "may use; search a smaller training.global_batch",
           base.training.global_batch, to_string(l), microbatches, least / GiB(1), memory / GiB(1)));
     }
   };
