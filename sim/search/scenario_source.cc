@@ -161,7 +161,7 @@ void apply_override(YAML::Node& root, const std::string& file, const Override& o
 }
 
 std::vector<Override> application_order(std::vector<Override> overrides) {
-  std::ranges::stable_partition(overrides, [](const Override& o) {
+  std::stable_partition(overrides.begin(), overrides.end(), [](const Override& o) {
     return o.path == "model" || o.path == "cluster.system" || o.path == "cluster.gpu";
   });
   return overrides;
