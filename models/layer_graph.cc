@@ -1750,16 +1750,18 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
   }
   // Softmax cross-entropy in fp32, one pass per step: the logits cast to fp32 (read e, write 4),
   // the row max and the sum of exponentials (a read each), the softmax written normalized (read
-  // and write) and kept for backward. Fused (Megatron-LM's vocab-parallel kernel), backward forms
-  // the gradient in place (read and write) and casts it back (read 4, write e). PyTorch's
-  // nll_loss backward writes a dense fp32 gradient first, log_softmax's backward reads it and the
-  // kept output into a third fp32 buffer, then the cast back: 8 bytes per logit more traffic, and
-  // at its peak 12 bytes per logit alive where the fused kernel needs 4. Max, sum and target logit
+  // and write) and kept for backward. Fused (Megatron-LM's VocabParallelCrossEntropy), the fp32
+  // copy becomes the kept softmax in place (exp(out=), div_), beside the logits it was cast from
+  // (none where they are fp32 already: float() returns them): 6 bytes per logit at the peak of
+  // 16-bit logits; backward forms the gradient in place (read and write) and casts it back (read
+  // 4, write e). PyTorch's nll_loss backward writes a dense fp32 gradient first, log_softmax's
+  // backward reads it and the kept output into a third fp32 buffer, then the cast back: 8 bytes
+  // per logit more traffic, and at its peak 12 bytes per logit alive. Max, sum and target logit
   // are all-reduced over TP (3 floats per token).
   const bool eager = shard.cross_entropy == Fusion::kEager;
   Forward loss = memory_op("head.cross_entropy", MemoryKernel::kCrossEntropy, Bytes(T * vocab * (d.e + 20.0)),
                            Bytes(T * vocab * 4.0), Bytes(T * vocab * ((eager ? 20.0 : 12.0) + d.e)), {logits});
-  loss.op.transient = Bytes(T * vocab * 4.0);
+  loss.op.transient = Bytes(T * vocab * (eager ? 4.0 : d.e < 4.0 ? d.e : 0.0));
   if (eager && shard.tp > 1 && shard.tp_implementation == TpImplementation::kPytorch) {
     // Over vocabulary shards of PyTorch's tensor parallelism the loss is loss parallel
     // (torch/distributed/tensor/parallel/loss.py), whose handlers spell both passes out in fp32

@@ -1127,7 +1127,9 @@ TEST(LayerGraph, AsyncTensorParallelismSumsTheChunksItHolds) {
 TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
   // 4096 tokens × 32000 vocab, bf16 logits: forward casts (2 + 4 bytes), takes the max (4) and
   // the sum of exponentials (4), writes the softmax (4 + 4): 22 bytes per logit; backward
-  // rewrites the gradient in place (8) and casts it back (4 + 2): 14. It keeps the fp32 softmax.
+  // rewrites the gradient in place (8) and casts it back (4 + 2): 14. It keeps the fp32 softmax,
+  // which its copy of the logits became in place: beside it only the bf16 logits (2 bytes per
+  // logit) while it runs, and nothing beside fp32 logits, which it works on themselves.
   const LayerGraph g = build_output_head(gpt_like(), shard(1, false));
   const double logits = 2.0 * 2048 * 32000;
   int found = 0;
@@ -1136,6 +1138,7 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     if (op.name == "head.cross_entropy") {
       EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 22.0 * logits);
       EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * logits);
+      EXPECT_DOUBLE_EQ(op.transient / Bytes(1), 2.0 * logits);
       ++found;
     }
     if (op.name == "head.cross_entropy.bwd") {
@@ -1144,6 +1147,14 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     }
   }
   EXPECT_EQ(found, 2);
+  LayerShard fp32 = shard(1, false);
+  fp32.activation_dtype = DType::kFp32;
+  const LayerGraph f = build_output_head(gpt_like(), fp32);
+  for (OpId id = 0; id < f.num_ops(); ++id) {
+    if (f.op(id).name == "head.cross_entropy") {
+      EXPECT_DOUBLE_EQ(f.op(id).transient / Bytes(1), 0.0);
+    }
+  }
   // PyTorch's log_softmax and nll_loss: the backward writes the dense fp32 gradient, then reads
   // it and the kept output into another fp32 buffer before casting back: 22 bytes per logit, and
   // 8 bytes per logit alive while it runs beside the 4 kept.

@@ -201,8 +201,9 @@ TEST(Lowering, PartialRecomputeRecomputesTheFirstLayersOfEachChunk) {
 
 TEST(Lowering, PyTorchCrossEntropyPeaksWithItsBackwardBuffers) {
   // Llama 3's 128k vocabulary over 8192 tokens: 1.05e9 logits, whose loss is the peak under full
-  // recompute. The fused kernel peaks in forward at 8 bytes per logit (the fp32 copy beside the
-  // kept softmax); PyTorch's in backward at 12 (two fp32 gradient buffers beside it).
+  // recompute. The fused kernel peaks in forward at 6 bytes per logit (the bf16 logits beside
+  // the fp32 copy that becomes the kept softmax); PyTorch's in backward at 12 (two fp32 gradient
+  // buffers beside it).
   constexpr const char* kLoss = R"(model: llama3-8b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 1}
 training: {global_batch: 1, seq_len: 8192, recompute: full, cross_entropy: CE}
@@ -213,9 +214,9 @@ training: {global_batch: 1, seq_len: 8192, recompute: full, cross_entropy: CE}
     return simulate(scenario_of(text)).result.peak_memory_bytes;
   };
   const double logits = 8192.0 * 128256.0;
-  EXPECT_NEAR(static_cast<double>(peak("eager") - peak("fused")), 4.0 * logits, 0.25 * logits);
+  EXPECT_NEAR(static_cast<double>(peak("eager") - peak("fused")), 6.0 * logits, 0.25 * logits);
   // Over two vocabulary shards of PyTorch's tensor parallelism, loss parallel peaks in backward at
-  // 16 bytes per logit of the rank's half: 8 above the fused kernel, 4 above the ATen kernels.
+  // 16 bytes per logit of the rank's half: 10 above the fused kernel, 4 above the ATen kernels.
   const auto sharded_peak = [&](const char* cross_entropy, const char* implementation) {
     std::string text = kLoss;
     text.replace(text.find("CE"), 2, cross_entropy);
@@ -225,9 +226,9 @@ training: {global_batch: 1, seq_len: 8192, recompute: full, cross_entropy: CE}
   };
   const double half = logits / 2;
   const int64_t fused = sharded_peak("fused", "pytorch");
-  EXPECT_NEAR(static_cast<double>(sharded_peak("eager", "pytorch") - fused), 8.0 * half,
+  EXPECT_NEAR(static_cast<double>(sharded_peak("eager", "pytorch") - fused), 10.0 * half,
               0.25 * half);
-  EXPECT_NEAR(static_cast<double>(sharded_peak("eager", "megatron") - fused), 4.0 * half,
+  EXPECT_NEAR(static_cast<double>(sharded_peak("eager", "megatron") - fused), 6.0 * half,
               0.25 * half);
 }
 
