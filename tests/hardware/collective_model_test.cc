@@ -702,7 +702,7 @@ TEST(CollectiveModel, ALinkProfileMeasuredOnlyAtSmallSizesKeepsTheAnalyticalBand
   // Measured from 4 KiB to 64 KiB, where latency dominates, at half the analytical time: the
   // measurement says nothing of the bandwidth, so a 256 MiB all-reduce takes 64 KiB's time plus
   // the analytical time of the bytes beyond (to within the bandwidth's 1% share of the
-  // analytical time at 64 KiB), neither 64 KiB's time per byte (~30x more) nor half the
+  // analytical time at 64 KiB), neither 64 KiB's time per byte (72x more) nor half the
   // analytical time (faster than the links).
   const ClusterSpec analytical = cluster_of(1);
   const Topology analytical_topology(analytical);
