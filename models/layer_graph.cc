@@ -1696,7 +1696,7 @@ int64_t layer_tp_summed_parameters(const ModelSpec& m, const LayerShard& shard, 
   int64_t summed = d.sp ? tp_whole_parameters(m, count_parameters(m), moe) : 0;
   if (m.qk_norm && shard.tp > 1) summed += 2 * m.head_dim;
   // A key/value head held by several ranks trains on each one's query heads.
-  if (!m.mla && shard.tp > m.kv_heads) summed += kv_head_parameters(m);
+  if (replicated_kv_parameters(m, shard.tp) > 0) summed += kv_head_parameters(m);
   return summed;
 }
 
