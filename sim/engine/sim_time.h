@@ -11,6 +11,7 @@
 #include <compare>
 #include <cstdint>
 #include <stdexcept>
+#include <string_view>
 
 #include "base/units.h"
 
@@ -55,6 +56,9 @@ class SimTime {
 // picosecond. A duration past the range throws SimulationLimitError; a negative or non-finite
 // one is a bug (InternalError).
 SimTime to_sim_time(Seconds duration);
+// As above; a duration past the range names `what` (an op or task), and `within` what (a pass),
+// in the error, so that the scenario's field behind it can be found.
+SimTime to_sim_time(Seconds duration, std::string_view what, std::string_view within = {});
 // Simulated time read back as Seconds (exact up to double precision).
 Seconds to_seconds(SimTime time);
 

@@ -335,7 +335,7 @@ class StageBuilder {
   TaskId add(const LoneTask& spec) {
     Task task;
     task.stream = static_cast<StreamId>(spec.stream);
-    task.duration = to_sim_time(spec.duration);
+    task.duration = to_sim_time(spec.duration, spec.name);
     task.alloc_at_start_bytes = spec.alloc_bytes;
     task.free_at_end_bytes = spec.free_bytes;
     task.transient_bytes = spec.transient_bytes;

@@ -366,8 +366,9 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     plan.op_task[id] = index;
     plan.ops.push_back(PlannedOp{op.name, duration, priced.measured, op.phase, op.kind, op.flop});
     ++task.num_ops;
-    task.duration = task.duration + to_sim_time(duration);
-    if (priced.persistent) task.persistent_duration = task.persistent_duration + to_sim_time(duration);
+    const SimTime op_time = to_sim_time(duration, op.name, plan.name);
+    task.duration = task.duration + op_time;
+    if (priced.persistent) task.persistent_duration = task.persistent_duration + op_time;
     task.flop += op.flop;
     plan.flop += op.flop;
     if (op.phase == Phase::kForward || op.phase == Phase::kRecompute) {

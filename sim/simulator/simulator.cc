@@ -122,6 +122,26 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
   return warnings;
 }
 
+// The longest op of the lowered passes, for an error that the step passed the range of simulated
+// time: the figure of the scenario it comes from is most likely the one out of range.
+std::string longest_op(const Lowering& lowering) {
+  const PlannedOp* longest = nullptr;
+  const TaskPlan* longest_in = nullptr;
+  for (const auto& stage : lowering.stages) {
+    for (const auto& plan : stage->plans) {
+      for (const PlannedOp& op : plan->ops) {
+        if (longest == nullptr || op.duration > longest->duration) {
+          longest = &op;
+          longest_in = plan.get();
+        }
+      }
+    }
+  }
+  if (longest == nullptr) return "";
+  return fmt::format("; its longest op, {} of {}, takes {:.3g} s", longest->name, longest_in->name,
+                     longest->duration / Seconds(1));
+}
+
 Prediction run_simulation(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {
   // The wall clock measures the simulator itself and enforces the timeout; it never reaches
   // the simulated schedule.
@@ -190,6 +210,8 @@ Prediction run_simulation(std::shared_ptr<const Scenario> scenario, const Simula
     prediction.run = engine.run(network ? &*network : nullptr);
   } catch (const SimulationDeadlineError& e) {
     throw overrun(e.events());
+  } catch (const SimulatedTimeOverflow& e) {
+    throw SimulatedTimeOverflow(e.what() + longest_op(*lowering));
   }
   prediction.lowering = lowering;
   prediction.result = make_result(scenario, *lowering, prediction.run);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "base/check.h"
 
 namespace paceline {
@@ -19,6 +21,18 @@ TEST(SimTime, ConvertsSecondsToPicoseconds) {
 TEST(SimTime, NegativeDurationsAreBugsHugeOnesALimit) {
   EXPECT_THROW(to_sim_time(Seconds(-1)), InternalError);
   EXPECT_THROW(to_sim_time(Seconds(1e10)), SimulationLimitError);  // 1e22 ps > 2^63
+}
+
+TEST(SimTime, AnOpPastTheRangeIsNamed) {
+  try {
+    to_sim_time(Seconds(1e10), "attn.core", "layer.forward");
+    FAIL() << "no SimulationLimitError";
+  } catch (const SimulationLimitError& e) {
+    EXPECT_NE(std::string(e.what()).find(": attn.core of layer.forward alone would take 1e+10 s;"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(to_sim_time(Microseconds(3), "attn.core").picoseconds(), 3'000'000);
 }
 
 TEST(SimTime, AdditionPastTheRangeStopsAtTheLimit) {

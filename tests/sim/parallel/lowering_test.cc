@@ -245,6 +245,29 @@ training: {global_batch: 1}
   } catch (const SimulationLimitError& e) {
     EXPECT_TRUE(std::string(e.what()).starts_with(s->file + ": the simulated step would last longer than 2^63 ps"))
         << e.what();
+    // No op alone passes the range, the sum of them does: the longest names the figure behind it.
+    EXPECT_TRUE(std::string(e.what()).ends_with(
+        "; its longest op, attn.core.bwd of layer.backward, takes 9.03e+06 s"))
+        << e.what();
+  }
+}
+
+TEST(Lowering, AnOpPastTheRangeOfSimulatedTimeIsNamed) {
+  // A head twice as wide as above: the attention's backward alone passes the range.
+  const auto s =
+      scenario_of(R"(model: {name: g, layers: 2, hidden: 128, heads: 1, ffn_hidden: 256, vocab: 128,
+         seq_len: 2147483640}
+cluster: {gpu: a100-sxm4-80gb}
+training: {global_batch: 1}
+)");
+  try {
+    simulate(s);
+    FAIL() << "no SimulationLimitError";
+  } catch (const SimulationLimitError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with(
+        s->file +
+        ": the simulated step would last longer than 2^63 ps (106 days): attn.core.bwd of "))
+        << e.what();
   }
 }
 
