@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string>
@@ -112,6 +113,12 @@ std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> bl
   }
   if (open.blocks > 0) buckets.push_back(open);
   return buckets;
+}
+
+int64_t step_bucket_parameters(const Training& t, const Parallelism& p, int stage, int chunk) {
+  if (p.zero >= 3) return 1;
+  if (stage > 0 || chunk > 0 || !t.overlap_grad_reduce) return std::numeric_limits<int64_t>::max();
+  return t.bucket_parameters(p);
 }
 
 Bytes pipeline_transfer_bytes(const Scenario& s) {
@@ -438,7 +445,10 @@ class StageBuilder {
     }
     const std::vector<int64_t>& tensors = plans_of(block).graph->weight_tensors;
     for (auto tensor = tensors.rbegin(); tensor != tensors.rend(); ++tensor) {
-      if (gradient_bucket_elements_ + *tensor > c_.scenario.training.grad_bucket_parameters) reduce_gradient_bucket();
+      if (gradient_bucket_elements_ + *tensor >
+          c_.scenario.training.bucket_parameters(c_.scenario.parallelism)) {
+        reduce_gradient_bucket();
+      }
       gradient_bucket_elements_ += *tensor;
       gradient_bucket_ready_ = backward_done;
     }
@@ -1205,31 +1215,39 @@ void StageBuilder::step() {
       per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   std::vector<TaskId> reductions;
 
-  // Each bucket is reduced as soon as its blocks' last gradients are ready (or after all backward
-  // work).
-  std::vector<BlockParameters> blocks_backward;
-  std::vector<TaskId> ready;  // by block, in backward order
+  // Each chunk's buckets are reduced as soon as their blocks' last gradients are ready (or after
+  // all backward work), in backward order. The step's reductions reduce the gradient buffer in
+  // place (Megatron-LM's; under ZeRO-3 with pipelining, the whole gradients accumulated over the
+  // micro-batches). FSDP without pipelining reduced each block's as its backward ended
+  // (reduce_block_gradients).
+  struct Bucket {
+    GradientBucket blocks;
+    std::vector<TaskId> ready;
+  };
+  std::vector<Bucket> buckets;
   for (int chunk = p.virtual_stages - 1; chunk >= 0; --chunk) {
     std::vector<BlockRef> blocks = chunk_blocks(chunk);
     std::reverse(blocks.begin(), blocks.end());
+    std::vector<BlockParameters> blocks_backward;
+    std::vector<TaskId> ready;  // by block, in backward order
     for (const BlockRef& block : blocks) {
       const BlockPlans& plans = plans_of(block);
       blocks_backward.push_back({plans.graph->parameters, plans.graph->expert_parameters});
       ready.push_back(s.training.overlap_grad_reduce ? last_backward_.at({chunk, block.block})
                                                      : last_compute_);
     }
+    for (const GradientBucket& bucket :
+         gradient_buckets(blocks_backward, step_bucket_parameters(s.training, p, stage_, chunk))) {
+      buckets.push_back(
+          {bucket, std::vector<TaskId>(ready.begin() + bucket.first_block,
+                                       ready.begin() + bucket.first_block + bucket.blocks)});
+    }
   }
-  // The step's reductions reduce the gradient buffer in place (Megatron-LM's; under ZeRO-3 with
-  // pipelining, the whole gradients accumulated over the micro-batches). FSDP without pipelining
-  // reduced each block's as its backward ended (reduce_block_gradients).
   int index = 0;
-  for (const GradientBucket& bucket :
-       gradient_buckets(blocks_backward, s.training.grad_bucket_parameters)) {
+  for (const auto& [bucket, bucket_ready] : buckets) {
     const std::string suffix = fmt::format(" bucket {}", index++);
     const Bytes dense(static_cast<double>(bucket.dense) * bytes.gradient);
     const Bytes expert(static_cast<double>(bucket.expert) * bytes.gradient);
-    const std::vector<TaskId> bucket_ready(ready.begin() + bucket.first_block,
-                                           ready.begin() + bucket.first_block + bucket.blocks);
     if (p.zero == 0) {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
                                            "dp.gradient_all_reduce" + suffix, bucket_ready,

@@ -159,6 +159,17 @@ struct GradientBucket {
 // holds at least `bucket_parameters`.
 std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> blocks_backward,
                                              int64_t bucket_parameters);
+// The bucket size, in parameters, of the gradient reduction after the last micro-batch of a
+// stage's model chunk. Megatron-Core's DDP buckets only the first stage's first chunk
+// (Training::bucket_parameters); a later pipeline stage (its pp rank > 0), a later chunk
+// (Megatron-LM's get_model sets disable_bucketing for model chunks after the first), and every
+// chunk without overlap_grad_reduce, reduce as one bucket: "data-parallel communication on these
+// stages is not on the critical path" (megatron/core/distributed/distributed_data_parallel.py).
+// ZeRO-3 with pipelining (PyTorch FSDP) reduce-scatters each block, its unit, as its last backward
+// ends (the post-backward hooks of PyTorch's pipelining of 2024; later releases run them by hand
+// once the stage's last backward is done, PipelineStage.backward_maybe_with_nosync).
+int64_t step_bucket_parameters(const Training& training, const Parallelism& parallelism, int stage,
+                               int chunk);
 
 // What one pipeline transfer carries: a micro-batch's hidden states (or their gradient) as one
 // stage's last block outputs them, split over the context-parallel ranks and, with sequence

@@ -372,7 +372,7 @@ Json to_json(const Scenario& s) {
   training.set("optimizer", t.optimizer == Optimizer::kAdam ? "adam" : "sgd");
   training.set("optimizer_kernels", to_string(t.optimizer_kernels));
   training.set("overlap_grad_reduce", t.overlap_grad_reduce).set("overlap_param_gather", t.overlap_param_gather);
-  training.set("grad_bucket_parameters", t.grad_bucket_parameters);
+  training.set("grad_bucket_parameters", t.bucket_parameters(s.parallelism));
   Json collectives = Json::object();
   for (const auto& [key, kind] : {std::pair{"all_reduce", Collective::kAllReduce}, {"all_gather", Collective::kAllGather},
                                   {"reduce_scatter", Collective::kReduceScatter}, {"all_to_all", Collective::kAllToAll}}) {

@@ -324,8 +324,10 @@ Training read_training(YamlMap& map, const ModelSpec& model) {
                                                 : OptimizerKernels::kFused;
   t.overlap_grad_reduce = map.get<bool>("overlap_grad_reduce", true);
   t.overlap_param_gather = map.get<bool>("overlap_param_gather", true);
-  t.grad_bucket_parameters = map.get<int64_t>("grad_bucket_parameters", t.grad_bucket_parameters);
-  if (t.grad_bucket_parameters < 1) map.fail("grad_bucket_parameters", "must be at least 1");
+  if (map.has("grad_bucket_parameters")) {
+    t.grad_bucket_parameters = map.required<int64_t>("grad_bucket_parameters");
+    if (*t.grad_bucket_parameters < 1) map.fail("grad_bucket_parameters", "must be at least 1");
+  }
   map.finish();
   return t;
 }
@@ -544,6 +546,11 @@ void validate(Scenario& s, YamlMap& root, YamlMap* parallelism, YamlMap& trainin
 }
 
 }  // namespace
+
+int64_t Training::bucket_parameters(const Parallelism& parallelism) const {
+  return grad_bucket_parameters.value_or(
+      std::max<int64_t>(40'000'000, int64_t{1'000'000} * parallelism.dp * parallelism.cp));
+}
 
 DType Scenario::compute_dtype() const {
   switch (training.precision) {

@@ -145,12 +145,17 @@ struct Training {
   OptimizerKernels optimizer_kernels = OptimizerKernels::kFused;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
-  // Gradient bucket size for data-parallel reduction (Megatron-LM's DDP default: 40M
-  // parameters, distributed_data_parallel_config.py `bucket_size`), and for ZeRO-3's all-reduced
-  // gradients (DeepSpeed's reduce_bucket_size).
-  int64_t grad_bucket_parameters = 40'000'000;
+  // Gradient bucket size for data-parallel reduction (Megatron-Core's DDP `bucket_size`), and for
+  // ZeRO-3's all-reduced gradients (DeepSpeed's reduce_bucket_size); unset: Megatron-Core's
+  // default, which grows with the data-parallel ranks (bucket_parameters).
+  std::optional<int64_t> grad_bucket_parameters;
 
   int64_t num_microbatches(int dp) const { return global_batch / (micro_batch * dp); }
+  // grad_bucket_parameters, or Megatron-Core's default where unset: max(4·10^7, 10^6 · dp · cp)
+  // parameters, "larger DP sizes need larger buckets to ensure collectives do not become
+  // latency-bound" (megatron/core/distributed/distributed_data_parallel_config.py, bucket_size;
+  // the ranks counted with context parallelism, as DistributedDataParallel sizes it).
+  int64_t bucket_parameters(const Parallelism& parallelism) const;
 };
 
 struct Simulation {

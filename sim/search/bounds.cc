@@ -432,7 +432,8 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
     const ModelSpec& m = base_.model;
     const Parallelism parallelism = layout_parallelism(l, base_);
     const RankLayout ranks(parallelism, base_.cluster.nvlink_domain);
-    const ParameterBytes bytes = parameter_bytes(layout_training(l, base_));
+    const Training training = layout_training(l, base_);
+    const ParameterBytes bytes = parameter_bytes(training);
     const bool alone = base_.simulation.fidelity == Fidelity::kFull;
     // As sim/parallel/lowering.cc builds them: the head holds its copy of the word embedding
     // apart from the embedding's stage, which the shard's graphs leave out.
@@ -447,24 +448,20 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
     // out, and finding the groups that share NICs is costly on large clusters.
     per_stage.assign(l.pp, 0.0);
     for (const int stage : std::set<int>{0, std::max(0, l.pp - 2), l.pp - 1}) {
-      // The stage's blocks in backward order; those of its first chunk come last, and the
-      // buckets holding any of them wait for its last pass.
+      // The blocks of the stage's first chunk in backward order: its buckets wait for its last
+      // pass (those of the chunks after it are reduced before).
       std::vector<BlockParameters> blocks_backward;
-      size_t first_chunk_from = 0;
-      for (int chunk = l.virtual_stages - 1; chunk >= 0; --chunk) {
-        const int vs = chunk * l.pp + stage;
-        first_chunk_from = blocks_backward.size();
-        if (vs + 1 == l.pp * l.virtual_stages) {
-          blocks_backward.push_back({head, facts[kHead]->weights.experts});
-        }
-        for (int layer = first_layer[vs + 1] - 1; layer >= first_layer[vs]; --layer) {
-          blocks_backward.push_back(
-              m.is_moe_layer(layer)
-                  ? BlockParameters{facts[kMoe]->weights.parameters, facts[kMoe]->weights.experts}
-                  : BlockParameters{facts[kDense]->weights.parameters, 0});
-        }
-        if (vs == 0) blocks_backward.push_back({facts[kEmbedding]->weights.parameters, 0});
+      const int vs = stage;
+      if (vs + 1 == l.pp * l.virtual_stages) {
+        blocks_backward.push_back({head, facts[kHead]->weights.experts});
       }
+      for (int layer = first_layer[vs + 1] - 1; layer >= first_layer[vs]; --layer) {
+        blocks_backward.push_back(
+            m.is_moe_layer(layer)
+                ? BlockParameters{facts[kMoe]->weights.parameters, facts[kMoe]->weights.experts}
+                : BlockParameters{facts[kDense]->weights.parameters, 0});
+      }
+      if (vs == 0) blocks_backward.push_back({facts[kEmbedding]->weights.parameters, 0});
       // Priced as the step prices them: over the groups sharing the NICs, or alone under full
       // fidelity, whose network times them beside only the transfers that run with them.
       std::map<GroupKind, std::vector<std::vector<int>>> priced_over;
@@ -480,9 +477,8 @@ const std::vector<double>& LayoutBounds::step_reductions(const Layout& l) {
         return collectives_.time(collective, Bytes(size_bytes), groups->second) / Seconds(1);
       };
       double after_last_pass_s = 0.0;
-      for (const GradientBucket& bucket :
-           gradient_buckets(blocks_backward, base_.training.grad_bucket_parameters)) {
-        if (bucket.first_block + bucket.blocks <= first_chunk_from) continue;
+      for (const GradientBucket& bucket : gradient_buckets(
+               blocks_backward, step_bucket_parameters(training, parallelism, stage, 0))) {
         // As the step runs them, one after another on the data stream.
         const double dense_bytes = static_cast<double>(bucket.dense) * bytes.gradient;
         if (l.zero == 0) {

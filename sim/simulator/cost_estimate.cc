@@ -173,7 +173,9 @@ CostEstimate estimate_cost(const Scenario& s) {
     if (fsdp_per_microbatch && !reduce_scatter) {
       // A bucket is sent off when the next gradient would overflow it, so two buckets in a row
       // hold more than its size: at most 2·elements/size + 1 all-reduces, the last at the end.
-      per_microbatch += std::floor(2.0 * gradient_elements / static_cast<double>(s.training.grad_bucket_parameters)) + 1.0;
+      per_microbatch += std::floor(2.0 * gradient_elements /
+                                   static_cast<double>(s.training.bucket_parameters(p))) +
+                        1.0;
     }
     const double step_tasks_per_block = (reduce_per_microbatch && reduce_scatter ? 1.0 : 4.0) + expert_gathers;
     stage_tasks[vs % p.pp] += per_microbatch * microbatches + step_tasks_per_block * blocks;

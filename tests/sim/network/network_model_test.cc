@@ -123,7 +123,7 @@ training: {global_batch: 48, micro_batch: 8, recompute: none}
 TEST(NetworkModel, SymmetricSaysWhereStagesShareANic) {
   // Stages innermost: each node holds a replica's 8 stages, whose data-parallel reductions all
   // leave through its one NIC. Symmetric fidelity charges each stage's apart and says so; full
-  // fidelity shares the NIC among them and takes 19% longer.
+  // fidelity shares the NIC among them and takes 27% longer.
   constexpr std::string_view kStagesInside = ", rank_order: pp-cp-tp-dp";
   const std::string scenario = std::string(R"(model: llama3-8b
 cluster: {gpu: a100-sxm4-80gb, nodes: 2, gpus_per_node: 8, inter_node: {nics_per_node: 1, nic_bandwidth: 200 Gb/s}}
@@ -138,7 +138,7 @@ training: {global_batch: 16, seq_len: 4096, micro_batch: 1}
                                         0),
             0u);
   EXPECT_TRUE(full.warnings.empty());
-  EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.19, 0.03);
+  EXPECT_NEAR(full.iteration_time / symmetric.iteration_time, 1.27, 0.03);
   // Sharded optimizer states: the reductions run over the shard groups, which the warning names.
   const std::string zero1 = std::string(scenario).replace(scenario.find("dp: 2"), 5, "dp: 2, zero: 1");
   ASSERT_EQ(run(zero1).warnings.size(), 1u);

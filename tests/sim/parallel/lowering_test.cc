@@ -484,6 +484,42 @@ std::vector<int64_t> staged_bytes(const Prediction& p, std::string_view name) {
   return bytes;
 }
 
+// The names of the gradient buckets reduced by rank 0 of `stage`, one entry per bucket.
+std::vector<std::string> reduced_buckets(const Prediction& p, int stage,
+                                         std::string_view collective) {
+  const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+  std::vector<std::string> buckets;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string& name = t.names[t.name[i]];
+    if (t.stage[i] == stage && t.rank[i] == p.lowering->rank_global[stage] &&
+        name.starts_with(collective)) {
+      buckets.push_back(name);
+    }
+  }
+  return buckets;
+}
+
+TEST(Lowering, MegatronBucketsTheGradientsOfTheFirstStagesFirstChunkOnly) {
+  // GPT 1.7B's 24 layers (64M parameters each) on 2 stages of 2 chunks, buckets of 10M: each
+  // block of stage 0's chunk 0 (6 layers and the embedding) fills a bucket of its own; its
+  // chunk 1, and both chunks of stage 1, are reduced as one bucket each.
+  const std::string scenario = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {pp: 2, dp: 4, zero: 1, virtual_stages: 2}
+training: {global_batch: 8, micro_batch: 1, seq_len: 2048, grad_bucket_parameters: 10000000)";
+  const Prediction overlapped = simulate(scenario_of(scenario + "}\n"));
+  EXPECT_EQ(reduced_buckets(overlapped, 0, "dp.gradient_reduce_scatter").size(), 8u);
+  EXPECT_EQ(reduced_buckets(overlapped, 1, "dp.gradient_reduce_scatter").size(), 2u);
+  // Without overlap every chunk is one bucket, reduced after the backward.
+  const Prediction after = simulate(scenario_of(scenario + ", overlap_grad_reduce: false}\n"));
+  EXPECT_EQ(reduced_buckets(after, 0, "dp.gradient_reduce_scatter").size(), 2u);
+  // PyTorch FSDP with pipelining reduce-scatters block by block (6 and 7 blocks on stage 0).
+  const std::string fsdp =
+      std::string(scenario).replace(scenario.find("zero: 1"), 7, "zero: 3") + "}\n";
+  EXPECT_EQ(reduced_buckets(simulate(scenario_of(fsdp)), 0, "dp.gradient_reduce_scatter").size(),
+            13u);
+}
+
 TEST(Lowering, MegatronsStepCollectivesRunInPlaceWhereFsdpStagesItsGradients) {
   // Megatron-LM reduces its gradient buffer and gathers into its parameter buffer in place
   // (ParamAndGradBuffer): its step's collectives hold no bytes of their own. FSDP stages a

@@ -70,6 +70,25 @@ TEST(Scenario, DefaultsAreResolved) {
   EXPECT_EQ(s.training.num_microbatches(8), 192);
 }
 
+TEST(Scenario, GradientBucketsGrowWithTheDataParallelRanksUnlessSet) {
+  // Megatron-Core's default: max(4·10^7, 10^6 · dp · cp) parameters.
+  const Scenario s = load_scenario_text(kBase, "s.yaml");
+  EXPECT_FALSE(s.training.grad_bucket_parameters.has_value());
+  EXPECT_EQ(s.training.bucket_parameters(s.parallelism), 40'000'000);  // dp 8
+  Parallelism wide = s.parallelism;
+  wide.dp = 32;
+  wide.cp = 2;
+  EXPECT_EQ(s.training.bucket_parameters(wide), 64'000'000);
+  const Scenario set = load_scenario_text(
+      replace(kBase, "global_batch: 1536", "global_batch: 1536\n  grad_bucket_parameters: 5"),
+      "s.yaml");
+  EXPECT_EQ(set.training.bucket_parameters(wide), 5);
+  EXPECT_NE(error_of(replace(kBase, "global_batch: 1536",
+                             "global_batch: 1536\n  grad_bucket_parameters: 0"))
+                .find("training.grad_bucket_parameters = 0 must be at least 1"),
+            std::string::npos);
+}
+
 TEST(Scenario, UnevenLayersGoToInnerStagesFirst) {
   // 126 layers over 16 stages: 7 each, 14 extra layers to stages 1..14.
   const Scenario s = load_scenario_text(replace(replace(kBase, "model: gpt3-175b", "model: llama3.1-405b"),
