@@ -443,6 +443,28 @@ ClusterSpec read_cluster(YamlMap& map) {
     cluster.profile_reference = portable_reference(profile, where);
     cluster.profile_gpu_reference = portable_reference(measured_on, measured_where);
     cluster.profile = std::make_shared<const KernelProfile>(KernelProfile::load(path, profile_gpu));
+    // The file names the GPU that measured it: a profile of another architecture would pass for
+    // one of this GPU's (whatever its file is called) and time its kernels up to 3x off.
+    const std::optional<std::string> measured_architecture =
+        architecture_of_compute_capability(cluster.profile->compute_capability());
+    if (!profile_gpu.architecture.empty() && measured_architecture != profile_gpu.architecture) {
+      const std::vector<std::string> expected = compute_capabilities_of(profile_gpu.architecture);
+      throw InputError(
+          cluster.profile->compute_capability_location(),
+          fmt::format(
+              "profile.device.compute_capability = '{}' ({}, {}) is not that of {} ({}), "
+              "the GPU cluster.profile ({}) is taken as measured on; expected {}: a profile "
+              "serves GPUs of its own architecture",
+              echoed(cluster.profile->compute_capability()),
+              measured_architecture.value_or("no catalog architecture"),
+              echoed(cluster.profile->device_name()), profile_gpu.name, profile_gpu.architecture,
+              where.to_string(),
+              expected.empty()
+                  ? fmt::format("a profile measured on a {} GPU (paceline-calibrate "
+                                "measures CUDA GPUs only)",
+                                profile_gpu.architecture)
+                  : fmt::format("compute capability {}", fmt::join(expected, " or "))));
+    }
   }
   if (profile.empty() && map.has("profile_gpu")) {
     map.fail("profile_gpu",

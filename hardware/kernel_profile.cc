@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "base/check.h"
 #include "base/parsed_file_cache.h"
@@ -19,6 +21,16 @@ namespace paceline {
 namespace {
 
 constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+
+// The compute capabilities of the catalog's NVIDIA architectures (CUDA C++ Programming Guide,
+// "Compute Capabilities": A100 8.0, H100 and H200 9.0, B200 and GB200 10.0, B300 10.3). Other
+// chips of a family (8.6, 12.0) have other tensor cores and memory, so they serve no catalog GPU.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kArchitectures = {{
+    {"8.0", "ampere"},
+    {"9.0", "hopper"},
+    {"10.0", "blackwell"},
+    {"10.3", "blackwell"},
+}};
 
 // Weighted least squares minimizing relative error: each measured point contributes the row
 // features/t = 1. Parameters that come out negative (unphysical) are dropped and the rest refit.
@@ -320,6 +332,20 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
   }
   YamlMap device = root.map("device");
   profile.device_name_ = device.required<std::string>("name");
+  // Which GPU measured the file: cluster.cc refuses it for a GPU of another architecture.
+  profile.compute_capability_ = device.required<std::string>("compute_capability");
+  profile.compute_capability_location_ = device.location("compute_capability");
+  const std::string& capability = profile.compute_capability_;
+  const size_t dot = capability.find('.');
+  const auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 3 &&
+           std::ranges::all_of(s, [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (dot == std::string::npos || !digits(capability.substr(0, dot)) ||
+      !digits(capability.substr(dot + 1))) {
+    device.fail("compute_capability",
+                "is not a CUDA compute capability; expected major.minor as a string, e.g. \"9.0\"");
+  }
   for (const char* known : {"method", "skipped", "notes", "copies"}) root.node(known);
 
   if (std::optional<YamlMap> gemm = root.optional_map("gemm")) {
@@ -576,6 +602,22 @@ std::optional<KernelProfile::MeasuredCollective> KernelProfile::collective(Colle
   const auto anchor = grid->second.nearest(grid->second.clamp({bytes}));
   if (!anchor) return std::nullopt;
   return MeasuredCollective{Bytes(anchor->first[0] / counted), Seconds(anchor->second)};
+}
+
+std::optional<std::string> architecture_of_compute_capability(
+    const std::string& compute_capability) {
+  for (const auto& [capability, architecture] : kArchitectures) {
+    if (capability == compute_capability) return std::string(architecture);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> compute_capabilities_of(const std::string& architecture) {
+  std::vector<std::string> capabilities;
+  for (const auto& [capability, name] : kArchitectures) {
+    if (name == architecture) capabilities.emplace_back(capability);
+  }
+  return capabilities;
 }
 
 std::string profile_operation(MemoryKernel kernel) {

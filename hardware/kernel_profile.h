@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/input_error.h"
 #include "base/kernel_shapes.h"
 #include "base/units.h"
 #include "hardware/gpu_spec.h"
@@ -87,6 +88,9 @@ class KernelProfile {
 
   const std::string& path() const { return path_; }
   const std::string& device_name() const { return device_name_; }
+  // The CUDA compute capability the file says it was measured on ("9.0"), and where it says so.
+  const std::string& compute_capability() const { return compute_capability_; }
+  const SourceLocation& compute_capability_location() const { return compute_capability_location_; }
   const GpuSpec& gpu() const { return gpu_; }
   // The fits, by GEMM (dtype, layout), attention direction, and memory operation.
   const std::map<std::pair<DType, GemmLayout>, GemmFit>& gemm_fits() const { return gemm_fits_; }
@@ -114,6 +118,8 @@ class KernelProfile {
 
   std::string path_;
   std::string device_name_;
+  std::string compute_capability_;
+  SourceLocation compute_capability_location_;
   GpuSpec gpu_;
   // GEMMs by (dtype, layout) over (m, n, k) in the model's terms (tokens, out, in for forward).
   std::map<std::pair<DType, GemmLayout>, LogGrid> gemm_;
@@ -127,6 +133,14 @@ class KernelProfile {
   std::map<bool, AttentionFit> attention_fits_;
   std::map<std::string, MemoryFit> memory_fits_;
 };
+
+// The GPU catalog's architecture (hardware/catalog/gpus/*.yaml) of a CUDA compute capability
+// ("9.0": hopper), or nullopt for one no catalog GPU has.
+std::optional<std::string> architecture_of_compute_capability(
+    const std::string& compute_capability);
+// The compute capabilities of a catalog architecture ("8.0" for ampere), none for one that is not
+// NVIDIA's (cdna3).
+std::vector<std::string> compute_capabilities_of(const std::string& architecture);
 
 // The profile's operation for a memory-bound kernel kind (streaming kernels without their own
 // measurement use the element-wise add, which moves bytes the same way).

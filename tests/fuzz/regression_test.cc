@@ -120,7 +120,7 @@ TEST(FuzzRegression, NamesWithANulAreRejectedWhereWritten) {
 // scalar") from the profile loader.
 TEST(FuzzRegression, ProfileRowsMustBeMappings) {
   const std::string path = write_file("profile.yaml", R"(format: paceline-profile/1
-device: {name: "NVIDIA H200"}
+device: {name: "NVIDIA H200", compute_capability: "9.0"}
 memory_bound:
   rows:
     - {op: add, bytes: 1048576, time_s: 1.68e-06}
@@ -135,7 +135,7 @@ memory_bound:
 // key: rows") from the profile loader.
 TEST(FuzzRegression, ProfileTablesNeedRows) {
   const std::string path = write_file("no-rows.yaml", R"(format: paceline-profile/1
-device: {name: "NVIDIA H200"}
+device: {name: "NVIDIA H200", compute_capability: "9.0"}
 gemm: {key: [dtype]}
 )");
   const GpuSpec gpu = resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {});
@@ -164,7 +164,7 @@ TEST(FuzzRegression, QuantitiesThatOverflowAreRejected) {
 // the loaded profile answered backward attention with NaN seconds.
 TEST(FuzzRegression, ProfileSizesArePositive) {
   const std::string path = write_file("negative.yaml", R"(format: paceline-profile/1
-device: {name: "NVIDIA H200"}
+device: {name: "NVIDIA H200", compute_capability: "9.0"}
 attention:
   rows:
     - {direction: backward, dtype: bf16, causal: true, head_dim: 128, group: 1, batch: 1, heads: 8, seq: -20, time_s: 4.8e-05}
@@ -179,7 +179,7 @@ attention:
 // by zero in gemm_tiling). Dimensions, heads and sequence lengths are whole numbers.
 TEST(FuzzRegression, ProfileDimensionsAreWholeNumbers) {
   const std::string path = write_file("fraction.yaml", R"(format: paceline-profile/1
-device: {name: "NVIDIA H200"}
+device: {name: "NVIDIA H200", compute_capability: "9.0"}
 gemm:
   rows:
     - {dtype: bf16, transa: "T", transb: "N", m: 2048, n: 0.024, k: 8192, time_s: 4.4e-05}
@@ -195,7 +195,7 @@ gemm:
 // unknown direction is an error.
 TEST(FuzzRegression, ProfileFitsNeverAnswerNegativeTimes) {
   const std::string rows = R"(format: paceline-profile/1
-device: {name: "NVIDIA H200"}
+device: {name: "NVIDIA H200", compute_capability: "9.0"}
 attention:
   rows:
     - {direction: forward, dtype: bf16, causal: true, head_dim: 128, group: 1, batch: 1, heads: 8, seq: 1024, time_s: 1.752e-05}

@@ -11,6 +11,7 @@
 
 #include "base/yaml_reader.h"
 #include "hardware/op_timer.h"
+#include "tests/support/temp_path.h"
 
 namespace paceline {
 namespace {
@@ -251,6 +252,52 @@ TEST(SystemCatalog, AGpuWhosePeakAScenarioOverridesRunsItsOwnProfileAtThatPeak) 
   ASSERT_TRUE(slowed_timer.gemm(gemm).measured);
   EXPECT_NEAR(slowed_timer.gemm(gemm).time / catalog_timer.gemm(gemm).time,
               *catalog.gpu.peak(DType::kBf16) / FlopPerSecond(197.9e12), 1e-9);
+}
+
+// The H200's measured profile under a name of one's own, its compute capability as given.
+std::string renamed_h200_profile(const std::string& name, const std::string& capability) {
+  std::ifstream in("hardware/profiles/h200-sxm-141gb.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string profile = text.str();
+  const std::string field = "compute_capability: \"9.0\"";
+  profile.replace(profile.find(field), field.size(), "compute_capability: \"" + capability + "\"");
+  const std::string path = paceline::testing::temp_path(name);
+  std::ofstream(path) << profile;
+  return path;
+}
+
+TEST(Cluster, AProfileFileServesOnlyGpusOfTheArchitectureThatMeasuredIt) {
+  // Named after no catalog GPU, the H200's profile (compute capability 9.0, Hopper) was taken as
+  // measured on the A100 it was given to, and timed it with H200 kernels.
+  const std::string path = renamed_h200_profile("mynode.yaml", "9.0");
+  const std::string refused =
+      path +
+      ":6:23: profile.device.compute_capability = '9.0' (hopper, NVIDIA H200) is not that "
+      "of a100-sxm4-80gb (ampere), the GPU cluster.profile (c.yaml:2:10) is taken as "
+      "measured on; expected compute capability 8.0: a profile serves GPUs of its own "
+      "architecture";
+  EXPECT_EQ(error_of("gpu: a100-sxm4-80gb\nprofile: " + path + "\n"), refused);
+  // Saying it was measured on the A100 does not make it so.
+  EXPECT_EQ(error_of("gpu: a100-sxm4-80gb\nprofile: " + path + "\nprofile_gpu: a100-sxm4-80gb\n"),
+            refused);
+  // On a Hopper GPU it serves, as measured there or standing in for it.
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nprofile: " + path + "\n"), "");
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nprofile: " + path + "\nprofile_gpu: h200-sxm-141gb\n"),
+            "");
+  // A capability of no catalog architecture (an RTX A6000's 8.6) serves no catalog GPU.
+  const std::string ga102 = renamed_h200_profile("ga102.yaml", "8.6");
+  EXPECT_EQ(error_of("gpu: a100-sxm4-80gb\nprofile: " + ga102 + "\n"),
+            ga102 +
+                ":6:23: profile.device.compute_capability = '8.6' (no catalog architecture, "
+                "NVIDIA H200) is not that of a100-sxm4-80gb (ampere), the GPU cluster.profile "
+                "(c.yaml:2:10) is taken as measured on; expected compute capability 8.0: a "
+                "profile serves GPUs of its own architecture");
+  const std::string unknown = renamed_h200_profile("unknown.yaml", "nine");
+  EXPECT_EQ(error_of("gpu: h100-sxm5-80gb\nprofile: " + unknown + "\n"),
+            unknown +
+                ":6:23: profile.device.compute_capability = nine is not a CUDA compute "
+                "capability; expected major.minor as a string, e.g. \"9.0\"");
 }
 
 TEST(SystemCatalog, HostLinkAndGpuMemoryComeFromTheSystemUnlessTheScenarioSaysOtherwise) {

@@ -680,7 +680,9 @@ TEST(CollectiveModel, AMeasuredLinkProfileReplacesTheAnalyticalCurve) {
     rows += fmt::format("    - {{op: all_reduce, ranks: 8, bytes: {}, time_s: {}}}\n", bytes,
                         2.0 * 7 / 8 * bytes / 300e9 + 20e-6);
   }
-  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: test}\ncollectives:\n  rows:\n" << rows;
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: test, compute_capability: "
+                         "\"9.0\"}\ncollectives:\n  rows:\n"
+                      << rows;
   const ClusterSpec c = cluster_of(1, fmt::format("profile: {}\nprofile_gpu: h200-sxm-141gb\n", path));
   const Topology topology(c);
   const CollectiveModel model(c, topology);
@@ -716,7 +718,8 @@ TEST(CollectiveModel, ALinkProfileMeasuredOnlyAtSmallSizesKeepsTheAnalyticalBand
     rows += fmt::format("    - {{op: all_reduce, ranks: 8, bytes: {}, time_s: {}}}\n", bytes,
                         0.5 * analytical_s(bytes));
   }
-  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: test}\ncollectives:\n  rows:\n"
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: test, compute_capability: "
+                         "\"9.0\"}\ncollectives:\n  rows:\n"
                       << rows;
   const ClusterSpec c =
       cluster_of(1, fmt::format("profile: {}\nprofile_gpu: h200-sxm-141gb\n", path));

@@ -288,7 +288,8 @@ TEST(KernelProfile, TransferScalesByPeakAndBandwidthRatios) {
 
 TEST(KernelProfile, BadFilesFailWithTheirPosition) {
   const std::string path = paceline::testing::temp_path("bad_profile.yaml");
-  std::ofstream(path) << "format: paceline-profile/9\ndevice: {name: x}\n";
+  std::ofstream(path)
+      << "format: paceline-profile/9\ndevice: {name: x, compute_capability: \"9.0\"}\n";
   try {
     KernelProfile::load(path, h200());
     FAIL();
@@ -296,7 +297,8 @@ TEST(KernelProfile, BadFilesFailWithTheirPosition) {
     EXPECT_EQ(std::string(e.what()), path + ":1:9: profile.format = 'paceline-profile/9' is not a profile format "
                                             "paceline reads; expected paceline-profile/1");
   }
-  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x}\nmemory_bound:\n  rows:\n"
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x, compute_capability: "
+                         "\"9.0\"}\nmemory_bound:\n  rows:\n"
                          "    - {op: add, size: 1, bytes: 1, time_s: -1.0}\n";
   EXPECT_THROW(KernelProfile::load(path, h200()), InputError);
 }
@@ -304,7 +306,9 @@ TEST(KernelProfile, BadFilesFailWithTheirPosition) {
 // The message of loading a profile of `tables` (after its format and device), "" if it loads.
 std::string profile_error(const std::string& name, const std::string& tables) {
   const std::string path = paceline::testing::temp_path(name);
-  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x}\n" << tables;
+  std::ofstream(path)
+      << "format: paceline-profile/1\ndevice: {name: x, compute_capability: \"9.0\"}\n"
+      << tables;
   try {
     KernelProfile::load(path, h200());
   } catch (const InputError& e) {
