@@ -364,7 +364,14 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
   if (std::optional<YamlMap> attention = root.optional_map("attention")) {
     std::map<AttentionKey, Points<2>> points;
     for (const Row& row : measured_rows(*attention)) {
-      if (text(row, "dtype", *attention) != "bf16" || count(row, "batch", *attention) != 1.0) continue;
+      // paceline-calibrate and attention_torch.py measure bf16 attention only: a row of another
+      // dtype would time that dtype's kernels with bf16's.
+      if (const std::string dtype = text(row, "dtype", *attention); dtype != "bf16") {
+        throw InputError(location_of(row.node["dtype"], attention->file()),
+                         fmt::format("{}.dtype = '{}' is unknown; expected one of: bf16",
+                                     attention->path(), echoed(dtype)));
+      }
+      if (count(row, "batch", *attention) != 1.0) continue;
       const std::string direction = text(row, "direction", *attention);
       if (direction != "forward" && direction != "backward") {
         throw InputError(location_of(row.node["direction"], attention->file()),
@@ -544,6 +551,9 @@ std::optional<Seconds> KernelProfile::gemm(const GemmShape& shape) const {
 }
 
 std::optional<Seconds> KernelProfile::attention(const AttentionShape& shape) const {
+  // The table is bf16's (the loader refuses other rows): fp16, fp8 and fp32 attention run other
+  // kernels at other speeds, which the roofline times.
+  if (shape.dtype != DType::kBf16) return std::nullopt;
   // A non-causal block of s_q × s_kv does the work of a causal one of sqrt(2·s_q·s_kv).
   const double seq = shape.causal ? static_cast<double>(shape.seq_q)
                                   : std::sqrt(2.0 * static_cast<double>(shape.seq_q) * shape.seq_kv);

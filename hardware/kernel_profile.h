@@ -123,7 +123,7 @@ class KernelProfile {
   GpuSpec gpu_;
   // GEMMs by (dtype, layout) over (m, n, k) in the model's terms (tokens, out, in for forward).
   std::map<std::pair<DType, GemmLayout>, LogGrid> gemm_;
-  // Attention by key over (heads, seq) for batch 1, causal.
+  // bf16 attention by key over (heads, seq) for batch 1.
   std::map<AttentionKey, LogGrid> attention_;
   // Memory-bound operations over bytes moved.
   std::map<std::string, LogGrid> memory_;

@@ -63,6 +63,20 @@ KernelProfile load_synthetic() {
   return KernelProfile::load(path, gpu);
 }
 
+// The message of loading a profile of `tables` (after its format and device), "" if it loads.
+std::string profile_error(const std::string& name, const std::string& tables) {
+  const std::string path = paceline::testing::temp_path(name);
+  std::ofstream(path)
+      << "format: paceline-profile/1\ndevice: {name: x, compute_capability: \"9.0\"}\n"
+      << tables;
+  try {
+    KernelProfile::load(path, h200());
+  } catch (const InputError& e) {
+    return std::string(e.what()).substr(path.size());
+  }
+  return "";
+}
+
 TEST(KernelProfile, InterpolationIsExactAtGridPoints) {
   const KernelProfile profile = load_synthetic();
   const GpuSpec gpu = h200();
@@ -135,6 +149,30 @@ TEST(KernelProfile, TheMeasuredH200ProfileLoads) {
   // Llama 3 8B attention, b=1, 32 heads, GQA 4... the profile has groups 1 and 8: the nearest.
   EXPECT_TRUE(profile.attention({1, 32, 8, 8192, 8192, 128, true, false, DType::kBf16}).has_value());
   EXPECT_FALSE(profile.attention({1, 32, 8, 8192, 8192, 96, true, false, DType::kBf16}).has_value());
+}
+
+TEST(KernelProfile, OnlyBf16AttentionIsTimedFromTheBf16Table) {
+  // The H200 profile measured bf16 attention: fp32 attention (no tensor-core flash kernel, a
+  // sixteenth of the peak) took bf16's measured times, and fp16 and fp8 run kernels of their own.
+  const GpuSpec gpu = h200();
+  const auto profile = std::make_shared<const KernelProfile>(
+      KernelProfile::load("hardware/profiles/h200-sxm-141gb.yaml", gpu));
+  const OpTimer timer(gpu, profile);
+  const OpTimer model(gpu);
+  AttentionShape shape{1, 32, 8, 8192, 8192, 128, true, false, DType::kBf16};
+  EXPECT_TRUE(timer.attention(shape).measured);
+  for (const DType dtype : {DType::kFp32, DType::kFp16, DType::kFp8}) {
+    shape.dtype = dtype;
+    EXPECT_FALSE(profile->attention(shape).has_value()) << to_string(dtype);
+    EXPECT_FALSE(timer.attention(shape).measured) << to_string(dtype);
+    EXPECT_EQ(timer.attention(shape).time, model.attention(shape).time) << to_string(dtype);
+  }
+  // A row of another dtype is refused rather than mixed into bf16's table.
+  EXPECT_EQ(profile_error("fp16_attention.yaml",
+                          "attention:\n  rows:\n    - {dtype: fp16, direction: forward, causal: "
+                          "true, batch: 1, heads: 8, seq: 1024, head_dim: 128, group: 1, time_s: "
+                          "1.0e-4}\n"),
+            ":5:15: profile.attention.dtype = 'fp16' is unknown; expected one of: bf16");
 }
 
 TEST(KernelProfile, EachLoadFitsTheProfileToTheGpuItIsGiven) {
@@ -301,20 +339,6 @@ TEST(KernelProfile, BadFilesFailWithTheirPosition) {
                          "\"9.0\"}\nmemory_bound:\n  rows:\n"
                          "    - {op: add, size: 1, bytes: 1, time_s: -1.0}\n";
   EXPECT_THROW(KernelProfile::load(path, h200()), InputError);
-}
-
-// The message of loading a profile of `tables` (after its format and device), "" if it loads.
-std::string profile_error(const std::string& name, const std::string& tables) {
-  const std::string path = paceline::testing::temp_path(name);
-  std::ofstream(path)
-      << "format: paceline-profile/1\ndevice: {name: x, compute_capability: \"9.0\"}\n"
-      << tables;
-  try {
-    KernelProfile::load(path, h200());
-  } catch (const InputError& e) {
-    return std::string(e.what()).substr(path.size());
-  }
-  return "";
 }
 
 TEST(KernelProfile, RowsAreOnePerPointOfAGridAndCausalIsABoolean) {
