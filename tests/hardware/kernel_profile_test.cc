@@ -175,6 +175,23 @@ TEST(KernelProfile, OnlyBf16AttentionIsTimedFromTheBf16Table) {
             ":5:15: profile.attention.dtype = 'fp16' is unknown; expected one of: bf16");
 }
 
+TEST(KernelProfile, UnknownTopLevelKeysAreRefused) {
+  // A misspelt table was dropped unseen, and the profile timed attention by the roofline.
+  EXPECT_EQ(profile_error("misspelt.yaml",
+                          "attension:\n  rows:\n    - {dtype: bf16, direction: forward, causal: "
+                          "true, batch: 1, heads: 8, seq: 1024, head_dim: 128, group: 1, time_s: "
+                          "1.0e-4}\n"),
+            ":3:1: unknown key 'attension' in profile; expected one of: attention, "
+            "attention_crosscheck, attention_cudnn_backend, collectives, copies, device, format, "
+            "gemm, gemm_crosscheck, memory_bound, method, notes, skipped");
+  // The optional tables the calibration tools write are known.
+  EXPECT_EQ(profile_error("known.yaml",
+                          "method: {mode: quick}\ncopies: {rows: []}\nattention_crosscheck: "
+                          "{rows: []}\ngemm_crosscheck: {rows: []}\nattention_cudnn_backend: "
+                          "{rows: []}\nskipped: {}\nnotes: {attention: x}\n"),
+            "");
+}
+
 TEST(KernelProfile, EachLoadFitsTheProfileToTheGpuItIsGiven) {
   // A profile file is parsed once per process (base/parsed_file_cache.h), but its fits are the
   // model of the GPU each load names: the same H200 tables fitted with the A100's peak and tile
