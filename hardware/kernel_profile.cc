@@ -212,6 +212,23 @@ std::string text(const Row& row, const char* key, const YamlMap& table) {
   return read_scalar<std::string>(node, table.file(), fmt::format("{}.{}", table.path(), key));
 }
 
+// A row's categorical value, which must be one of `allowed` (a value the loader did not know
+// dropped its row, and with it perhaps a whole table).
+std::string one_of(const Row& row, const char* key, const YamlMap& table,
+                   const std::vector<std::string_view>& allowed) {
+  const std::string value = text(row, key, table);
+  if (std::ranges::find(allowed, value) == allowed.end()) {
+    throw InputError(location_of(row.node[key], table.file()),
+                     fmt::format("{}.{} = '{}' is unknown; expected one of: {}", table.path(), key,
+                                 echoed(value), fmt::join(allowed, ", ")));
+  }
+  return value;
+}
+
+// The memory-bound kernels paceline-calibrate measures (docs/profile-format.md, "memory_bound").
+const std::vector<std::string_view> kMemoryOperations = {
+    "add", "gelu", "swiglu", "layernorm", "rmsnorm", "softmax", "cross_entropy"};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -356,9 +373,12 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
   if (std::optional<YamlMap> gemm = root.optional_map("gemm")) {
     std::map<std::pair<DType, GemmLayout>, Points<3>> points;
     for (const Row& row : measured_rows(*gemm)) {
-      const std::optional<DType> dtype = dtype_of(text(row, "dtype", *gemm));
-      const std::optional<GemmLayout> layout = layout_of(text(row, "transa", *gemm), text(row, "transb", *gemm));
-      if (!dtype || !layout) continue;  // a kind paceline does not ask for
+      const std::optional<DType> dtype =
+          dtype_of(one_of(row, "dtype", *gemm, {"bf16", "fp16", "fp8_e4m3", "tf32"}));
+      const std::optional<GemmLayout> layout = layout_of(one_of(row, "transa", *gemm, {"T", "N"}),
+                                                         one_of(row, "transb", *gemm, {"T", "N"}));
+      // T, T is a layout no Linear layer runs: paceline never asks for it.
+      if (!layout) continue;
       points[{*dtype, *layout}].push_back(
           {model_terms(*layout, count(row, "m", *gemm), count(row, "n", *gemm),
                        count(row, "k", *gemm)),
@@ -371,34 +391,40 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
     for (const Row& row : measured_rows(*attention)) {
       // paceline-calibrate and attention_torch.py measure bf16 attention only: a row of another
       // dtype would time that dtype's kernels with bf16's.
-      if (const std::string dtype = text(row, "dtype", *attention); dtype != "bf16") {
-        throw InputError(location_of(row.node["dtype"], attention->file()),
-                         fmt::format("{}.dtype = '{}' is unknown; expected one of: bf16",
-                                     attention->path(), echoed(dtype)));
+      one_of(row, "dtype", *attention, {"bf16"});
+      // Fused attention runs a block per (batch, head, tile): the grid keeps batch 1 and a query
+      // of batch b and h heads reads heads = b·h.
+      if (const double batch = count(row, "batch", *attention); batch != 1.0) {
+        throw InputError(location_of(row.node["batch"], attention->file()),
+                         fmt::format("{}.batch = {} is not the measured form; expected 1 (a query "
+                                     "of batch b and h heads reads the row at heads = b·h)",
+                                     attention->path(), batch));
       }
-      if (count(row, "batch", *attention) != 1.0) continue;
-      const std::string direction = text(row, "direction", *attention);
-      if (direction != "forward" && direction != "backward") {
-        throw InputError(location_of(row.node["direction"], attention->file()),
-                         fmt::format("{}.direction = '{}' is unknown; expected one of: forward, backward",
-                                     attention->path(), direction));
-      }
+      const std::string direction = one_of(row, "direction", *attention, {"forward", "backward"});
+      // Causal and full attention differ twofold in work: a row must say which it measured.
+      text(row, "causal", *attention);
       const bool causal =
-          row.node["causal"] &&
           read_scalar<bool>(row.node["causal"], attention->file(), attention->path() + ".causal");
+      const double heads = count(row, "heads", *attention);
+      const double group = count(row, "group", *attention);
+      if (std::fmod(heads, group) != 0.0) {
+        throw InputError(location_of(row.node["group"], attention->file()),
+                         fmt::format("{}.group = {} does not divide heads = {}; expected a divisor "
+                                     "of heads (query heads per key/value head)",
+                                     attention->path(), group, heads));
+      }
       const AttentionKey key{direction == "backward", causal,
                              static_cast<int64_t>(count(row, "head_dim", *attention)),
-                             static_cast<int64_t>(count(row, "group", *attention))};
+                             static_cast<int64_t>(group)};
       points[key].push_back(
-          {std::array{count(row, "heads", *attention), count(row, "seq", *attention)}, row.time_s,
-           row.node});
+          {std::array{heads, count(row, "seq", *attention)}, row.time_s, row.node});
     }
     for (const auto& [key, list] : points) profile.attention_[key] = grid_of(list, *attention);
   }
   if (std::optional<YamlMap> memory = root.optional_map("memory_bound")) {
     std::map<std::string, Points<1>> points;
     for (const Row& row : measured_rows(*memory)) {
-      points[text(row, "op", *memory)].push_back(
+      points[one_of(row, "op", *memory, kMemoryOperations)].push_back(
           {std::array{number(row, "bytes", *memory)}, row.time_s, row.node});
     }
     for (const auto& [op, list] : points) profile.memory_[op] = grid_of(list, *memory);
@@ -406,8 +432,13 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
   if (std::optional<YamlMap> collectives = root.optional_map("collectives")) {
     std::map<std::pair<std::string, int>, Points<1>> points;
     for (const Row& row : measured_rows(*collectives)) {
-      points[{text(row, "op", *collectives), static_cast<int>(count(row, "ranks", *collectives))}]
-          .push_back({std::array{number(row, "bytes", *collectives)}, row.time_s, row.node});
+      const std::string op =
+          one_of(row, "op", *collectives,
+                 {to_string(Collective::kAllReduce), to_string(Collective::kAllGather),
+                  to_string(Collective::kReduceScatter), to_string(Collective::kAllToAll),
+                  to_string(Collective::kSendRecv)});
+      points[{op, static_cast<int>(count(row, "ranks", *collectives))}].push_back(
+          {std::array{number(row, "bytes", *collectives)}, row.time_s, row.node});
     }
     for (const auto& [key, list] : points) profile.collectives_[key] = grid_of(list, *collectives);
   }

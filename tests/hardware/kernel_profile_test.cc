@@ -192,6 +192,50 @@ TEST(KernelProfile, UnknownTopLevelKeysAreRefused) {
             "");
 }
 
+TEST(KernelProfile, RowValuesOutsideTheDocumentedSetsAreRefused) {
+  // Each was dropped with its row (a table of them emptied, and the roofline timed its kernels).
+  const std::string gemm =
+      "gemm:\n  rows:\n    - {dtype: bf16, transa: \"T\", transb: \"N\", m: 256, "
+      "n: 256, k: 256, time_s: 1.0e-5}\n";
+  const std::string attention =
+      "attention:\n  rows:\n    - {dtype: bf16, direction: forward, causal: true, batch: 1, heads: "
+      "8, seq: 1024, head_dim: 128, group: 1, time_s: 1.0e-4}\n";
+  const auto edited = [](std::string table, const std::string& from, const std::string& to) {
+    return table.replace(table.find(from), from.size(), to);
+  };
+  EXPECT_EQ(profile_error("bfloat16.yaml", edited(gemm, "dtype: bf16", "dtype: bfloat16")),
+            ":5:15: profile.gemm.dtype = 'bfloat16' is unknown; expected one of: bf16, fp16, "
+            "fp8_e4m3, tf32");
+  EXPECT_EQ(profile_error("lower_t.yaml", edited(gemm, "transa: \"T\"", "transa: \"t\"")),
+            ":5:29: profile.gemm.transa = 't' is unknown; expected one of: T, N");
+  EXPECT_EQ(profile_error("op.yaml",
+                          "memory_bound:\n  rows:\n    - {op: copy, size: 1, bytes: 1000, time_s: "
+                          "1.0e-6}\n"),
+            ":5:12: profile.memory_bound.op = 'copy' is unknown; expected one of: add, gelu, "
+            "swiglu, layernorm, rmsnorm, softmax, cross_entropy");
+  EXPECT_EQ(profile_error("allreduce.yaml",
+                          "collectives:\n  rows:\n    - {op: allreduce, ranks: 8, bytes: 1024, "
+                          "time_s: 1.0e-5}\n"),
+            ":5:12: profile.collectives.op = 'allreduce' is unknown; expected one of: all_reduce, "
+            "all_gather, reduce_scatter, all_to_all, send_recv");
+  EXPECT_EQ(profile_error("half.yaml", edited(attention, "dtype: bf16", "dtype: half")),
+            ":5:15: profile.attention.dtype = 'half' is unknown; expected one of: bf16");
+  EXPECT_EQ(profile_error("batch.yaml", edited(attention, "batch: 1", "batch: 4")),
+            ":5:62: profile.attention.batch = 4 is not the measured form; expected 1 (a query of "
+            "batch b and h heads reads the row at heads = b·h)");
+  EXPECT_EQ(profile_error("no_causal.yaml", edited(attention, "causal: true, ", "")),
+            ":5:7: profile.attention row has no causal");
+  EXPECT_EQ(profile_error("big_group.yaml", edited(attention, "group: 1", "group: 16")),
+            ":5:108: profile.attention.group = 16 does not divide heads = 8; expected a divisor "
+            "of heads (query heads per key/value head)");
+  EXPECT_EQ(profile_error("uneven_group.yaml", edited(attention, "group: 1", "group: 3")),
+            ":5:108: profile.attention.group = 3 does not divide heads = 8; expected a divisor of "
+            "heads (query heads per key/value head)");
+  // The documented values load, T, T among them (which paceline does not ask for).
+  EXPECT_EQ(profile_error("good.yaml", gemm + attention), "");
+  EXPECT_EQ(profile_error("tt.yaml", edited(gemm, "transb: \"N\"", "transb: \"T\"")), "");
+}
+
 TEST(KernelProfile, EachLoadFitsTheProfileToTheGpuItIsGiven) {
   // A profile file is parsed once per process (base/parsed_file_cache.h), but its fits are the
   // model of the GPU each load names: the same H200 tables fitted with the A100's peak and tile
