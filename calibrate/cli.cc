@@ -35,13 +35,17 @@ std::vector<std::string> parse_families(std::string_view option, std::string_vie
   return out;
 }
 
-double parse_seconds(std::string_view option, std::string_view value) {
+// The longest budget: a year. The runner adds it to steady_clock's nanosecond time points, which
+// overflow some 292 years after boot (1e10 s made every deadline lie in the past).
+constexpr double kMostBudgetSeconds = 365.0 * 24 * 3600;
+
+double parse_budget_seconds(std::string_view option, std::string_view value) {
   double seconds = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
   if (ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(seconds) ||
-      seconds < 0) {
+      seconds < 0 || seconds > kMostBudgetSeconds) {
     throw UsageError(std::string(option) + " = '" + std::string(value) +
-                     "'; expected a number of seconds >= 0");
+                     "'; expected a number of seconds from 0 (no budget) to 31536000 (a year)");
   }
   return seconds;
 }
@@ -116,7 +120,7 @@ Options parse_args(const std::vector<std::string_view>& args) {
       no_value();
       options.fresh = true;
     } else if (arg == "--budget-s") {
-      options.budget_s = parse_seconds(arg, take_value());
+      options.budget_s = parse_budget_seconds(arg, take_value());
     } else if (arg == "--plan") {
       no_value();
       options.plan_only = true;
@@ -163,7 +167,8 @@ Options:
   --families LIST   measure only these families (comma-separated)
   --skip LIST       do not measure these families
   --device N        CUDA device for single-GPU families (default 0)
-  --budget-s S      stop after S seconds of wall time, writing what was measured (rerun to resume)
+  --budget-s S      stop after S seconds of wall time (at most a year), writing what was measured
+                    (rerun to resume)
   --plan            print the grids and the estimated run time, then exit (no GPU needed)
   --verbose         one line per measured point
   --help            this text

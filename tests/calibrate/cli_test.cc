@@ -56,7 +56,13 @@ TEST(CliTest, ErrorsNameTheProblemAndTheAlternatives) {
             "copies, gemm, "
             "collectives, attention");
   EXPECT_EQ(usage_error({"--budget-s", "-3"}),
-            "--budget-s = '-3'; expected a number of seconds >= 0");
+            "--budget-s = '-3'; expected a number of seconds from 0 (no budget) to 31536000 (a "
+            "year)");
+  // 1e10 s overflowed the run's steady_clock deadline, which every family then found spent.
+  EXPECT_EQ(usage_error({"--budget-s", "1e10"}),
+            "--budget-s = '1e10'; expected a number of seconds from 0 (no budget) to 31536000 (a "
+            "year)");
+  EXPECT_DOUBLE_EQ(parse({"--budget-s", "31536000"}).budget_s, 31536000.0);
   EXPECT_EQ(usage_error({"--output"}), "--output needs a value");
   EXPECT_EQ(usage_error({"--device", "x"}), "--device = 'x'; expected a CUDA device ordinal >= 0");
   EXPECT_EQ(usage_error({"--families", "gemm", "--skip", "gemm"}),
