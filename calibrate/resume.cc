@@ -54,6 +54,19 @@ std::vector<size_t> pending_points(const Plan& plan, std::string_view family,
   return pending;
 }
 
+std::optional<std::string> failed_points_note(const Table& table) {
+  size_t failed = 0;
+  std::string first;
+  for (const YamlNode& row : table.rows) {
+    if (const YamlNode* error = row.find("error")) {
+      if (failed++ == 0) first = error->text;
+    }
+  }
+  if (failed == 0) return std::nullopt;
+  return std::to_string(failed) + " of " + std::to_string(table.rows.size()) +
+         " points failed; first: " + first;
+}
+
 Table& prepare_table(Profile& profile, const Plan& plan, std::string_view family,
                      std::string method) {
   Table shell = plan.table_shell(family);

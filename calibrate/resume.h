@@ -26,6 +26,11 @@ std::optional<std::string> resume_conflict(const Profile& existing, const YamlNo
 std::vector<size_t> pending_points(const Plan& plan, std::string_view family,
                                    const Profile& profile);
 
+// failed_points_note is what `skipped` says of a family whose table has failed rows ("3 of 2058
+// points failed; first: ..."), or nullopt when none failed. A resumed run that finds every point
+// done says it again: its rows are kept, and so is its failure.
+std::optional<std::string> failed_points_note(const Table& table);
+
 // prepare_table makes sure `profile` has family's table with the plan's key, interpolation
 // fields and axes, keeping the rows already there; `method` describes how rows are measured.
 Table& prepare_table(Profile& profile, const Plan& plan, std::string_view family,

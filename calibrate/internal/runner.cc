@@ -94,18 +94,6 @@ std::string one_line(std::string text) {
   return text;
 }
 
-// first_error returns the number of rows with an error and the first error.
-std::pair<int, std::string> count_errors(const Table& table) {
-  int count = 0;
-  std::string first;
-  for (const YamlNode& row : table.rows) {
-    if (const YamlNode* e = row.find("error")) {
-      if (count++ == 0) first = e->text;
-    }
-  }
-  return {count, first};
-}
-
 }  // namespace
 
 int print_plan(const Options& options, std::ostream& out) {
@@ -328,6 +316,12 @@ int run_calibration(const Options& options, const std::atomic<bool>& stop, std::
     if (pending.empty()) {
       out << family << ": complete (all " << plan.num_points(family)
           << " points already in the profile)\n";
+      // Its failed rows are done too, and still failed: the family stays incomplete.
+      if (const std::optional<std::string> note = failed_points_note(*profile.find_table(family))) {
+        profile.set_skipped(family, *note);
+        failed.insert(family);
+        err << "paceline-calibrate: " << family << " incomplete: " << *note << "\n";
+      }
       continue;
     }
     std::string method_text;
@@ -372,7 +366,6 @@ int run_calibration(const Options& options, const std::atomic<bool>& stop, std::
     cudaSetDevice(options.device);
     const double elapsed = seconds_since(family_start);
     const size_t remaining = pending_points(plan, family, profile).size();
-    auto [errors, first_error] = count_errors(table);
     profile.clear_skipped(family);
     if (!failure.empty()) {
       profile.set_skipped(family, failure);
@@ -384,10 +377,8 @@ int run_calibration(const Options& options, const std::atomic<bool>& stop, std::
           sink.stop_reason().empty() ? "stopped" : sink.stop_reason().c_str(),
           plan.num_points(family) - remaining, plan.num_points(family), elapsed);
       profile.set_skipped(family, text);
-    } else if (errors > 0) {
-      profile.set_skipped(family, std::to_string(errors) + " of " +
-                                      std::to_string(table.rows.size()) +
-                                      " points failed; first: " + first_error);
+    } else if (const std::optional<std::string> note = failed_points_note(table)) {
+      profile.set_skipped(family, *note);
     }
     if (const std::string* reason = profile.find_skipped(family)) {
       failed.insert(family);

@@ -33,6 +33,25 @@ TEST(ResumeTest, PendingPointsSkipRowsAlreadyMeasuredOrFailed) {
   EXPECT_EQ(pending_points(plan, "gemm", reread).size(), plan.gemm.size());
 }
 
+TEST(ResumeTest, AFamilyWithFailedRowsKeepsItsFailureNote) {
+  // A resumed run found every point of a family done, failed rows included, cleared its note
+  // and exited 0: the note comes back from the rows.
+  Plan plan = make_plan(Mode::kQuick, 1);
+  Profile profile;
+  Table& table = prepare_table(profile, plan, "memory_bound", "own kernels");
+  for (size_t i = 0; i < 3; ++i) table.rows.push_back(identity(plan.memory_bound[i]));
+  EXPECT_EQ(failed_points_note(table), std::nullopt);
+  for (const char* error : {"out of memory", "launch failed"}) {
+    YamlNode failed = identity(plan.memory_bound[table.rows.size()]);
+    failed.set("time_s", YamlNode::null());
+    failed.set("error", YamlNode::string(error));
+    table.rows.push_back(failed);
+  }
+  const Profile reread = profile_from_yaml(to_yaml(profile), "complete.yaml");
+  EXPECT_EQ(failed_points_note(*reread.find_table("memory_bound")),
+            "2 of 5 points failed; first: out of memory");
+}
+
 TEST(ResumeTest, PrepareTableKeepsRowsAndRefreshesTheShell) {
   Plan plan = make_plan(Mode::kQuick, 1);
   Profile profile;
