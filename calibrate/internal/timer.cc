@@ -195,20 +195,48 @@ class CuptiTimer final : public CallTimer {
 class EventTimer final : public CallTimer {
  public:
   std::string description() const override {
-    return "CUDA events around each call on its first stream (CUPTI unavailable)";
+    return "CUDA events from a call's start on its first stream to its end on the last of its "
+           "streams (CUPTI unavailable)";
   }
 
   Measurement time(int warmup, int repetitions, const std::function<void(int)>& launch,
                    const std::vector<cudaStream_t>& streams, Aggregate /*aggregate*/) override {
+    // An event is recorded only on a stream of the device it was made on: a collective's streams
+    // are one per rank, each on its own device, whatever device is current.
+    std::vector<int> devices(streams.size());
+    for (size_t r = 0; r < streams.size(); ++r)
+      check_cuda(cudaStreamGetDevice(streams[r], &devices[r]), "cudaStreamGetDevice");
+    int current = 0;
+    check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+    // begin and end on the first stream; each other stream's end only orders the first's.
     cudaEvent_t begin = nullptr, end = nullptr;
-    check_cuda(cudaEventCreate(&begin), "cudaEventCreate");
-    check_cuda(cudaEventCreate(&end), "cudaEventCreate");
+    std::vector<cudaEvent_t> rank_ends(streams.size(), nullptr);
     std::vector<double> seconds;
     std::string error;
     try {
+      check_cuda(cudaSetDevice(devices[0]), "cudaSetDevice");
+      check_cuda(cudaEventCreate(&begin), "cudaEventCreate");
+      check_cuda(cudaEventCreate(&end), "cudaEventCreate");
+      for (size_t r = 1; r < streams.size(); ++r) {
+        check_cuda(cudaSetDevice(devices[r]), "cudaSetDevice");
+        check_cuda(cudaEventCreateWithFlags(&rank_ends[r], cudaEventDisableTiming),
+                   "cudaEventCreate");
+      }
       for (int i = 0; i < warmup + repetitions; ++i) {
+        // Every stream starts after begin, so begin is at or before the first start.
+        check_cuda(cudaSetDevice(devices[0]), "cudaSetDevice");
         check_cuda(cudaEventRecord(begin, streams.front()), "cudaEventRecord");
+        for (size_t r = 1; r < streams.size(); ++r)
+          check_cuda(cudaStreamWaitEvent(streams[r], begin, 0), "cudaStreamWaitEvent");
+        check_cuda(cudaSetDevice(current), "cudaSetDevice");
         launch(i);
+        // The first stream waits for every other stream's end, so end is after the last end.
+        for (size_t r = 1; r < streams.size(); ++r) {
+          check_cuda(cudaSetDevice(devices[r]), "cudaSetDevice");
+          check_cuda(cudaEventRecord(rank_ends[r], streams[r]), "cudaEventRecord");
+          check_cuda(cudaStreamWaitEvent(streams.front(), rank_ends[r], 0), "cudaStreamWaitEvent");
+        }
+        check_cuda(cudaSetDevice(devices[0]), "cudaSetDevice");
         check_cuda(cudaEventRecord(end, streams.front()), "cudaEventRecord");
         for (cudaStream_t s : streams)
           check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
@@ -219,8 +247,12 @@ class EventTimer final : public CallTimer {
     } catch (const BenchError& e) {
       error = e.what();
     }
-    cudaEventDestroy(begin);
-    cudaEventDestroy(end);
+    if (begin != nullptr) cudaEventDestroy(begin);
+    if (end != nullptr) cudaEventDestroy(end);
+    for (cudaEvent_t e : rank_ends) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+    cudaSetDevice(current);
     if (!error.empty()) throw BenchError(error);
     Measurement m;
     m.summary = summarize(seconds);
