@@ -368,7 +368,11 @@ ClusterSpec read_cluster(YamlMap& map) {
   } else if (cluster.gpus_per_node > 1) {
     map.fail("intra_node", fmt::format("is required: gpu {} names no default intra-node link", cluster.gpu.name));
   }
-  cluster.nvlink_domain = map.get<int>("nvlink_domain", system ? system->nvlink_domain : cluster.gpus_per_node);
+  // A system's NVLink fabric that ends at its node ends at the node the scenario sizes; only one
+  // that joins nodes (GB200 NVL72's racks of trays) keeps its own size.
+  const bool domain_joins_nodes = system && system->nvlink_domain > system->gpus_per_node;
+  cluster.nvlink_domain = map.get<int>(
+      "nvlink_domain", domain_joins_nodes ? system->nvlink_domain : cluster.gpus_per_node);
   if (cluster.nvlink_domain < cluster.gpus_per_node || cluster.nvlink_domain % cluster.gpus_per_node != 0 ||
       cluster.nvlink_domain > kMostGpus) {
     map.fail("nvlink_domain", fmt::format("= {} must be a multiple of gpus_per_node = {}, at most {}",

@@ -204,6 +204,9 @@ TEST(SystemCatalog, ScenarioFieldsOverrideTheSystem) {
             Seconds(0));
   // GB200 NVL72: 72 GPUs share one NVLink domain across 18 trays of 4.
   EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 18\n").nvlink_domain, 72);
+  // A DGX's NVLink ends at its node, also at a node of fewer GPUs than the system's.
+  EXPECT_EQ(cluster_of("system: dgx-h100\nnodes: 4\ngpus_per_node: 4\n").nvlink_domain, 4);
+  EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 36\ngpus_per_node: 2\n").nvlink_domain, 72);
 }
 
 TEST(SystemCatalog, TheGpusPathToItsNicsComesFromTheSystemUnlessTheScenarioSaysOtherwise) {
