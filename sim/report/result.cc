@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "base/check.h"
@@ -219,17 +220,21 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
   }
   r.fits = r.peak_memory_bytes <= r.capacity_bytes;
 
-  // The critical rank: the first recorded rank to finish last.
-  uint32_t critical = 0;
-  bool found = false;
-  for (uint32_t rank = 0; rank < run.ranks.size() && !found; ++rank) {
-    if (run.ranks[rank].finish == run.end) {
-      critical = rank;
-      found = true;
-    }
+  // The critical stage: that of the first rank to finish last. Its time is broken down on the
+  // rank of that stage whose spans were kept that finishes last, the critical rank itself where
+  // its spans were kept (under full fidelity a rank of another tensor- or data-parallel position
+  // may finish last, e.g. a tensor-parallel group straddling two NVLink domains).
+  uint32_t last = 0;
+  while (last + 1 < run.ranks.size() && run.ranks[last].finish != run.end) ++last;
+  r.critical_stage = lowering.rank_stage[last];
+  std::optional<uint32_t> critical;
+  for (uint32_t rank = 0; rank < run.ranks.size(); ++rank) {
+    if (lowering.rank_stage[rank] != r.critical_stage || !lowering.ranks[rank].record_spans)
+      continue;
+    if (!critical || run.ranks[rank].finish > run.ranks[*critical].finish) critical = rank;
   }
-  r.critical_stage = lowering.rank_stage[critical];
-  r.breakdown = breakdown_of(run, critical, *lowering.stages[r.critical_stage]);
+  PACELINE_CHECK(critical.has_value(), "no rank of the critical stage kept its spans");
+  r.breakdown = breakdown_of(run, *critical, *lowering.stages[r.critical_stage]);
 
   r.kernels = kernel_sources(s, *lowering.stages[r.critical_stage]);
   const ParameterCount count = count_parameters(s.model);

@@ -57,6 +57,24 @@ TEST(Result, NamesTheTaskThatReachesThePeakMemory) {
       << text;
 }
 
+TEST(Result, TheBreakdownIsOfARankWhoseSpansWereKept) {
+  // Tensor-parallel groups of 16 on racks of 72 GPUs: under full fidelity the group of GPUs 64 to
+  // 79 straddles two racks and finishes last, but spans are kept for a stage's first rank only.
+  // Its time is broken down on that rank (it waits for the slow group), not on one with no spans
+  // (all of its time idle).
+  const auto scenario = std::make_shared<const Scenario>(load_scenario_text(R"(model: llama3-8b
+cluster: {system: gb200-nvl72, nodes: 36}
+parallelism: {tp: 16, zero: 1}
+training: {global_batch: 9, micro_batch: 1, seq_len: 4096}
+simulation: {fidelity: full}
+)",
+                                                                            "s.yaml"));
+  const Result result = simulate(scenario).result;
+  EXPECT_GT(result.breakdown.compute, result.iteration_time / 5.0);
+  EXPECT_GT(result.breakdown.pipeline_bubble, Seconds(0));
+  EXPECT_NEAR(result.breakdown.total() / result.iteration_time, 1.0, 1e-9);
+}
+
 TEST(Result, EchoesTheLayersPartialRecomputeAndOffloadCover) {
   const auto echoed = [](const char* training) {
     const auto scenario = std::make_shared<const Scenario>(load_scenario_text(fmt::format(R"(model: gpt-1.7b
