@@ -43,7 +43,13 @@ void check_link(YamlMap& map, const LinkSpec& link) {
                                                 link.nvls_bus_efficiency));
   }
   if (link.nvls_latency < Seconds(0)) map.fail("nvls_latency", "must not be negative");
-  if (link.mesh_links < 0) map.fail("mesh_links", fmt::format("= {} must not be negative", link.mesh_links));
+  // Meshes of direct links join a handful of GPUs (MI300X: 7 links, 8 GPUs); the flows of a
+  // collective over one grow with the square of its GPUs.
+  constexpr int kMostMeshLinks = 63;
+  if (link.mesh_links < 0 || link.mesh_links > kMostMeshLinks) {
+    map.fail("mesh_links", fmt::format("= {} must be from 0 to {} (a mesh of at most {} GPUs)",
+                                       link.mesh_links, kMostMeshLinks, kMostMeshLinks + 1));
+  }
   if (link.mesh_links > 0 && link.kind == LinkKind::kNetwork) {
     map.fail("mesh_links", "applies to intra-node links only (a mesh of GPUs without a switch)");
   }
@@ -245,8 +251,10 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   network.nodes_per_leaf = map.get<int>("nodes_per_leaf", system ? system->nodes_per_leaf : network.nodes_per_leaf);
   if (network.nodes_per_leaf < 1) map.fail("nodes_per_leaf", "must be at least 1");
   network.oversubscription = map.get<double>("oversubscription", system ? system->oversubscription : 1.0);
-  if (network.oversubscription < 1.0) {
-    map.fail("oversubscription", fmt::format("= {} must be at least 1 (1: non-blocking)", network.oversubscription));
+  // Tapered fabrics run at 2:1 to 4:1; past 64:1 a leaf would be no network.
+  if (!(network.oversubscription >= 1.0 && network.oversubscription <= 64.0)) {
+    map.fail("oversubscription",
+             fmt::format("= {} must be from 1 (non-blocking) to 64", network.oversubscription));
   }
   network.post_overhead =
       checked_post_overhead(map, map.get<Seconds>("post_overhead", system ? system->post_overhead : Seconds(0)));

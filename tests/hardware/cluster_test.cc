@@ -1,6 +1,7 @@
 // Tests hardware/cluster.h: links from the catalog, inline overrides and errors.
 #include "hardware/cluster.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -128,11 +129,29 @@ TEST(Cluster, NicsBeyondOneAGpuAreAWholeNumberEach) {
             "sends through as many NICs of its own as the others");
 }
 
-TEST(Cluster, OversubscriptionBelowOneIsRejected) {
+TEST(Cluster, OversubscriptionOutsideOneTo64IsRejected) {
+  for (const char* ratio : {"0.5", "1e+30"}) {
+    const std::string message = error_of(fmt::format(
+        "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
+        "inter_node: {{nics_per_node: 8, nic_bandwidth: 400 Gb/s, oversubscription: {}}}\n",
+        ratio));
+    EXPECT_NE(
+        message.find(fmt::format(
+            "cluster.inter_node.oversubscription = {} must be from 1 (non-blocking) to 64", ratio)),
+        std::string::npos)
+        << message;
+  }
+}
+
+TEST(Cluster, AMeshJoinsAtMost64Gpus) {
   const std::string message = error_of(
-      "gpu: h100-sxm5-80gb\nnodes: 2\ngpus_per_node: 8\n"
-      "inter_node: {nics_per_node: 8, nic_bandwidth: 400 Gb/s, oversubscription: 0.5}\n");
-  EXPECT_NE(message.find("cluster.inter_node.oversubscription = 0.5 must be at least 1"), std::string::npos) << message;
+      "gpu: mi300x\nnodes: 1\ngpus_per_node: 2048\n"
+      "intra_node: {link: infinity-fabric-mi300x, mesh_links: 2047}\n");
+  EXPECT_NE(
+      message.find(
+          "cluster.intra_node.mesh_links = 2047 must be from 0 to 63 (a mesh of at most 64 GPUs)"),
+      std::string::npos)
+      << message;
 }
 
 TEST(Cluster, PostOverheadIsAShortTime) {
