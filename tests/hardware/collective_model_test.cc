@@ -238,7 +238,7 @@ TEST(CollectiveModel, AMeshIsOneNodesAndHasNoSwitchToReduceIn) {
             "c.yaml:3:13: cluster.intra_node.mesh_links = 7: a mesh has no switch to reduce in, but the link has NVLS "
             "figures (nvls_bus_efficiency, nvls_latency)");
   EXPECT_EQ(error_of("gpu: mi300x\ngpus_per_node: 8\nintra_node: {mesh_links: -1}\n"),
-            "c.yaml:3:26: cluster.intra_node.mesh_links = -1 must not be negative");
+            "c.yaml:3:26: cluster.intra_node.mesh_links = -1 must be from 0 to 63 (a mesh of at most 64 GPUs)");
 }
 
 TEST(CollectiveModel, DataParallelRingOneGpuPerNodeUsesOneNic) {
