@@ -277,6 +277,9 @@ class StageBuilder {
       const auto kind = static_cast<GroupKind>(k);
       sharing_[k] = sharing_nics(c_.layout, c_.collectives.topology(), kind, placement(kind));
     }
+    const Parallelism& p = c_.scenario.parallelism;
+    blocking_p2p_ =
+        p.pp > 1 && p.schedule == Schedule::kOneFOneB && p.virtual_stages == 1 && p.zero <= 2;
     if (c_.scenario.parallelism.pp > 1) {
       links_out_ = pipeline_links_sharing_nics(c_.layout, c_.collectives.topology(), stage_);
       links_in_ =
@@ -755,6 +758,22 @@ class StageBuilder {
   std::map<std::tuple<int, int, int32_t>, std::vector<TaskId>> backward_ops_;
   std::map<int32_t, TaskId> start_gathers_;  // ZeRO-1/2 with overlapped parameter gather
   TaskId last_compute_ = kNoId;
+  // Megatron-LM's non-interleaved schedule waits for each call's pipeline transfers where it
+  // issues them, then synchronizes the device (p2p_communication._communicate: req.wait(), and
+  // torch.cuda.synchronize() under batch_p2p_sync), so the host issues the next call, and the
+  // pass after it, once they are done. Where the schedule turns from forward to backward or back
+  // (its steady state's send_forward_recv_backward, send_backward_recv_forward) a pass's send and
+  // the next pass's receive are one batched call, issued together; in warm-up and cool-down each
+  // is a call of its own. The other schedules (PyTorch's pipelining, Megatron-LM's interleaved
+  // one with overlap_p2p_comm) leave transfers to their streams.
+  bool blocking_p2p_ = false;
+  TaskId open_send_ = kNoId;                 // the last pass's send, its call still open
+  bool open_send_forward_ = false;           // ... sent by a forward pass
+  std::vector<TaskId> open_send_issued_at_;  // ... issued after these
+  // Under blocking_p2p_: what the receive of a pass (`forward` or not) is issued after.
+  std::vector<TaskId> receive_issued_after(bool forward) const;
+  // Under blocking_p2p_: the pass of `run` starts once the open call is done.
+  void close_call(PassRun& run);
   // ZeRO-3 all-reduced gradients waiting in the bucket, and the task after which the last is ready.
   int64_t gradient_bucket_elements_ = 0;
   TaskId gradient_bucket_ready_ = kNoId;
@@ -973,12 +992,28 @@ void StageBuilder::advance(PassRun& run, const Instance& instance) {
   ++run.next;
 }
 
+std::vector<TaskId> StageBuilder::receive_issued_after(bool forward) const {
+  if (open_send_ != kNoId && open_send_forward_ != forward) return open_send_issued_at_;  // batched
+  std::vector<TaskId> after;
+  if (last_compute_ != kNoId) after.push_back(last_compute_);
+  if (open_send_ != kNoId) after.push_back(open_send_);
+  return after;
+}
+
+void StageBuilder::close_call(PassRun& run) {
+  if (open_send_ != kNoId) run.carried.push_back(open_send_);
+  open_send_ = kNoId;
+}
+
 StageBuilder::PassRun StageBuilder::start_forward(int microbatch, int chunk) {
   PassRun run = start_run(microbatch, chunk, /*reversed=*/false, /*input_only=*/false);
   if (run.vs > 0) {
-    run.carried = {pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation",
-                                     previous_stage(), microbatch, run.vs - 1, {})};
+    run.carried = {
+        pipeline_transfer(StreamKind::kRecvPrev, GroupKind::kForwardRecv, "pp.recv_activation",
+                          previous_stage(), microbatch, run.vs - 1,
+                          blocking_p2p_ ? receive_issued_after(true) : std::vector<TaskId>{})};
   }
+  if (blocking_p2p_) close_call(run);
   return run;
 }
 
@@ -1050,8 +1085,14 @@ TaskId StageBuilder::host_copy(int32_t layer, int microbatch, const char* name, 
 
 void StageBuilder::end_forward(const PassRun& run) {
   if (run.vs + 1 < c_.virtual_stages_total) {
-    pipeline_transfer(StreamKind::kSendNext, GroupKind::kForwardSend, "pp.send_activation", stage_, run.microbatch,
-                      run.vs, run.carried);
+    const TaskId send =
+        pipeline_transfer(StreamKind::kSendNext, GroupKind::kForwardSend, "pp.send_activation",
+                          stage_, run.microbatch, run.vs, run.carried);
+    if (blocking_p2p_) {
+      open_send_ = send;
+      open_send_forward_ = true;
+      open_send_issued_at_ = run.carried;
+    }
   }
 }
 
@@ -1066,9 +1107,11 @@ void StageBuilder::forward(int microbatch, int chunk) {
 StageBuilder::PassRun StageBuilder::start_backward(int microbatch, int chunk, PipelineAction::Kind kind) {
   PassRun run = start_run(microbatch, chunk, /*reversed=*/true, kind == PipelineAction::Kind::kBackwardInput);
   if (run.vs + 1 < c_.virtual_stages_total) {
-    run.carried = {pipeline_transfer(StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_,
-                                     microbatch, run.vs + 1, {})};
+    run.carried = {pipeline_transfer(
+        StreamKind::kRecvNext, GroupKind::kBackwardRecv, "pp.recv_gradient", stage_, microbatch,
+        run.vs + 1, blocking_p2p_ ? receive_issued_after(false) : std::vector<TaskId>{})};
   }
+  if (blocking_p2p_) close_call(run);
   return run;
 }
 
@@ -1128,8 +1171,14 @@ void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
 void StageBuilder::end_backward(const PassRun& run) {
   if (per_microbatch_reduce() && !run.input_only) reduce_gradient_bucket();
   if (run.vs > 0) {
-    pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient", previous_stage(),
-                      run.microbatch, run.vs, run.carried);
+    const TaskId send =
+        pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient",
+                          previous_stage(), run.microbatch, run.vs, run.carried);
+    if (blocking_p2p_) {
+      open_send_ = send;
+      open_send_forward_ = false;
+      open_send_issued_at_ = run.carried;
+    }
   }
 }
 

@@ -106,7 +106,10 @@ training: {global_batch: 8, micro_batch: 1, recompute: none}
       << "pipeline";
   // Stages that straddle nodes (tp 1, pp 4, dp 3 on 3 nodes of 4, a NIC each): of a stage's links,
   // those that send through the same NIC share it, not those whose send enters a NIC another's
-  // leaves.
+  // leaves. Symmetric fidelity shares them all the time; under full fidelity the data-parallel
+  // ranks of a stage drift apart (one of stage 2's three sends within its node), and the
+  // non-interleaved schedule's transfers, waited for where they are issued, then share less of it:
+  // full is 1.4% faster.
   const std::string straddling =
       R"(model: {name: m, layers: 8, hidden: 4096, heads: 32, ffn_hidden: 8192,
   vocab: 32000, seq_len: 4096}
@@ -116,7 +119,7 @@ training: {global_batch: 48, micro_batch: 8, recompute: none}
 )";
   EXPECT_NEAR(run(straddling + "simulation: {fidelity: full}\n").iteration_time /
                   run(straddling).iteration_time,
-              1.0, kAgreement)
+              0.986, 0.005)
       << "straddling stages";
 }
 

@@ -520,6 +520,38 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048, grad_bucket_parameter
             13u);
 }
 
+TEST(Lowering, MegatronsNonInterleavedScheduleWaitsForEachPipelineTransfer) {
+  // Two stages a node apart over 10 Gb/s: the first stage's activation takes milliseconds to
+  // send. Megatron-LM's 1F1B waits for it before the next forward; PyTorch's pipelining (FSDP:
+  // zero 3) runs that forward beside it.
+  const std::string scenario = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 2, gpus_per_node: 1, inter_node: {nics_per_node: 1, nic_bandwidth: 10 Gb/s, latency: 5 us,
+  bandwidth_efficiency: 0.9}}
+training: {global_batch: 4, micro_batch: 1, seq_len: 2048}
+parallelism: {pp: 2)";
+  // (end of micro-batch 0's send, start of micro-batch 1's forward) on rank 0.
+  auto send_then_forward = [](const Prediction& p) {
+    const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
+    double sent_s = 0.0;
+    double next_forward_s = 1e9;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t.rank[i] != 0) continue;
+      const std::string& name = t.names[t.name[i]];
+      if (name == "pp.send_activation" && t.microbatch[i] == 0) sent_s = t.end_s[i];
+      if (name.ends_with(".forward") && t.microbatch[i] == 1)
+        next_forward_s = std::min(next_forward_s, t.start_s[i]);
+    }
+    return std::pair{sent_s, next_forward_s};
+  };
+  const auto [megatron_sent_s, megatron_forward_s] =
+      send_then_forward(simulate(scenario_of(scenario + "}\n")));
+  EXPECT_GT(megatron_sent_s, 0.0);
+  EXPECT_GE(megatron_forward_s, megatron_sent_s);
+  const auto [fsdp_sent_s, fsdp_forward_s] =
+      send_then_forward(simulate(scenario_of(scenario + ", zero: 3}\n")));
+  EXPECT_LT(fsdp_forward_s, fsdp_sent_s);
+}
+
 TEST(Lowering, MegatronsStepCollectivesRunInPlaceWhereFsdpStagesItsGradients) {
   // Megatron-LM reduces its gradient buffer and gathers into its parameter buffer in place
   // (ParamAndGradBuffer): its step's collectives hold no bytes of their own. FSDP stages a
