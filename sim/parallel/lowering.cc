@@ -94,6 +94,24 @@ std::string block_name(int32_t block) {
 
 bool per_microbatch_fsdp(int zero, int pp) { return zero >= 3 && pp == 1; }
 
+std::string layer_block_name(bool moe, bool keeps) {
+  return fmt::format("{}{}layer", keeps ? "kept_" : "", moe ? "moe_" : "");
+}
+
+std::string pass_plan_name(std::string_view block, PassKind pass) {
+  switch (pass) {
+    case PassKind::kForward:
+      return fmt::format("{}.forward", block);
+    case PassKind::kBackward:
+      return fmt::format("{}.backward", block);
+    case PassKind::kBackwardInput:
+      return fmt::format("{}.backward_input", block);
+    case PassKind::kBackwardWeight:
+      return fmt::format("{}.backward_weight", block);
+  }
+  return std::string(block);
+}
+
 bool holds_fsdp_root(const Parallelism& p) {
   return per_microbatch_fsdp(p.zero, p.pp) && p.fsdp_gather == FsdpGather::kPerParameter;
 }
@@ -116,7 +134,7 @@ std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> bl
 }
 
 int64_t step_bucket_parameters(const Training& t, const Parallelism& p, int stage, int chunk) {
-  if (p.zero >= 3) return 1;
+  if (p.zero >= 3 && p.pp > 1) return 1;
   if (stage > 0 || chunk > 0 || !t.overlap_grad_reduce) return std::numeric_limits<int64_t>::max();
   return t.bucket_parameters(p);
 }
@@ -251,17 +269,18 @@ BlockPlans plan_block(Context& c, BlockKind kind, LayerGraph graph, const std::s
   block.graph = std::make_shared<const LayerGraph>(std::move(graph));
   block.gathers = fsdp_gathers(c.scenario, *block.graph);
   block.gathered_bytes = static_cast<int64_t>(block.gathers.total() / Bytes(1));
-  auto add = [&](PassKind pass, const char* suffix) {
-    c.plans.push_back(std::make_shared<const TaskPlan>(plan_pass(*block.graph, pass, c.pricer, name + suffix)));
+  auto add = [&](PassKind pass) {
+    c.plans.push_back(std::make_shared<const TaskPlan>(
+        plan_pass(*block.graph, pass, c.pricer, pass_plan_name(name, pass))));
     return static_cast<uint32_t>(c.plans.size() - 1);
   };
-  block.forward = add(PassKind::kForward, ".forward");
+  block.forward = add(PassKind::kForward);
   for (const TaskTemplate& t : c.plans[block.forward]->tasks) block.stored_bytes += t.alloc_bytes - t.free_bytes;
   if (c.zero_bubble) {
-    block.backward_input = add(PassKind::kBackwardInput, ".backward_input");
-    block.backward_weight = add(PassKind::kBackwardWeight, ".backward_weight");
+    block.backward_input = add(PassKind::kBackwardInput);
+    block.backward_weight = add(PassKind::kBackwardWeight);
   } else {
-    block.backward = add(PassKind::kBackward, ".backward");
+    block.backward = add(PassKind::kBackward);
   }
   (void)kind;
   return block;
@@ -1287,9 +1306,12 @@ void StageBuilder::step() {
     }
     for (const GradientBucket& bucket :
          gradient_buckets(blocks_backward, step_bucket_parameters(s.training, p, stage_, chunk))) {
-      buckets.push_back(
-          {bucket, std::vector<TaskId>(ready.begin() + bucket.first_block,
-                                       ready.begin() + bucket.first_block + bucket.blocks)});
+      std::vector<TaskId> bucket_ready(ready.begin() + bucket.first_block,
+                                       ready.begin() + bucket.first_block + bucket.blocks);
+      // Megatron-LM syncs a later stage's gradients once the schedule is done, its last blocking
+      // send included (forward_backward_pipelining_without_interleaving's grad_sync_func).
+      if (blocking_p2p_ && stage_ > 0 && open_send_ != kNoId) bucket_ready.push_back(open_send_);
+      buckets.push_back({bucket, std::move(bucket_ready)});
     }
   }
   int index = 0;
@@ -1532,9 +1554,9 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
       if (c.blocks.count(b.kind)) continue;  // planned, or the embedding or head
       const bool moe = b.kind == BlockKind::kMoe || b.kind == BlockKind::kMoeKept;
       const bool keeps = b.kind == BlockKind::kDenseKept || b.kind == BlockKind::kMoeKept;
-      const std::string name = fmt::format("{}{}layer", keeps ? "kept_" : "", moe ? "moe_" : "");
       c.blocks[b.kind] =
-          plan_block(c, b.kind, build_transformer_layer(s.model, keeps ? kept : shard, moe), name);
+          plan_block(c, b.kind, build_transformer_layer(s.model, keeps ? kept : shard, moe),
+                     layer_block_name(moe, keeps));
     }
   }
 

@@ -130,6 +130,12 @@ std::optional<DType> gradient_buffer(const Training& training, int zero, int pp)
 // micro-batch (FSDP without pipelining); ZeRO-3 with pipelining gathers for the whole step.
 bool per_microbatch_fsdp(int zero, int pp);
 
+// The names of a transformer layer's block (`moe`: an MoE layer; `keeps`: one that keeps its
+// activations under partial recomputation) and of a block's pass plan, as traces and errors show
+// them ("moe_layer", "layer.backward").
+std::string layer_block_name(bool moe, bool keeps);
+std::string pass_plan_name(std::string_view block, PassKind pass);
+
 // Whether per-micro-batch FSDP (per_microbatch_fsdp) keeps a root unit, as PyTorch FSDP2
 // (`fsdp_gather: per_parameter`) does once fully_shard has wrapped each block and then the
 // model: the weights outside the blocks (the embedding, the final norm and the output layer)
@@ -154,9 +160,8 @@ struct GradientBucket {
   int64_t dense = 0;
   int64_t expert = 0;
 };
-// A stage's data-parallel gradient buckets (Megatron-LM's): consecutive blocks in backward order
-// (its last model chunk first, each chunk's blocks last to first), each bucket closed once it
-// holds at least `bucket_parameters`.
+// A model chunk's data-parallel gradient buckets (Megatron-LM's): consecutive blocks in backward
+// order (last to first), each bucket closed once it holds at least `bucket_parameters`.
 std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> blocks_backward,
                                              int64_t bucket_parameters);
 // The bucket size, in parameters, of the gradient reduction after the last micro-batch of a

@@ -84,8 +84,12 @@ CostEstimate estimate_cost(const Scenario& s) {
   const bool reduce_scatter = p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const bool experts_reduced = p.expert_data_ranks() > 1;
   const bool hybrid = p.hybrid_sharded();  // each block's shard all-reduced across replicas
-  auto pass_tasks = [&](const LayerGraph& graph) {
-    auto tasks = [&](PassKind pass) { return static_cast<double>(plan_pass(graph, pass, pricer, "").tasks.size()); };
+  // (Named as the lowering names them, for a duration past the range of simulated time.)
+  auto pass_tasks = [&](const LayerGraph& graph, std::string_view block) {
+    auto tasks = [&](PassKind pass) {
+      return static_cast<double>(
+          plan_pass(graph, pass, pricer, pass_plan_name(block, pass)).tasks.size());
+    };
     const double backward =
         zero_bubble ? tasks(PassKind::kBackwardInput) + tasks(PassKind::kBackwardWeight) : tasks(PassKind::kBackward);
     return tasks(PassKind::kForward) + backward;
@@ -95,7 +99,7 @@ CostEstimate estimate_cost(const Scenario& s) {
                ? 1.0 + (experts && experts_reduced ? 1.0 : 0.0) + (hybrid ? 1.0 : 0.0)
                : 0.0;
   };
-  auto block_tasks = [&](const LayerGraph& graph) {
+  auto block_tasks = [&](const LayerGraph& graph, std::string_view block) {
     double fsdp = reductions(graph.expert_parameters > 0);
     if (fsdp_per_microbatch) {
       const FsdpGathers gathers = fsdp_gathers(s, graph);
@@ -104,12 +108,12 @@ CostEstimate estimate_cost(const Scenario& s) {
               (gathers.experts > Bytes(0) ? 2.0 : 0.0);
       if (p.fsdp_gather == FsdpGather::kPerParameter) fsdp += 3.0;
     }
-    return pass_tasks(graph) + fsdp;
+    return pass_tasks(graph, block) + fsdp;
   };
   const LayerGraph embedding_graph = build_embedding(s.model, shard);
   const LayerGraph head_graph = build_output_head(s.model, head_layer_shard(s));
-  double embedding = block_tasks(embedding_graph);
-  double head = block_tasks(head_graph);
+  double embedding = block_tasks(embedding_graph, "embedding");
+  double head = block_tasks(head_graph, "head");
   if (holds_fsdp_root(p)) {
     // FSDP2's root unit, the embedding's and the head's weights, per micro-batch: one gather
     // (its experts' apart) and one copy out of it (under gpipe the forwards share the first and
@@ -118,9 +122,9 @@ CostEstimate estimate_cost(const Scenario& s) {
     const bool experts = embedding_graph.expert_parameters + head_graph.expert_parameters > 0;
     const bool experts_gathered =
         fsdp_gathers(s, embedding_graph).experts + fsdp_gathers(s, head_graph).experts > Bytes(0);
-    embedding = pass_tasks(embedding_graph) + 2.0 + (experts_gathered ? 1.0 : 0.0) + 1.0 +
-                reductions(experts) + 1.0;
-    head = pass_tasks(head_graph);
+    embedding = pass_tasks(embedding_graph, "embedding") + 2.0 + (experts_gathered ? 1.0 : 0.0) +
+                1.0 + reductions(experts) + 1.0;
+    head = pass_tasks(head_graph, "head");
   }
   // A layer's tasks and gradient elements, by whether it is an MoE layer and whether it is
   // recomputed: each kind counted once, on first use.
@@ -130,7 +134,8 @@ CostEstimate estimate_cost(const Scenario& s) {
     if (added) {
       const LayerShard graph_shard = recomputed ? shard : kept_layer_shard(s);
       const LayerGraph graph = build_transformer_layer(s.model, graph_shard, moe);
-      it->second = {block_tasks(graph), static_cast<double>(graph.parameters)};
+      it->second = {block_tasks(graph, layer_block_name(moe, !recomputed)),
+                    static_cast<double>(graph.parameters)};
     }
     return it->second;
   };

@@ -122,24 +122,32 @@ std::vector<std::string> symmetric_fidelity_warnings(const Scenario& scenario, c
   return warnings;
 }
 
-// The longest op of the lowered passes, for an error that the step passed the range of simulated
-// time: the figure of the scenario it comes from is most likely the one out of range.
+// The longest op of the lowered passes, or task outside them (a pipeline transfer, a step-level
+// collective, the optimizer), for an error that the step passed the range of simulated time: the
+// figure of the scenario it comes from is most likely the one out of range.
 std::string longest_op(const Lowering& lowering) {
-  const PlannedOp* longest = nullptr;
-  const TaskPlan* longest_in = nullptr;
+  Seconds longest;
+  std::string name;
   for (const auto& stage : lowering.stages) {
     for (const auto& plan : stage->plans) {
       for (const PlannedOp& op : plan->ops) {
-        if (longest == nullptr || op.duration > longest->duration) {
-          longest = &op;
-          longest_in = plan.get();
+        if (op.duration > longest) {
+          longest = op.duration;
+          name = fmt::format("{} of {}", op.name, plan->name);
         }
       }
     }
+    for (TaskId id = 0; id < stage->program.num_tasks(); ++id) {
+      const Task task = stage->program.task(id);
+      const TaskLabel& label = stage->labels[task.label];
+      if (label.plan == kNoId && to_seconds(task.duration) > longest) {
+        longest = to_seconds(task.duration);
+        name = stage->lone_name(label);
+      }
+    }
   }
-  if (longest == nullptr) return "";
-  return fmt::format("; its longest op, {} of {}, takes {:.3g} s", longest->name, longest_in->name,
-                     longest->duration / Seconds(1));
+  if (name.empty()) return "";
+  return fmt::format("; its longest op, {}, takes {:.3g} s", name, longest / Seconds(1));
 }
 
 Prediction run_simulation(std::shared_ptr<const Scenario> scenario, const SimulateOptions& options) {

@@ -108,8 +108,8 @@ training: {global_batch: 8, micro_batch: 1, recompute: none}
   // those that send through the same NIC share it, not those whose send enters a NIC another's
   // leaves. Symmetric fidelity shares them all the time; under full fidelity the data-parallel
   // ranks of a stage drift apart (one of stage 2's three sends within its node), and the
-  // non-interleaved schedule's transfers, waited for where they are issued, then share less of it:
-  // full is 1.4% faster.
+  // non-interleaved schedule's transfers, waited for where they are issued, and the reductions
+  // after each stage's last send then share less of it: full is 3% faster.
   const std::string straddling =
       R"(model: {name: m, layers: 8, hidden: 4096, heads: 32, ffn_hidden: 8192,
   vocab: 32000, seq_len: 4096}
@@ -119,7 +119,7 @@ training: {global_batch: 48, micro_batch: 8, recompute: none}
 )";
   EXPECT_NEAR(run(straddling + "simulation: {fidelity: full}\n").iteration_time /
                   run(straddling).iteration_time,
-              0.986, 0.005)
+              0.970, 0.005)
       << "straddling stages";
 }
 
