@@ -225,6 +225,40 @@ std::string one_of(const Row& row, const char* key, const YamlMap& table,
   return value;
 }
 
+// The kernel an attention row timed, in training.attention's terms. paceline-calibrate's rows
+// (no `backend`) ran cuDNN's fused attention, the kernel Transformer Engine runs on Hopper
+// (`flash`); attention_torch.py's say which kernel PyTorch's SDPA chose: `cudnn` the same, `flash`
+// FlashAttention-2 (`flash2`, about 0.39 of the H100's peak forward against cuDNN's 0.66).
+// PyTorch's mem-efficient and math kernels are none that paceline models: their rows would time
+// another kernel.
+AttentionKernel attention_kernel_of(const Row& row, const YamlMap& table) {
+  if (!row.node["backend"]) return AttentionKernel::kFlash;
+  const std::string backend = text(row, "backend", table);
+  if (backend == "cudnn") return AttentionKernel::kFlash;
+  if (backend == "flash") return AttentionKernel::kFlash2;
+  throw InputError(
+      location_of(row.node["backend"], table.file()),
+      fmt::format("{}.backend = '{}' is not a kernel paceline models (training.attention flash "
+                  "is cuDNN's, flash2 FlashAttention-2); expected one of: cudnn, flash",
+                  table.path(), echoed(backend)));
+}
+
+// Refuses a row whose keys and values were repeated to every query head before the call
+// (attention_torch.py's `kv_layout: expanded`, where the backend had no grouped-query kernel): its
+// time holds the copies and a kernel over `heads` key/value heads, which is neither a grouped
+// kernel's time nor, under training.repeat_kv, the kernel's alone (paceline times the copies
+// apart).
+void check_native_kv_layout(const Row& row, const YamlMap& table) {
+  if (!row.node["kv_layout"]) return;
+  const std::string layout = text(row, "kv_layout", table);
+  if (layout == "native") return;
+  throw InputError(location_of(row.node["kv_layout"], table.file()),
+                   fmt::format("{}.kv_layout = '{}' times the copies of keys and values to every "
+                               "query head with the kernel, which paceline times apart; expected "
+                               "native (each key/value head read by its group of query heads)",
+                               table.path(), echoed(layout)));
+}
+
 // The memory-bound kernels paceline-calibrate measures (docs/profile-format.md, "memory_bound").
 const std::vector<std::string_view> kMemoryOperations = {
     "add", "gelu", "swiglu", "layernorm", "rmsnorm", "softmax", "cross_entropy"};
@@ -413,7 +447,8 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
                                      "of heads (query heads per key/value head)",
                                      attention->path(), group, heads));
       }
-      const AttentionKey key{direction == "backward", causal,
+      check_native_kv_layout(row, *attention);
+      const AttentionKey key{attention_kernel_of(row, *attention), direction == "backward", causal,
                              static_cast<int64_t>(count(row, "head_dim", *attention)),
                              static_cast<int64_t>(group)};
       points[key].push_back(
@@ -504,11 +539,14 @@ Seconds KernelProfile::attention_model(const AttentionFit& fit, const AttentionS
 }
 
 void KernelProfile::fit_attention() {
-  for (const bool backward : {false, true}) {
+  // Each kernel's rows fit a model of their own: cuDNN's and FlashAttention-2's ceilings differ.
+  std::set<std::pair<AttentionKernel, bool>> fits;
+  for (const auto& [key, grid] : attention_) fits.insert({key.kernel, key.backward});
+  for (const auto& [kernel, backward] : fits) {
     std::vector<std::vector<double>> features;
     std::vector<double> times;
     for (const auto& [key, grid] : attention_) {
-      if (key.backward != backward || !key.causal) continue;
+      if (key.kernel != kernel || key.backward != backward || !key.causal) continue;
       const double peak = *gpu_.peak(DType::kBf16) / FlopPerSecond(1);
       for (const double heads : grid.axes()[0]) {
         for (const double seq : grid.axes()[1]) {
@@ -530,7 +568,7 @@ void KernelProfile::fit_attention() {
     fit.inverse_efficiency = x[0];
     fit.seq_half_over_efficiency = x[1];
     fit.overhead = Seconds(x[2]);
-    attention_fits_[backward] = fit;
+    attention_fits_[{kernel, backward}] = fit;
   }
 }
 
@@ -587,17 +625,21 @@ std::optional<Seconds> KernelProfile::gemm(const GemmShape& shape) const {
 
 std::optional<Seconds> KernelProfile::attention(const AttentionShape& shape) const {
   // The table is bf16's (the loader refuses other rows): fp16, fp8 and fp32 attention run other
-  // kernels at other speeds, which the roofline times.
-  if (shape.dtype != DType::kBf16) return std::nullopt;
+  // kernels at other speeds, which the roofline times. Its rows have values as wide as keys.
+  if (shape.dtype != DType::kBf16 || shape.value_dim() != shape.head_dim) return std::nullopt;
   // A non-causal block of s_q × s_kv does the work of a causal one of sqrt(2·s_q·s_kv).
   const double seq = shape.causal ? static_cast<double>(shape.seq_q)
                                   : std::sqrt(2.0 * static_cast<double>(shape.seq_q) * shape.seq_kv);
   const int64_t group = shape.kv_heads > 0 ? shape.heads / shape.kv_heads : 1;
-  // The measured grouping nearest (in log) to the query's, at the query's head_dim.
+  // The measured grouping nearest (in log) to the query's, of the query's kernel at its head_dim:
+  // a row times the width it measured (FlashAttention-2's padding to a multiple of 32 included).
   const LogGrid* grid = nullptr;
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [key, g] : attention_) {
-    if (key.backward != shape.backward || !key.causal || key.head_dim != shape.head_dim) continue;
+    if (key.kernel != shape.kernel || key.backward != shape.backward || !key.causal ||
+        key.head_dim != shape.head_dim) {
+      continue;
+    }
     const double distance = std::abs(std::log(static_cast<double>(key.group) / static_cast<double>(group)));
     if (distance < best) {
       best = distance;
@@ -609,7 +651,7 @@ std::optional<Seconds> KernelProfile::attention(const AttentionShape& shape) con
   if (const std::optional<double> t = grid->interpolate(query)) return Seconds(*t);
   const auto anchor = grid->nearest(grid->clamp(query));
   if (!anchor) return std::nullopt;
-  const auto fit = attention_fits_.find(shape.backward);
+  const auto fit = attention_fits_.find({shape.kernel, shape.backward});
   if (fit == attention_fits_.end()) {
     return Seconds(anchor->second * query[0] * query[1] * query[1] / (anchor->first[0] * std::pow(anchor->first[1], 2)));
   }

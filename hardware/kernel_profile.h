@@ -74,6 +74,8 @@ class KernelProfile {
 
   // Measured times, or nullopt where the profile has no table for the kind of kernel.
   std::optional<Seconds> gemm(const GemmShape& shape) const;
+  // Attention of the shape's kernel, where the profile measured that kernel (bf16, values as
+  // wide as keys, at the shape's head_dim).
   std::optional<Seconds> attention(const AttentionShape& shape) const;
   std::optional<Seconds> memory_bound(MemoryKernel kernel, Bytes traffic) const;
   // A measured NCCL collective over `ranks` GPUs of one node (the link profile), `size` in the
@@ -92,13 +94,16 @@ class KernelProfile {
   const std::string& compute_capability() const { return compute_capability_; }
   const SourceLocation& compute_capability_location() const { return compute_capability_location_; }
   const GpuSpec& gpu() const { return gpu_; }
-  // The fits, by GEMM (dtype, layout), attention direction, and memory operation.
+  // The fits, by GEMM (dtype, layout), attention (kernel, backward), and memory operation.
   const std::map<std::pair<DType, GemmLayout>, GemmFit>& gemm_fits() const { return gemm_fits_; }
-  const std::map<bool, AttentionFit>& attention_fits() const { return attention_fits_; }
+  const std::map<std::pair<AttentionKernel, bool>, AttentionFit>& attention_fits() const {
+    return attention_fits_;
+  }
   const std::map<std::string, MemoryFit>& memory_fits() const { return memory_fits_; }
 
  private:
   struct AttentionKey {
+    AttentionKernel kernel;  // the kernel the rows measured (flash: cuDNN's; flash2)
     bool backward;
     bool causal;
     int64_t head_dim;
@@ -123,14 +128,14 @@ class KernelProfile {
   GpuSpec gpu_;
   // GEMMs by (dtype, layout) over (m, n, k) in the model's terms (tokens, out, in for forward).
   std::map<std::pair<DType, GemmLayout>, LogGrid> gemm_;
-  // bf16 attention by key over (heads, seq) for batch 1.
+  // bf16 attention by key over (heads, seq) for batch 1, each kernel's rows apart.
   std::map<AttentionKey, LogGrid> attention_;
   // Memory-bound operations over bytes moved.
   std::map<std::string, LogGrid> memory_;
   // Collectives by (operation, ranks) over bytes as nccl-tests counts them.
   std::map<std::pair<std::string, int>, LogGrid> collectives_;
   std::map<std::pair<DType, GemmLayout>, GemmFit> gemm_fits_;
-  std::map<bool, AttentionFit> attention_fits_;
+  std::map<std::pair<AttentionKernel, bool>, AttentionFit> attention_fits_;
   std::map<std::string, MemoryFit> memory_fits_;
 };
 

@@ -52,7 +52,8 @@ Seconds OpTimer::memory_roofline(Bytes traffic) const {
   return traffic / (gpu_.memory_bandwidth * gpu_.kernels.memory_bandwidth_efficiency);
 }
 
-Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) const {
+Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype,
+                             bool power_limited) const {
   // By the ratio of the figures of the GPU it was measured on to this one's: another GPU of the
   // architecture, or this one with figures a scenario overrides (1 exactly where they agree).
   const GpuSpec& from = profile_->gpu();
@@ -61,7 +62,7 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype) 
                  : measured_peak ? *measured_peak / peak_for(dtype)
                                  : 1.0;  // a peak the scenario gave where that GPU has none
   // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
-  if (compute_bound) ratio /= sustained(dtype);
+  if (compute_bound && power_limited) ratio /= sustained(dtype);
   return measured * ratio;
 }
 
@@ -152,11 +153,12 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
                                                (s.heads * s.seq_q + s.kv_heads * static_cast<double>(s.seq_kv)) *
                                                (s.backward ? 2.0 : 1.0)));
   const bool compute_bound = compute > memory;
-  // Profiles measure cuDNN's fused attention, not FlashAttention's builds or Triton's, with values
-  // as wide as queries and keys.
-  if (profile_ && s.kernel == AttentionKernel::kFlash && s.value_dim() == s.head_dim) {
+  // A profile times the kernels its rows measured (cuDNN's fused attention, FlashAttention-2
+  // through PyTorch), not FlashAttention-3 or Triton's; one that keeps below the power limit keeps
+  // the measured speed.
+  if (profile_) {
     if (const std::optional<Seconds> measured = profile_->attention(s)) {
-      return {transferred(*measured, compute_bound, s.dtype), true};
+      return {transferred(*measured, compute_bound, s.dtype, kernel.power_limited), true};
     }
   }
   const double sustained_fraction = kernel.power_limited ? sustained(s.dtype) : 1.0;

@@ -94,8 +94,10 @@ class OpTimer {
   FlopPerSecond peak_for(DType dtype) const;
   Seconds memory_roofline(Bytes traffic) const;
   Roofline gemm_roofline(const GemmShape& shape) const;
-  // Profile time on the profile's GPU carried to this one.
-  Seconds transferred(Seconds measured, bool compute_bound, DType dtype) const;
+  // Profile time on the profile's GPU carried to this one; a compute-bound kernel that holds the
+  // board at its power limit (`power_limited`, as GEMMs do) slowed to the sustained fraction.
+  Seconds transferred(Seconds measured, bool compute_bound, DType dtype,
+                      bool power_limited = true) const;
   // Compute-bound throughput of the slowest synchronized chip, of its short-burst speed.
   double sustained(DType dtype) const { return gpu_.kernels.sustained_fraction(dtype) * slowest_chip_; }
 

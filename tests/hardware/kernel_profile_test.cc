@@ -8,7 +8,9 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -173,6 +175,90 @@ TEST(KernelProfile, OnlyBf16AttentionIsTimedFromTheBf16Table) {
                           "true, batch: 1, heads: 8, seq: 1024, head_dim: 128, group: 1, time_s: "
                           "1.0e-4}\n"),
             ":5:15: profile.attention.dtype = 'fp16' is unknown; expected one of: bf16");
+}
+
+// A profile of forward causal attention rows of 128-wide heads, 8 and 32 of them over 1024 and
+// 4096 tokens, whose `fields` (", backend: flash") say what measured them; each row takes
+// 10 us per head and 1024² tokens: t = 10 us · heads · (seq/1024)².
+std::shared_ptr<const KernelProfile> attention_profile(const std::string& name,
+                                                       const std::string& fields) {
+  std::string rows;
+  for (const int64_t heads : {8, 32}) {
+    for (const int64_t seq : {1024, 4096}) {
+      rows += fmt::format(
+          "    - {{dtype: bf16, direction: forward, causal: true, batch: 1, heads: {}, seq: {}, "
+          "head_dim: 128, group: 1, time_s: {}{}}}\n",
+          heads, seq, 1e-5 * heads * std::pow(seq / 1024.0, 2), fields);
+    }
+  }
+  const std::string path = paceline::testing::temp_path(name);
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x, compute_capability: "
+                         "\"9.0\"}\nattention:\n  rows:\n"
+                      << rows;
+  return std::make_shared<const KernelProfile>(KernelProfile::load(path, h200()));
+}
+
+TEST(KernelProfile, AttentionRowsTimeTheKernelTheyMeasured) {
+  // attention_torch.py writes rows PyTorch's SDPA ran on FlashAttention-2 (`backend: flash`),
+  // which timed cuDNN's kernel (training.attention flash) at FlashAttention-2's speed, 0.39 of
+  // the H100's peak forward against 0.66, and left FlashAttention-2 to the roofline.
+  const GpuSpec gpu = h200();
+  const OpTimer model(gpu);
+  const AttentionShape cudnn{1, 32, 32, 4096, 4096, 128, true, false, DType::kBf16};
+  AttentionShape flash2 = cudnn;
+  flash2.kernel = AttentionKernel::kFlash2;
+  // The row at 32 heads and 4096 tokens: 10 us · 32 · 16 = 5.12 ms.
+  const double row_s = 1e-5 * 32 * 16;
+
+  const auto from_flash2 = attention_profile("flash2_attention.yaml", ", backend: flash");
+  const OpTimer flash2_timer(gpu, from_flash2);
+  // FlashAttention-2 keeps below the H200's power limit (flash2_power_limited: false): the
+  // measured burst time stands, not slowed to the sustained fraction.
+  EXPECT_TRUE(flash2_timer.attention(flash2).measured);
+  EXPECT_DOUBLE_EQ(flash2_timer.attention(flash2).time / Seconds(1), row_s);
+  EXPECT_FALSE(flash2_timer.attention(cudnn).measured);
+  EXPECT_EQ(flash2_timer.attention(cudnn).time, model.attention(cudnn).time);
+  // The rows measured 128-wide heads: a 112-wide head (run on the same 128-wide kernel, but
+  // reading less) is the model's.
+  AttentionShape narrower = flash2;
+  narrower.head_dim = 112;
+  EXPECT_FALSE(flash2_timer.attention(narrower).measured);
+  // Each kernel fits its own rows.
+  EXPECT_TRUE(from_flash2->attention_fits().contains({AttentionKernel::kFlash2, false}));
+  EXPECT_FALSE(from_flash2->attention_fits().contains({AttentionKernel::kFlash, false}));
+
+  // paceline-calibrate's rows (no backend) and PyTorch's cuDNN rows time cuDNN's kernel only.
+  for (const std::string fields : {"", ", backend: cudnn"}) {
+    const auto from_cudnn = attention_profile("cudnn_attention.yaml", fields);
+    const OpTimer cudnn_timer(gpu, from_cudnn);
+    EXPECT_TRUE(cudnn_timer.attention(cudnn).measured) << fields;
+    EXPECT_DOUBLE_EQ(*from_cudnn->attention(cudnn) / Seconds(1), row_s) << fields;
+    EXPECT_FALSE(cudnn_timer.attention(flash2).measured) << fields;
+    EXPECT_EQ(cudnn_timer.attention(flash2).time, model.attention(flash2).time) << fields;
+  }
+}
+
+TEST(KernelProfile, AttentionRowsOfKernelsPacelineDoesNotModelAreRefused) {
+  const std::string attention =
+      "attention:\n  rows:\n    - {dtype: bf16, direction: forward, causal: true, batch: 1, heads: "
+      "8, seq: 1024, head_dim: 128, group: 8, time_s: 1.0e-4, FIELD}\n";
+  const auto with = [&](const std::string& field) {
+    std::string text = attention;
+    return text.replace(text.find("FIELD"), 5, field);
+  };
+  // PyTorch's mem-efficient kernel, which attention_torch.py records when SDPA chose it: timing
+  // cuDNN's kernel or FlashAttention-2 with it would be another kernel's time.
+  EXPECT_EQ(profile_error("efficient.yaml", with("backend: efficient")),
+            ":5:136: profile.attention.backend = 'efficient' is not a kernel paceline models "
+            "(training.attention flash is cuDNN's, flash2 FlashAttention-2); expected one of: "
+            "cudnn, flash");
+  // Keys and values repeated to every query head before the call: the copies are in the time,
+  // and paceline times them apart.
+  EXPECT_EQ(profile_error("expanded.yaml", with("backend: flash, kv_layout: expanded")),
+            ":5:154: profile.attention.kv_layout = 'expanded' times the copies of keys and values "
+            "to every query head with the kernel, which paceline times apart; expected native "
+            "(each key/value head read by its group of query heads)");
+  EXPECT_EQ(profile_error("native.yaml", with("backend: flash, kv_layout: native")), "");
 }
 
 TEST(KernelProfile, UnknownTopLevelKeysAreRefused) {
