@@ -182,6 +182,18 @@ std::vector<Row> measured_rows(YamlMap& table) {
   return rows;
 }
 
+// Refuses a key of `row` outside `known`.
+void check_known_keys(const Row& row, const YamlMap& table,
+                      std::initializer_list<std::string_view> known) {
+  for (const auto& entry : row.node) {
+    const std::string key = entry.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    throw InputError(location_of(entry.first, table.file()),
+                     fmt::format("{}.rows: unknown key '{}'; expected one of: {}", table.path(),
+                                 echoed(key), fmt::join(known, ", ")));
+  }
+}
+
 // A row's size or count: positive (grids are in log space) and at most `most` (2^53, where
 // doubles stop counting exactly, or less for what becomes an int).
 double number(const Row& row, const char* key, const YamlMap& table, double most = 9007199254740992.0) {
@@ -225,12 +237,12 @@ std::string one_of(const Row& row, const char* key, const YamlMap& table,
   return value;
 }
 
-// The kernel an attention row timed, in training.attention's terms. paceline-calibrate's rows
-// (no `backend`) ran cuDNN's fused attention, the kernel Transformer Engine runs on Hopper
-// (`flash`); attention_torch.py's say which kernel PyTorch's SDPA chose: `cudnn` the same, `flash`
-// FlashAttention-2 (`flash2`, about 0.39 of the H100's peak forward against cuDNN's 0.66).
-// PyTorch's mem-efficient and math kernels are none that paceline models: their rows would time
-// another kernel.
+// The kernel an attention row timed, in training.attention's terms on Hopper and later.
+// paceline-calibrate's rows (no `backend`) ran cuDNN's fused attention, the kernel Transformer
+// Engine runs there (`flash`); attention_torch.py's say which kernel PyTorch's SDPA chose: `cudnn`
+// the same, `flash` FlashAttention-2 (`flash2`, about 0.39 of the H100's peak forward against
+// cuDNN's 0.66). PyTorch's mem-efficient and math kernels are none that paceline models: their
+// rows would time another kernel. (On Ampere, KernelProfile::attention reads them otherwise.)
 AttentionKernel attention_kernel_of(const Row& row, const YamlMap& table) {
   if (!row.node["backend"]) return AttentionKernel::kFlash;
   const std::string backend = text(row, "backend", table);
@@ -423,6 +435,13 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
   if (std::optional<YamlMap> attention = root.optional_map("attention")) {
     std::map<AttentionKey, Points<2>> points;
     for (const Row& row : measured_rows(*attention)) {
+      // Which kernel a row timed hangs on its `backend`: a misspelt key would pass its rows off
+      // as cuDNN's.
+      check_known_keys(
+          row, *attention,
+          {"direction", "dtype", "causal", "head_dim", "group", "batch", "heads", "kv_heads", "seq",
+           "time_s", "spread", "kernels", "kernel", "error", "flop_per_s", "backend",
+           "backend_requested", "kv_layout", "ratio_to_attention"});
       // paceline-calibrate and attention_torch.py measure bf16 attention only: a row of another
       // dtype would time that dtype's kernels with bf16's.
       one_of(row, "dtype", *attention, {"bf16"});
@@ -631,12 +650,19 @@ std::optional<Seconds> KernelProfile::attention(const AttentionShape& shape) con
   const double seq = shape.causal ? static_cast<double>(shape.seq_q)
                                   : std::sqrt(2.0 * static_cast<double>(shape.seq_q) * shape.seq_kv);
   const int64_t group = shape.kv_heads > 0 ? shape.heads / shape.kv_heads : 1;
+  // On Ampere Transformer Engine runs FlashAttention-2 for `flash` (the catalog's flash is
+  // FlashAttention-2's there): FlashAttention-2's rows time both settings, and cuDNN's neither
+  // (the result's kernel counts show those shapes modelled).
+  const AttentionKernel measured =
+      gpu_.architecture == "ampere" && shape.kernel == AttentionKernel::kFlash
+          ? AttentionKernel::kFlash2
+          : shape.kernel;
   // The measured grouping nearest (in log) to the query's, of the query's kernel at its head_dim:
   // a row times the width it measured (FlashAttention-2's padding to a multiple of 32 included).
   const LogGrid* grid = nullptr;
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [key, g] : attention_) {
-    if (key.kernel != shape.kernel || key.backward != shape.backward || !key.causal ||
+    if (key.kernel != measured || key.backward != shape.backward || !key.causal ||
         key.head_dim != shape.head_dim) {
       continue;
     }
@@ -651,7 +677,7 @@ std::optional<Seconds> KernelProfile::attention(const AttentionShape& shape) con
   if (const std::optional<double> t = grid->interpolate(query)) return Seconds(*t);
   const auto anchor = grid->nearest(grid->clamp(query));
   if (!anchor) return std::nullopt;
-  const auto fit = attention_fits_.find({shape.kernel, shape.backward});
+  const auto fit = attention_fits_.find({measured, shape.backward});
   if (fit == attention_fits_.end()) {
     return Seconds(anchor->second * query[0] * query[1] * query[1] / (anchor->first[0] * std::pow(anchor->first[1], 2)));
   }

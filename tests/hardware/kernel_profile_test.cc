@@ -181,7 +181,9 @@ TEST(KernelProfile, OnlyBf16AttentionIsTimedFromTheBf16Table) {
 // 4096 tokens, whose `fields` (", backend: flash") say what measured them; each row takes
 // 10 us per head and 1024² tokens: t = 10 us · heads · (seq/1024)².
 std::shared_ptr<const KernelProfile> attention_profile(const std::string& name,
-                                                       const std::string& fields) {
+                                                       const std::string& fields,
+                                                       const GpuSpec& gpu = h200(),
+                                                       const std::string& capability = "9.0") {
   std::string rows;
   for (const int64_t heads : {8, 32}) {
     for (const int64_t seq : {1024, 4096}) {
@@ -192,10 +194,10 @@ std::shared_ptr<const KernelProfile> attention_profile(const std::string& name,
     }
   }
   const std::string path = paceline::testing::temp_path(name);
-  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x, compute_capability: "
-                         "\"9.0\"}\nattention:\n  rows:\n"
+  std::ofstream(path) << "format: paceline-profile/1\ndevice: {name: x, compute_capability: \""
+                      << capability << "\"}\nattention:\n  rows:\n"
                       << rows;
-  return std::make_shared<const KernelProfile>(KernelProfile::load(path, h200()));
+  return std::make_shared<const KernelProfile>(KernelProfile::load(path, gpu));
 }
 
 TEST(KernelProfile, AttentionRowsTimeTheKernelTheyMeasured) {
@@ -236,6 +238,17 @@ TEST(KernelProfile, AttentionRowsTimeTheKernelTheyMeasured) {
     EXPECT_FALSE(cudnn_timer.attention(flash2).measured) << fields;
     EXPECT_EQ(cudnn_timer.attention(flash2).time, model.attention(flash2).time) << fields;
   }
+
+  // On Ampere Transformer Engine's `flash` is FlashAttention-2: its rows time both settings, and
+  // cuDNN's rows neither.
+  const GpuSpec a100 = resolve_gpu("a100-sxm4-80gb", default_gpu_catalog(), {});
+  const OpTimer a100_flash2(
+      a100, attention_profile("a100_flash2_attention.yaml", ", backend: flash", a100, "8.0"));
+  EXPECT_TRUE(a100_flash2.attention(cudnn).measured);
+  EXPECT_TRUE(a100_flash2.attention(flash2).measured);
+  const OpTimer a100_cudnn(a100, attention_profile("a100_cudnn_attention.yaml", "", a100, "8.0"));
+  EXPECT_FALSE(a100_cudnn.attention(cudnn).measured);
+  EXPECT_FALSE(a100_cudnn.attention(flash2).measured);
 }
 
 TEST(KernelProfile, AttentionRowsOfKernelsPacelineDoesNotModelAreRefused) {
@@ -259,6 +272,12 @@ TEST(KernelProfile, AttentionRowsOfKernelsPacelineDoesNotModelAreRefused) {
             "to every query head with the kernel, which paceline times apart; expected native "
             "(each key/value head read by its group of query heads)");
   EXPECT_EQ(profile_error("native.yaml", with("backend: flash, kv_layout: native")), "");
+  // Which kernel a row timed hangs on `backend`: a misspelt key would pass FlashAttention-2's rows
+  // off as cuDNN's.
+  EXPECT_TRUE(
+      profile_error("misspelt.yaml", with("backends: flash"))
+          .starts_with(":5:127: profile.attention.rows: unknown key 'backends'; expected one of: "
+                       "direction, dtype, causal, head_dim"));
 }
 
 TEST(KernelProfile, UnknownTopLevelKeysAreRefused) {
