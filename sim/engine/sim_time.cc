@@ -20,8 +20,7 @@ constexpr double kRangePicoseconds = 9.2e18;
 [[noreturn]] void beyond_range(std::string_view culprit = "") {
   throw SimulatedTimeOverflow(
       fmt::format("the simulated step would last longer than 2^63 ps (106 days){}; a bandwidth, "
-                  "throughput or size in the "
-                  "scenario is far outside real hardware",
+                  "throughput or size in the scenario is far outside real hardware",
                   culprit));
 }
 

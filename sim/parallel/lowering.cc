@@ -1288,11 +1288,11 @@ void StageBuilder::step() {
   // place (Megatron-LM's; under ZeRO-3 with pipelining, the whole gradients accumulated over the
   // micro-batches). FSDP without pipelining reduced each block's as its backward ended
   // (reduce_block_gradients).
-  struct Bucket {
-    GradientBucket blocks;
-    std::vector<TaskId> ready;
+  struct ReadyBucket {
+    GradientBucket bucket;
+    std::vector<TaskId> ready;  // the tasks after which it is reduced
   };
-  std::vector<Bucket> buckets;
+  std::vector<ReadyBucket> buckets;
   for (int chunk = p.virtual_stages - 1; chunk >= 0; --chunk) {
     std::vector<BlockRef> blocks = chunk_blocks(chunk);
     std::reverse(blocks.begin(), blocks.end());
