@@ -13,7 +13,10 @@ Merging (docs/profile-format.md, "attention_torch.py"):
   * when the profile has no complete ``attention`` table (absent, recorded under ``skipped``, or
     with failed or missing points), the torch measurement becomes ``attention`` with
     ``method: "torch-sdpa (<backend>) ..."`` and the note ``notes.attention`` says why; the C++
-    rows, if any, are kept as ``attention_cudnn_backend``;
+    rows, if any, are kept as ``attention_cudnn_backend``; a point where PyTorch ran a kernel
+    paceline does not time (mem-efficient, math) or copied keys and values to every query head is
+    a hole there (``time_s: null`` and an ``error`` saying what ran), its measurement kept in
+    ``attention_crosscheck``;
   * otherwise it is written as ``attention_crosscheck`` (with ``ratio_to_attention`` per row);
   * ``gemm_crosscheck`` always gets the torch.matmul points (with ``ratio_to_gemm``).
 The profile is rewritten atomically (temporary file + rename) in the same layout paceline-
@@ -497,6 +500,27 @@ def row_key(row, key):
     return tuple(str(row.get(k)).lower() for k in key)
 
 
+# The kernels paceline times from a profile's attention rows (docs/profile-format.md).
+TIMED_BACKENDS = ("flash", "cudnn")
+
+
+def as_attention_row(row):
+    """The row as the attention table keeps it: a measurement paceline cannot time from (another
+    kernel, or keys and values copied to every query head) becomes a hole saying what ran, since
+    the profile loader refuses such a row and with it the whole profile."""
+    if row.get("time_s") is None:
+        return row
+    if row["backend"] not in TIMED_BACKENDS:
+        why = f"PyTorch ran {row['backend']} kernel {row['kernel']}, which paceline does not time"
+    elif row.get("kv_layout", "native") != "native":
+        why = "no grouped-query kernel: keys and values were copied to every query head"
+    else:
+        return row
+    hole = {k: row[k] for k in ATTENTION_KEY + ["kv_heads"]}
+    hole.update(time_s=None, error=why, backend=row["backend"])
+    return hole
+
+
 def attention_complete(profile, points):
     """Whether the profile's own attention table has every point, none failed, none skipped."""
     table = profile.get("attention")
@@ -616,26 +640,31 @@ def main():
     if not default_rows and not gemm_rows:
         fail(f"nothing measured ({stopped or 'every point failed'})", status=1)
 
-    if not complete and default_rows:
-        backends_seen = sorted({r["backend"] for r in default_rows})
+    attention_rows = [as_attention_row(r) for r in measured["default"]]
+    timed_rows = [r for r in attention_rows if r.get("time_s") is not None]
+    replaced = not complete and timed_rows
+    if replaced:
+        backends_seen = sorted({r["backend"] for r in timed_rows})
         if isinstance(latest.get("attention"), dict) and latest["attention"].get("rows"):
             latest["attention_cudnn_backend"] = latest.pop("attention")
         latest["attention"] = {
             "method": f"torch-sdpa ({', '.join(backends_seen)}): " + torch_method,
             "key": ATTENTION_KEY, "interpolate": ["heads", "seq"], "axes": attention_axes,
-            "rows": measured["default"]}
+            "rows": attention_rows}
         skipped.pop("attention", None)
         notes["attention"] = (f"measured by calibrate/attention_torch.py because paceline-calibrate's own "
                               f"attention was incomplete: {why}")
-        if stopped or len(default_rows) < len(points):
-            skipped["attention"] = (f"attention_torch.py: {len(default_rows)} of {len(points)} points measured"
+        if stopped or len(timed_rows) < len(points):
+            skipped["attention"] = (f"attention_torch.py: {len(timed_rows)} of {len(points)} points measured"
                                     + (f"; {stopped}" if stopped else ""))
     crosscheck_rows = []
     reference = {row_key(r, ATTENTION_KEY): r for r in (latest.get("attention") or {}).get("rows") or []}
     for backend in backends:
-        if backend == "default" and not complete:
-            continue  # those rows are the attention table itself
-        for row in measured[backend]:
+        rows = measured[backend]
+        if backend == "default" and replaced:
+            # The attention table holds these rows, but for the measurements it keeps as holes.
+            rows = [r for r, kept in zip(rows, attention_rows) if r is not kept]
+        for row in rows:
             row = dict(row, backend_requested=backend)
             ref = reference.get(row_key(row, ATTENTION_KEY))
             if row.get("time_s") and ref and ref.get("time_s"):
@@ -645,7 +674,8 @@ def main():
         latest["attention_crosscheck"] = {
             "method": "torch-sdpa per backend (backend_requested: default = PyTorch's choice): " + torch_method,
             "key": ATTENTION_KEY + ["backend_requested"], "interpolate": ["heads", "seq"],
-            "axes": dict(attention_axes, backend_requested=[b for b in backends if b != "default" or complete]),
+            "axes": dict(attention_axes, backend_requested=[b for b in backends
+                                                             if any(r["backend_requested"] == b for r in crosscheck_rows)]),
             "rows": crosscheck_rows}
     if gemm_rows:
         latest["gemm_crosscheck"] = {

@@ -116,6 +116,27 @@ class AttentionTorchTest(unittest.TestCase):
         profile["skipped"]["attention"] = "cuDNN has no engine"
         self.assertEqual(at.attention_complete(profile, points), (False, "cuDNN has no engine"))
 
+    def test_rows_paceline_cannot_time_become_holes(self):
+        point = at.attention_points(at.DEFAULT_AXES)[-1]
+        measured = dict(point, time_s=1e-3, spread=0.01, kernels=1, kernel="flash_fwd_kernel",
+                        backend="flash", flop_per_s=1e15)
+        self.assertIs(at.as_attention_row(measured), measured)
+        failed = dict(point, time_s=None, error="OutOfMemoryError", backend="default")
+        self.assertIs(at.as_attention_row(failed), failed)
+
+        efficient = dict(measured, kernel="fmha_cutlassF_bf16", backend="efficient")
+        hole = at.as_attention_row(efficient)
+        self.assertIsNone(hole["time_s"])
+        self.assertEqual(hole["backend"], "efficient")
+        self.assertIn("fmha_cutlassF_bf16", hole["error"])
+        self.assertNotIn("flop_per_s", hole)
+        self.assertEqual({k: hole[k] for k in at.ATTENTION_KEY}, {k: point[k] for k in at.ATTENTION_KEY})
+
+        expanded = at.as_attention_row(dict(measured, kv_layout="expanded"))
+        self.assertIsNone(expanded["time_s"])
+        self.assertNotIn("kv_layout", expanded)
+        self.assertIn("copied to every query head", expanded["error"])
+
 
 if __name__ == "__main__":
     unittest.main()
