@@ -193,20 +193,28 @@ NetworkSpec system_network(const SystemSpec& system, const SourceLocation& where
   return network;
 }
 
-// NICs beyond one a GPU must give every GPU as many of its own.
-bool uneven_nics(int nics_per_node, int gpus_per_node) {
-  return nics_per_node > gpus_per_node && nics_per_node % gpus_per_node != 0;
+// Fails at `map`'s nics_per_node where NICs beyond one a GPU do not give every GPU as many of
+// its own.
+void check_nics_per_node(const YamlMap& map, int nics_per_node, int gpus_per_node) {
+  if (nics_per_node <= gpus_per_node || nics_per_node % gpus_per_node == 0) return;
+  map.fail("nics_per_node",
+           fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: each GPU "
+                       "sends through as many NICs of its own as the others",
+                       nics_per_node, gpus_per_node));
 }
 
-constexpr std::string_view kEvenNicsRule =
-    "each GPU sends through as many NICs of its own as the others";
-
-// Fails at `map`'s nics_per_node where it is uneven over `gpus_per_node`.
-void check_nics_per_node(const YamlMap& map, int nics_per_node, int gpus_per_node) {
-  if (!uneven_nics(nics_per_node, gpus_per_node)) return;
-  map.fail("nics_per_node",
-           fmt::format("= {} is more than gpus_per_node = {} but not a multiple of it: {}",
-                       nics_per_node, gpus_per_node, kEvenNicsRule));
+// A system's compute NICs belong to its GPUs (one a GPU in every catalog system): a node the
+// scenario sizes otherwise keeps each GPU's share, as its NVLink fabric ends at that node.
+int system_nics_per_node(const YamlMap& cluster, const SystemSpec& system, int gpus_per_node) {
+  const int64_t nics = int64_t{system.nics_per_node} * gpus_per_node;
+  if (nics % system.gpus_per_node != 0) {
+    cluster.fail(
+        "gpus_per_node",
+        fmt::format("= {} GPUs take no whole share of system {}'s {} NICs for {} GPUs; "
+                    "give inter_node.nics_per_node",
+                    gpus_per_node, system.name, system.nics_per_node, system.gpus_per_node));
+  }
+  return static_cast<int>(nics / system.gpus_per_node);
 }
 
 NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& system,
@@ -214,8 +222,9 @@ NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& syst
   YamlMap map = cluster.map("inter_node");
   NetworkSpec network;
   const bool from_system = system && system->nics_per_node > 0;
-  network.nics_per_node = from_system ? map.get<int>("nics_per_node", system->nics_per_node)
-                                      : map.required<int>("nics_per_node");
+  network.nics_per_node = from_system && !map.has("nics_per_node")
+                              ? system_nics_per_node(cluster, *system, gpus_per_node)
+                              : map.required<int>("nics_per_node");
   if (network.nics_per_node < 1) map.fail("nics_per_node", "must be at least 1");
   check_nics_per_node(map, network.nics_per_node, gpus_per_node);
   const std::string catalog = default_link_catalog();
@@ -487,12 +496,7 @@ ClusterSpec read_cluster(YamlMap& map) {
     cluster.inter_node = read_network(map, system, cluster.gpus_per_node);
   } else if (system && system->nics_per_node > 0) {
     cluster.inter_node = system_network(*system, map.location("system"));
-    if (uneven_nics(system->nics_per_node, cluster.gpus_per_node)) {
-      map.fail(
-          "gpus_per_node",
-          fmt::format("= {} does not divide system {}'s nics_per_node = {}: {}",
-                      cluster.gpus_per_node, system->name, system->nics_per_node, kEvenNicsRule));
-    }
+    cluster.inter_node->nics_per_node = system_nics_per_node(map, *system, cluster.gpus_per_node);
   } else if (cluster.nodes > 1) {
     map.fail("inter_node", fmt::format("is required for {} nodes", cluster.nodes));
   }

@@ -122,11 +122,43 @@ TEST(Cluster, NicsBeyondOneAGpuAreAWholeNumberEach) {
             "c.yaml:4:29: cluster.inter_node.nics_per_node = 12 is more than gpus_per_node = 8 but "
             "not a multiple "
             "of it: each GPU sends through as many NICs of its own as the others");
-  // A system's NICs over fewer GPUs a node than it has.
-  EXPECT_EQ(error_of("system: dgx-h100\nnodes: 2\ngpus_per_node: 3\nnvlink_domain: 3\n"),
-            "c.yaml:3:16: cluster.gpus_per_node = 3 does not divide system dgx-h100's "
-            "nics_per_node = 8: each GPU "
-            "sends through as many NICs of its own as the others");
+}
+
+TEST(SystemCatalog, ANodeOfOtherSizeKeepsEachGpusNics) {
+  // DGX H100 has a NIC a GPU: four GPUs a node send through four NICs, not the system's eight.
+  for (const int gpus : {1, 3, 4, 16}) {
+    const std::string node = fmt::format("system: dgx-h100\nnodes: 2\ngpus_per_node: {}\n", gpus);
+    EXPECT_EQ(cluster_of(node).inter_node->nics_per_node, gpus);
+    EXPECT_EQ(cluster_of(node + "inter_node: {oversubscription: 2}\n").inter_node->nics_per_node,
+              gpus);
+  }
+  EXPECT_EQ(cluster_of("system: dgx-h100\nnodes: 2\ngpus_per_node: 4\n"
+                       "inter_node: {nics_per_node: 8}\n")
+                .inter_node->nics_per_node,
+            8);
+  EXPECT_EQ(cluster_of("system: gb200-nvl72\nnodes: 18\n").inter_node->nics_per_node, 4);
+}
+
+TEST(SystemCatalog, ANodeTakingNoWholeShareOfTheNicsIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("paceline-nics-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ifstream in(default_system_catalog() + "/dgx-h100.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string system = text.str();
+  system.replace(system.find("nics_per_node: {value: 8"), 24, "nics_per_node: {value: 4");
+  const fs::path file = dir / "shared-nics.yaml";
+  std::ofstream(file) << system;
+  const std::string scenario = "system: " + file.string() + "\nnodes: 2\ngpus_per_node: ";
+  const int two_gpus_nics = cluster_of(scenario + "2\n").inter_node->nics_per_node;
+  const std::string message = error_of(scenario + "3\n");
+  fs::remove_all(dir);
+  EXPECT_EQ(two_gpus_nics, 1);
+  // The file keeps DGX H100's name.
+  EXPECT_EQ(message,
+            "c.yaml:3:16: cluster.gpus_per_node = 3 GPUs take no whole share of system "
+            "dgx-h100's 4 NICs for 8 GPUs; give inter_node.nics_per_node");
 }
 
 TEST(Cluster, OversubscriptionOutsideOneTo64IsRejected) {
