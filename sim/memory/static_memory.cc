@@ -56,7 +56,7 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding,
 
 StaticMemory rank_static_memory(const Training& training, const Parallelism& p,
                                 const HeldWeights& weights) {
-  const int expert_shard = p.expert_zero_shard();
+  const int expert_shard = p.expert_data_ranks();
   const Sharding sharding{p.zero >= 3, p.reduces_gradients_per_microbatch(), p.zero >= 1};
   const StaticMemory dense = static_memory(training, sharding, weights.dense(), p.zero_shard);
   const StaticMemory experts = static_memory(training, sharding, weights.expert(), expert_shard);

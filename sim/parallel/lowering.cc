@@ -160,7 +160,7 @@ FsdpGathers fsdp_gathers(const Scenario& scenario, const LayerGraph& graph) {
   FsdpGathers gathers;
   if (p.fsdp_gather != FsdpGather::kTensor) {
     gathers.sizes = {Bytes(bytes.weights_bytes(weights.dense()))};
-    if (p.expert_zero_shard() > 1) gathers.experts = Bytes(bytes.weights_bytes(weights.expert()));
+    if (p.expert_data_ranks() > 1) gathers.experts = Bytes(bytes.weights_bytes(weights.expert()));
     return gathers;
   }
   // Tensor by tensor, each at the block's mean bytes a weight: the tensors do not say which are
@@ -1375,10 +1375,9 @@ void StageBuilder::step() {
   const TaskId norm = step_collective(Collective::kAllReduce, Bytes(4), GroupKind::kModel,
                                       "step.gradient_norm", reductions, Operand::kInPlace);
   // The optimizer updates the states this rank holds: of dense weights a 1/zero_shard share, of
-  // experts a share over at most the ranks holding the same experts (as static memory shards
-  // them).
+  // experts a share over the ranks holding the same experts (as static memory shards them).
   const double shard = p.zero >= 1 ? p.zero_shard : 1.0;
-  const double expert_shard = p.zero >= 1 ? p.expert_zero_shard() : 1.0;
+  const double expert_shard = p.zero >= 1 ? p.expert_data_ranks() : 1.0;
   const double held = static_cast<double>(weights.parameters - weights.experts) / shard +
                       static_cast<double>(weights.experts) / expert_shard;
   // Written back at each weight's own bytes (fp8 parameters: one for an fp8 GEMM's, two else).
@@ -1451,9 +1450,8 @@ TaskId StageBuilder::gather_updated_weights(const HeldWeights& weights, std::vec
   TaskId last =
       step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.dense())),
                       GroupKind::kDataShard, "dp.weight_all_gather", deps, Operand::kInPlace);
-  // Experts' weights are sharded over (at most) the ranks holding the same experts, and
-  // gathered there.
-  if (weights.experts > 0 && c_.scenario.parallelism.expert_zero_shard() > 1) {
+  // Experts' weights are sharded over the ranks holding the same experts, and gathered there.
+  if (weights.experts > 0 && c_.scenario.parallelism.expert_data_ranks() > 1) {
     last = step_collective(Collective::kAllGather, Bytes(bytes.weights_bytes(weights.expert())),
                            GroupKind::kExpertData, "dp.expert_weight_all_gather", deps,
                            Operand::kInPlace);

@@ -93,10 +93,10 @@ struct Parallelism {
   bool reduces_gradients_per_microbatch() const { return paceline::reduces_gradients_per_microbatch(zero, pp); }
   // HSDP: ZeRO shards over fewer ranks than the data-parallel ones, the shards replicated.
   bool hybrid_sharded() const { return zero_shard < dp * cp; }
-  // The ranks holding copies of the same experts (experts are not split by TP), and the group
-  // their ZeRO states are sharded over: at most those copies.
+  // The ranks holding copies of the same experts (experts are not split by TP): their gradients
+  // are reduced and, under ZeRO, their states sharded over all of them (Megatron-Core's expert
+  // data-parallel group), whatever the dense weights' zero_shard.
   int expert_data_ranks() const { return tp * dp * cp / ep; }
-  int expert_zero_shard() const { return std::max(1, std::min(zero_shard, expert_data_ranks())); }
 };
 
 struct Training {

@@ -367,7 +367,7 @@ LayoutBounds::StreamLoad LayoutBounds::microbatch_data_stream(const Layout& l) {
   // reduce-scattered over the ranks holding the same experts. Gradients all-reduced in buckets
   // instead (fsdp_gradient_reduce: all_reduce) count for nothing: buckets may join blocks.
   const std::vector<int> shard = ranks.placement(GroupKind::kDataShard);
-  const bool experts_gathered = parallelism.expert_zero_shard() > 1;
+  const bool experts_gathered = parallelism.expert_data_ranks() > 1;
   const bool reduce_scattered =
       parallelism.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   const std::vector<int> expert_data = ranks.placement(GroupKind::kExpertData);
@@ -581,7 +581,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
         kept[chunk] += count[kind] * block.kept_bytes;
         // Experts whose states are not sharded are held whole, not gathered.
         const HeldWeights gathered_weights =
-            parallelism.expert_zero_shard() <= 1 ? block.weights.dense() : block.weights;
+            parallelism.expert_data_ranks() <= 1 ? block.weights.dense() : block.weights;
         weights[chunk] += count[kind] * static_cast<int64_t>(bytes.weights_bytes(gathered_weights));
       }
     }

@@ -75,9 +75,25 @@ TEST(StaticMemory, Fp8ParametersAreTheWorkingCopyOfTheFp8GemmsWeights) {
   parallelism.zero_shard = 4;
   const HeldWeights held{
       .parameters = 1000, .experts = 400, .fp8_gemm = 800, .fp8_gemm_experts = 400};
-  EXPECT_EQ(parallelism.expert_zero_shard(), 2);
+  EXPECT_EQ(parallelism.expert_data_ranks(), 2);
   EXPECT_EQ(rank_static_memory(training, parallelism, held).weight_bytes,
             (200 * 2 + 400) / 4 + 400 / 2);
+}
+
+TEST(StaticMemory, ExpertStatesAreShardedOverTheWholeExpertDataParallelGroup) {
+  // tp 4, dp 8, ep 2: the experts' 16 copies share their states (Megatron-Core's expert data-
+  // parallel group, which reduces their gradients), not the dense weights' 8.
+  Training training;
+  Parallelism parallelism;
+  parallelism.tp = 4;
+  parallelism.dp = 8;
+  parallelism.ep = 2;
+  parallelism.zero = 1;
+  parallelism.zero_shard = 8;
+  const int64_t experts = 16'000'000;
+  const StaticMemory memory =
+      rank_static_memory(training, parallelism, {.parameters = experts, .experts = experts});
+  EXPECT_EQ(memory.optimizer_bytes, 12 * experts / 16);
 }
 
 TEST(StaticMemory, Bf16GradientsTakeTwoBytes) {
