@@ -54,15 +54,28 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding,
   return memory;
 }
 
+bool fsdp2_holds_master_shards(const Training& training, const Parallelism& parallelism) {
+  return parallelism.zero >= 3 && parallelism.fsdp_gather == FsdpGather::kPerParameter &&
+         training.precision != Precision::kFp32;
+}
+
 StaticMemory rank_static_memory(const Training& training, const Parallelism& p,
                                 const HeldWeights& weights) {
   const int expert_shard = p.expert_data_ranks();
   const Sharding sharding{p.zero >= 3, p.reduces_gradients_per_microbatch(), p.zero >= 1};
   const StaticMemory dense = static_memory(training, sharding, weights.dense(), p.zero_shard);
   const StaticMemory experts = static_memory(training, sharding, weights.expert(), expert_shard);
+  // PyTorch FSDP2 keeps a rank's shard of each weight in the weight's own dtype, fp32 under mixed
+  // precision: that shard is the master copy the optimizer updates, and each all-gather casts it
+  // to the 16-bit working copy (FSDPParam.all_gather_inputs), so no rank keeps a 16-bit shard.
+  // Its fp8 training is torchao's float8, which casts a weight as its layer runs and keeps no
+  // copy (matmul_with_hp_or_float8_args saves the high-precision weight for backward).
+  if (fsdp2_holds_master_shards(training, p)) {
+    return StaticMemory{0, dense.gradient_bytes + experts.gradient_bytes,
+                        dense.optimizer_bytes + experts.optimizer_bytes};
+  }
   // The fp8 copies are of the weights a rank computes with, which ZeRO-3 gathers, so they are
-  // counted whole. Where a framework casts each gathered layer's weights anew (torchao's float8
-  // under FSDP) it holds them only while that layer runs, which this overstates.
+  // counted whole.
   const auto fp8_copies = static_cast<int64_t>(static_cast<double>(weights.fp8_gemm) *
                                                parameter_bytes(training).fp8_weight);
   return StaticMemory{dense.weight_bytes + experts.weight_bytes + fp8_copies,

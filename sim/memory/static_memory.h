@@ -6,9 +6,10 @@
 // training forces fp32 accumulation), and 12 for Adam's fp32 master weights and two moments
 // (Rajbhandari et al., ZeRO, SC'20, §3.1: "16Ψ" = 2 + 2 + 12 with 16-bit grads; paceline keeps
 // the 4-byte gradient Megatron allocates). ZeRO-1 shards the 12, ZeRO-2 also the gradients,
-// ZeRO-3 also the weights. fp32 training has 4-byte weights and no master copy. fp8 training
-// adds an fp8 copy of the weight of each GEMM that runs in fp8, or with fp8 parameters holds
-// that byte alone; the other weights (embedding, output head, norms, router) stay 16-bit.
+// ZeRO-3 also the weights (PyTorch FSDP2's shards are the fp32 masters themselves: 4 + 12).
+// fp32 training has 4-byte weights and no master copy. fp8 training adds Transformer Engine's
+// fp8 copy of the weight of each GEMM that runs in fp8, or with fp8 parameters holds that byte
+// alone; the other weights (embedding, output head, norms, router) stay 16-bit.
 #ifndef PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 #define PACELINE_SIM_MEMORY_STATIC_MEMORY_H_
 
@@ -66,10 +67,15 @@ struct Sharding {
 StaticMemory static_memory(const Training& training, const Sharding& sharding,
                            const HeldWeights& weights, int shard);
 
+// Whether the rank's weight shards are the optimizer's fp32 master copies, with no 16-bit shard
+// beside them: PyTorch FSDP2 (ZeRO-3 with fsdp_gather: per_parameter) under mixed precision.
+bool fsdp2_holds_master_shards(const Training& training, const Parallelism& parallelism);
+
 // The static memory of a rank holding `weights` under the ZeRO stage of `parallelism`: dense
-// states are divided over its zero_shard group, expert states over at most the expert-data
-// group, and ZeRO-2 and ZeRO-3 with pipelining keep unsharded gradients, accumulated over the
-// micro-batches. Without fp8 parameters each weight of an fp8 GEMM has an fp8 copy, kept whole.
+// states are divided over its zero_shard group, expert states over the expert-data group, and
+// ZeRO-2 and ZeRO-3 with pipelining keep unsharded gradients, accumulated over the
+// micro-batches. Without fp8 parameters each weight of an fp8 GEMM has an fp8 copy, kept whole;
+// FSDP2 keeps no 16-bit or fp8 weights between passes.
 StaticMemory rank_static_memory(const Training& training, const Parallelism& parallelism,
                                 const HeldWeights& weights);
 

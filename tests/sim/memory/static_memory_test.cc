@@ -96,6 +96,28 @@ TEST(StaticMemory, ExpertStatesAreShardedOverTheWholeExpertDataParallelGroup) {
   EXPECT_EQ(memory.optimizer_bytes, 12 * experts / 16);
 }
 
+TEST(StaticMemory, Fsdp2ShardsAreTheMasterWeights) {
+  // PyTorch FSDP2 under mixed precision: the fp32 shard is the master, no 16-bit shard beside it
+  // (4 + 4 + 8 = 16 bytes a parameter over the shard group, where Megatron-style ZeRO-3 holds 18),
+  // and its fp8 (torchao's) keeps no fp8 copies.
+  Training training;
+  Parallelism parallelism;
+  parallelism.dp = 8;
+  parallelism.zero = 3;
+  parallelism.zero_shard = 8;
+  const HeldWeights held{.parameters = 8'000'000, .fp8_gemm = 6'000'000};
+  EXPECT_EQ(rank_static_memory(training, parallelism, held).total(), 18 * 1'000'000);
+  parallelism.fsdp_gather = FsdpGather::kPerParameter;
+  const StaticMemory fsdp2 = rank_static_memory(training, parallelism, held);
+  EXPECT_EQ(fsdp2.weight_bytes, 0);
+  EXPECT_EQ(fsdp2.total(), 16 * 1'000'000);
+  training.precision = Precision::kFp8;
+  EXPECT_EQ(rank_static_memory(training, parallelism, held).total(), 16 * 1'000'000);
+  // fp32 training has no master: its shard is the weight itself.
+  training.precision = Precision::kFp32;
+  EXPECT_EQ(rank_static_memory(training, parallelism, held).weight_bytes, 4 * 1'000'000);
+}
+
 TEST(StaticMemory, Bf16GradientsTakeTwoBytes) {
   Training training;
   training.gradients_in_bf16 = true;
