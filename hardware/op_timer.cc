@@ -98,7 +98,9 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
   const double in = bytes_per_element(s.dtype);
   const Seconds memory = memory_roofline(
       Bytes(in * (s.a_elements() + s.b_elements()) + epilogue_bytes(s) * s.c_elements()));
-  if (compute > memory) return {compute / sustained(s.dtype), true};
+  // Bound by whichever takes longer at the power limit, where the compute runs.
+  const Seconds at_power = compute / sustained(s.dtype);
+  if (at_power > memory) return {at_power, true};
   return {memory, false};
 }
 
@@ -152,7 +154,8 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   const Seconds memory = memory_roofline(Bytes(e * s.batch * widths *
                                                (s.heads * s.seq_q + s.kv_heads * static_cast<double>(s.seq_kv)) *
                                                (s.backward ? 2.0 : 1.0)));
-  const bool compute_bound = compute > memory;
+  const double sustained_fraction = kernel.power_limited ? sustained(s.dtype) : 1.0;
+  const bool compute_bound = compute / sustained_fraction > memory;
   // A profile times the kernels its rows measured (cuDNN's fused attention, FlashAttention-2
   // through PyTorch), not FlashAttention-3 or Triton's; one that keeps below the power limit keeps
   // the measured speed.
@@ -161,7 +164,6 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
       return {transferred(*measured, compute_bound, s.dtype, kernel.power_limited), true};
     }
   }
-  const double sustained_fraction = kernel.power_limited ? sustained(s.dtype) : 1.0;
   const Seconds at_power = compute_bound ? compute / sustained_fraction : memory;
   return {at_power + k.overhead, false};
 }

@@ -34,6 +34,19 @@ TEST(OpTimer, LargeSquareGemmRunsAtPeakTimesCatalogEfficiency) {
   EXPECT_LT(tflops, 850.0);
 }
 
+TEST(OpTimer, AGemmIsBoundByItsComputeAtThePowerLimit) {
+  // 256 x 16384 x 16384 bf16 on an H100: its compute in a burst (170 us) is below its memory time
+  // (184 us), at the power limit (200 us) above it. It runs at the latter.
+  const GpuSpec gpu = h100();
+  const OpTimer timer(gpu);
+  const GemmShape shape{256, 16384, 16384, 1, DType::kBf16};
+  const Seconds burst =
+      Flop(2.0 * 256 * 16384 * 16384) / (*gpu.peak(DType::kBf16) * timer.gemm_efficiency(shape));
+  const Seconds at_power = burst / gpu.kernels.sustained_compute_fraction;
+  EXPECT_NEAR(timer.gemm(shape).time / Seconds(1), (at_power + gpu.kernels.overhead) / Seconds(1),
+              1e-12);
+}
+
 TEST(OpTimer, Mi300xGemmsRunAtTheSpeedMeasuredAtItsPowerLimit) {
   // MI300X's GEMM efficiencies were measured back to back at the 750 W limit (MAMF: 668.4
   // TFLOP/s at 10240x15360x8192; AMD's MAF: 708 at 4096x4864x32896, median clock 1207 MHz), so
