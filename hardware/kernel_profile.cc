@@ -504,12 +504,24 @@ KernelProfile KernelProfile::read_measurements(const YamlDocument& document) {
 // ---------------------------------------------------------------------------------------------
 // Fits
 
+namespace {
+
+// The GEMM fit's terms for a shape on `gpu`, in seconds at the dense peak: the busiest SM's K
+// steps and its epilogue bytes in units of a 2-byte epilogue's (gemm_tiling), each a step long.
+std::array<double, 2> gemm_terms(const GpuSpec& gpu, DType dtype, int64_t m, int64_t n, int64_t k) {
+  const GemmTiling tiling = gemm_tiling(GemmShape{m, n, k, 1, dtype}, gpu);
+  const double peak = gpu.peak(dtype).value_or(*gpu.peak(DType::kBf16)) / FlopPerSecond(1);
+  const double step = 2.0 * static_cast<double>(gpu.kernels.gemm_tile_m) * gpu.kernels.gemm_tile_n *
+                      static_cast<double>(gpu.sm_count) / peak;
+  return {step * tiling.main_loop, step * tiling.epilogue_bytes / 2.0};
+}
+
+}  // namespace
+
 Seconds KernelProfile::gemm_model(const GemmFit& fit, DType dtype, int64_t m, int64_t n, int64_t k) const {
-  const GemmShape shape{m, n, k};
-  const GemmTiling tiling = gemm_tiling(shape, gpu_);
-  const double peak = gpu_.peak(dtype).value_or(*gpu_.peak(DType::kBf16)) / FlopPerSecond(1);
-  const double work = 2.0 * static_cast<double>(m) * n * k / (peak * tiling.utilization);
-  return Seconds(work * fit.inverse_efficiency + work / tiling.k_per_part * fit.k_half_over_efficiency) + fit.overhead;
+  const auto [main_loop, epilogues] = gemm_terms(gpu_, dtype, m, n, k);
+  return Seconds(main_loop * fit.inverse_efficiency + epilogues * fit.k_half_over_efficiency) +
+         fit.overhead;
 }
 
 void KernelProfile::fit_gemm() {
@@ -523,15 +535,15 @@ void KernelProfile::fit_gemm() {
         for (const double k : axes[2]) {
           const std::optional<double> t = grid.interpolate({m, n, k});
           if (!t) continue;
-          const GemmShape shape{static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k)};
-          const GemmTiling tiling = gemm_tiling(shape, gpu_);
           // Compute-bound points only: where the roofline's arithmetic time is at least three
           // times its memory time.
           const double bytes = 2.0 * (m * k + k * n + m * n);
           const double memory = bytes / (gpu_.memory_bandwidth / BytesPerSecond(1));
-          const double work = 2.0 * m * n * k / (peak * tiling.utilization);
           if (2.0 * m * n * k / peak < 3.0 * memory) continue;
-          features.push_back({work, work / tiling.k_per_part, 1.0});
+          const auto [main_loop, epilogues] =
+              gemm_terms(gpu_, key.first, static_cast<int64_t>(m), static_cast<int64_t>(n),
+                         static_cast<int64_t>(k));
+          features.push_back({main_loop, epilogues, 1.0});
           times.push_back(*t);
         }
       }

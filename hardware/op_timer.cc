@@ -66,39 +66,22 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype,
   return measured * ratio;
 }
 
-namespace {
-
-// Bytes of C the epilogue moves per output element.
-double epilogue_bytes(const GemmShape& s) {
-  if (s.accumulates_into) return 2.0 * bytes_per_element(*s.accumulates_into);
-  return s.dtype == DType::kFp8 ? 2.0 : bytes_per_element(s.dtype);
-}
-
-}  // namespace
-
 double OpTimer::gemm_efficiency(const GemmShape& s) const {
-  const GemmTiling tiling = gemm_tiling(s, gpu_);
-  const KernelEfficiency& k = gpu_.kernels;
-  // Frameworks run the forward fp8 GEMM with fast accumulation and the backward ones without.
-  const double max_efficiency = s.dtype != DType::kFp8              ? k.gemm_max_efficiency
-                                : s.layout == GemmLayout::kForward ? k.gemm_fp8_fast_accumulation_max_efficiency
-                                                                    : k.gemm_fp8_max_efficiency;
-  // k_half is the per-tile epilogue of a bf16 GEMM writing 2 bytes per element, in units of K of
-  // its main loop. The epilogue takes as long as the bytes it moves, and a K unit of main loop
-  // as long as the dtype's peak and ceiling allow.
-  const FlopPerSecond bf16_peak = gpu_.peak(DType::kBf16).value_or(peak_for(s.dtype));
-  const double k_half = k.gemm_k_half * epilogue_bytes(s) / 2.0 *
-                        (peak_for(s.dtype) * max_efficiency) / (bf16_peak * k.gemm_max_efficiency);
-  return max_efficiency * tiling.utilization * tiling.k_per_part / (tiling.k_per_part + k_half);
+  return gemm_max_efficiency(s, gpu_.kernels) * gemm_tiling(s, gpu_).utilization();
 }
 
 OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
-  const Flop work(2.0 * s.multiply_adds());
-  const Seconds compute = work / (peak_for(s.dtype) * gemm_efficiency(s));
+  // The busiest SM's steps (gemm_tiling), each a tile's multiply-adds on every SM at the ceiling:
+  // the GEMM's work over its efficiency, without the round trip through the work.
+  const KernelEfficiency& k = gpu_.kernels;
+  const Flop step(2.0 * static_cast<double>(k.gemm_tile_m) * k.gemm_tile_n * gpu_.sm_count);
+  const Seconds compute =
+      step * gemm_tiling(s, gpu_).busiest() / (peak_for(s.dtype) * gemm_max_efficiency(s, k));
   const double in = bytes_per_element(s.dtype);
   const Seconds memory = memory_roofline(
-      Bytes(in * (s.a_elements() + s.b_elements()) + epilogue_bytes(s) * s.c_elements()));
-  // Bound by whichever takes longer at the power limit, where the compute runs.
+      Bytes(in * (s.a_elements() + s.b_elements()) + gemm_epilogue_bytes(s) * s.c_elements()));
+  // Compute at the sustained clock against memory: deciding at burst clocks would jump by the
+  // sustained fraction where the two cross, and let a larger GEMM turn memory-bound and faster.
   const Seconds at_power = compute / sustained(s.dtype);
   if (at_power > memory) return {at_power, true};
   return {memory, false};

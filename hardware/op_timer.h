@@ -6,11 +6,13 @@
 // (compute time against memory time) with shape-dependent efficiency, plus a fixed per-kernel
 // overhead, every figure from the GpuSpec (and so from the catalog, with its source):
 //
-//   GEMM        2·M·N·K·count / (peak[dtype] · e_max · padding · wave_fill · K'/(K' + k_half'))
-//               padding and wave_fill: tile and wave quantization of tile_m × tile_n output
-//               tiles over the SMs (NVIDIA, "Matrix Multiplication Background User's Guide");
-//               when tiles are fewer than SMs, K is split over up to SMs/tiles parts
-//               (split-K / stream-K) and K' = K / parts. k_half' = k_half · c/2 ·
+//   GEMM        2·M·N·K·count / (peak[dtype] · e_max · utilization), utilization the share of
+//               the busiest SM's time spent on the GEMM's own multiply-adds (gemm_tiling): its
+//               tile_m × tile_n tiles in waves over the SMs (tile padding and wave quantization,
+//               NVIDIA, "Matrix Multiplication Background User's Guide"), each wave K steps of
+//               the main loop and an epilogue of k_half' steps; where the tiles are fewer than the
+//               SMs, spread over all of them by smaller tiles and split K loops, whose partial
+//               sums pay a fix-up (split-K / stream-K). k_half' = k_half · c/2 ·
 //               (peak[dtype]·e_max[dtype]) / (peak[bf16]·e_max[bf16]): the catalog's k_half is
 //               a bf16 GEMM's per-tile epilogue, writing c = 2 bytes per output element; fp8
 //               GEMMs run their main loop twice as fast, and a weight-gradient GEMM that

@@ -24,24 +24,30 @@ namespace {
 
 GpuSpec h200() { return resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {}); }
 
-// Synthetic GEMM times: an efficiency of 0.8 with k_half 100 and a 2 us overhead on the H200
-// tiling, t = 2mnk/(peak·utilization)·(k' + 100)/(0.8·k') + 2 us; memory-bound kernels stream
-// at 4 TB/s plus 1.5 us. Written in cuBLAS terms (forward: m = out, n = tokens).
+// A synthetic GEMM time: an efficiency of 0.8 with k_half 100 and a 2 us overhead on the H200
+// tiling: the busiest SM's K steps and its epilogues (of 2 bytes an element, 100 steps each), a
+// step being a tile's multiply-adds over all SMs at peak, t = step·(K steps + 100·epilogues)/0.8
+// + 2 us.
+double synthetic_gemm_s(const GpuSpec& gpu, const GemmShape& shape) {
+  const GemmTiling tiling = gemm_tiling(shape, gpu);
+  const double step = 2.0 * static_cast<double>(gpu.kernels.gemm_tile_m) * gpu.kernels.gemm_tile_n *
+                      static_cast<double>(gpu.sm_count) /
+                      (*gpu.peak(DType::kBf16) / FlopPerSecond(1));
+  return step * (tiling.main_loop + 100.0 * tiling.epilogue_bytes / 2.0) / 0.8 + 2e-6;
+}
+
+// Synthetic GEMM times (synthetic_gemm_s); memory-bound kernels stream at 4 TB/s plus 1.5 us.
+// Written in cuBLAS terms (forward: m = out, n = tokens).
 std::string synthetic_profile(const GpuSpec& gpu) {
   std::ifstream in("tests/hardware/data/synthetic_profile.yaml");
   std::stringstream text;
   text << in.rdbuf();
   std::string yaml = text.str();
   std::string gemm_rows, memory_rows;
-  const double peak = *gpu.peak(DType::kBf16) / FlopPerSecond(1);
   for (const int64_t out : {1024, 4096, 16384}) {
     for (const int64_t tokens : {1024, 4096, 16384}) {
       for (const int64_t in_features : {1024, 4096, 16384}) {
-        const GemmShape shape{tokens, out, in_features};
-        const GemmTiling tiling = gemm_tiling(shape, gpu);
-        const double t = 2.0 * tokens * out * in_features / (peak * tiling.utilization) *
-                             (tiling.k_per_part + 100.0) / (0.8 * tiling.k_per_part) +
-                         2e-6;
+        const double t = synthetic_gemm_s(gpu, GemmShape{tokens, out, in_features});
         gemm_rows += "    - {dtype: bf16, transa: \"T\", transb: \"N\", m: " + std::to_string(out) +
                      ", n: " + std::to_string(tokens) + ", k: " + std::to_string(in_features) +
                      ", time_s: " + fmt::format("{}", t) + "}\n";
@@ -81,13 +87,8 @@ std::string profile_error(const std::string& name, const std::string& tables) {
 
 TEST(KernelProfile, InterpolationIsExactAtGridPoints) {
   const KernelProfile profile = load_synthetic();
-  const GpuSpec gpu = h200();
-  const double peak = *gpu.peak(DType::kBf16) / FlopPerSecond(1);
   const GemmShape shape{4096, 16384, 1024};  // tokens 4096, out 16384, in 1024
-  const GemmTiling tiling = gemm_tiling(shape, gpu);
-  const double expected = 2.0 * 4096 * 16384 * 1024 / (peak * tiling.utilization) * (tiling.k_per_part + 100.0) /
-                              (0.8 * tiling.k_per_part) +
-                          2e-6;
+  const double expected = synthetic_gemm_s(h200(), shape);
   // The file keeps every digit (shortest round-trip text).
   EXPECT_NEAR(*profile.gemm(shape) / Seconds(1), expected, expected * 1e-5);
 }

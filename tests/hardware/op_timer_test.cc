@@ -110,7 +110,7 @@ TEST(OpTimer, ExpertGemmsOnTheirOwnKernelsEachPayTheKernelOverhead) {
 TEST(OpTimer, AKernelPerExpertLaunchesOneExpertsBlocks) {
   // 16 experts of 2048 x 768 x 2048 on an H100: grouped, 16 · 48 tiles of 128 x 256, more blocks
   // than the 116 SMs an NCCL kernel leaves, so a persistent kernel beside one waits for a second
-  // wave; a kernel per expert launches 48 tiles split in two over K, 96 blocks, which fit.
+  // wave; a kernel per expert spreads its 48 tiles over two blocks each, 96 blocks, which fit.
   const GpuSpec gpu = h100();
   ASSERT_TRUE(gpu.kernels.gemm_persistent);
   ASSERT_EQ(gpu.sm_count - gpu.kernels.communication_sms, 116);
@@ -272,12 +272,15 @@ double expected_attention_s(const GpuSpec& gpu, const AttentionShape& shape) {
 
 TEST(OpTimer, HopperGemmsNeedingTheSmsCommunicationHoldsArePersistent) {
   // An H100 leaves 132 - 16 = 116 SMs beside an NCCL kernel. 8192^3: 2048 tiles, a block on
-  // every SM. 1024 x 2048 x 4096: 8 x 8 = 64 tiles, K split in two, 128 blocks > 116.
-  // 1024 x 1024 x 256: 32 tiles, K too short to split, 32 blocks fit beside NCCL.
+  // every SM. Fewer tiles than SMs are spread over ⌊132 / tiles⌋ blocks each: 1024 x 2048 x 4096,
+  // 8 x 8 = 64 tiles, 128 blocks > 116; 1024 x 1024 x 256, 32 tiles, 128 blocks (cuBLAS runs it
+  // as 128 blocks of 128 x 64 on an H200, hardware/profiles/h200-sxm-141gb.yaml); 1024 x 1536 x
+  // 256, 8 x 6 = 48 tiles, 96 blocks, which fit beside NCCL.
   const OpTimer h100_timer(h100());
   EXPECT_TRUE(h100_timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).persistent);
   EXPECT_TRUE(h100_timer.gemm({1024, 2048, 4096, 1, DType::kBf16}).persistent);
-  EXPECT_FALSE(h100_timer.gemm({1024, 1024, 256, 1, DType::kBf16}).persistent);
+  EXPECT_TRUE(h100_timer.gemm({1024, 1024, 256, 1, DType::kBf16}).persistent);
+  EXPECT_FALSE(h100_timer.gemm({1024, 1536, 256, 1, DType::kBf16}).persistent);
   // Ampere's cuBLAS kernels launch a block per tile: never persistent.
   const OpTimer a100_timer(resolve_gpu("a100-sxm4-80gb", default_gpu_catalog(), {}));
   EXPECT_FALSE(a100_timer.gemm({8192, 8192, 8192, 1, DType::kBf16}).persistent);
