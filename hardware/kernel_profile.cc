@@ -634,7 +634,8 @@ std::optional<Seconds> KernelProfile::gemm(const GemmShape& shape) const {
   auto grid = gemm_.find({shape.dtype, shape.layout});
   if (grid == gemm_.end()) grid = gemm_.find({shape.dtype, GemmLayout::kForward});
   if (grid == gemm_.end()) return std::nullopt;
-  // A grouped GEMM runs like one GEMM over all its groups' rows, at their mean k.
+  // A grouped GEMM is answered as one GEMM over all its groups' rows at their mean k, with one
+  // weight matrix: the op timer adds what its other groups read and pad (OpTimer::gemm).
   const std::vector<double> query = {shape.sum_m(), static_cast<double>(shape.n),
                                      shape.sum_k() / static_cast<double>(shape.count)};
   if (const std::optional<double> t = grid->second.interpolate(query)) return Seconds(*t);

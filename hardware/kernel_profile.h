@@ -72,7 +72,9 @@ class KernelProfile {
   // and peaks are the fits' model). Throws InputError naming the file, line and field.
   static KernelProfile load(const std::string& path, const GpuSpec& gpu);
 
-  // Measured times, or nullopt where the profile has no table for the kind of kernel.
+  // Measured times, or nullopt where the profile has no table for the kind of kernel. A grouped
+  // GEMM's time is that of one GEMM of all its groups' rows (sum_m × n × mean k), which reads one
+  // weight matrix, not `count` (OpTimer::gemm scales it to the group).
   std::optional<Seconds> gemm(const GemmShape& shape) const;
   // Attention of the shape's kernel, where the profile measured that kernel (bf16, values as
   // wide as keys, at the shape's head_dim).

@@ -66,6 +66,22 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype,
   return measured * ratio;
 }
 
+namespace {
+
+// One GEMM of all a group's rows at the groups' mean k (rounded to a whole element), with one
+// weight matrix: what a profile answers for a group (KernelProfile::gemm).
+GemmShape one_gemm_of_all_rows(const GemmShape& s) {
+  GemmShape one = s;
+  one.m = static_cast<int64_t>(s.sum_m());
+  one.k = std::max<int64_t>(1, std::llround(s.sum_k() / static_cast<double>(s.count)));
+  one.count = 1;
+  one.first_extra_tokens = 0;
+  one.kernel_per_gemm = false;
+  return one;
+}
+
+}  // namespace
+
 double OpTimer::gemm_efficiency(const GemmShape& s) const {
   return gemm_max_efficiency(s, gpu_.kernels) * gemm_tiling(s, gpu_).utilization();
 }
@@ -83,8 +99,8 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
   // Compute at the sustained clock against memory: deciding at burst clocks would jump by the
   // sustained fraction where the two cross, and let a larger GEMM turn memory-bound and faster.
   const Seconds at_power = compute / sustained(s.dtype);
-  if (at_power > memory) return {at_power, true};
-  return {memory, false};
+  if (at_power > memory) return {at_power, memory, true};
+  return {memory, memory, false};
 }
 
 KernelTime OpTimer::gemm(const GemmShape& s) const {
@@ -110,10 +126,21 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
     if (s.dtype == DType::kFp8) as_measured.layout = GemmLayout::kForward;
     if (const std::optional<Seconds> measured = profile_->gemm(as_measured)) {
       const Roofline plain = gemm_roofline(as_measured);
-      // The profile times one kernel of all the rows, its overhead included.
-      return {transferred(*measured, plain.compute_bound, s.dtype) * (modelled.time / plain.time) +
-                  more_launches,
-              true, persistent};
+      // The profile times one kernel of all the rows, its overhead included; for a group, one
+      // GEMM of all the groups' rows with a single weight matrix (KernelProfile::gemm).
+      const bool grouped = s.count > 1;
+      const Roofline one = grouped ? gemm_roofline(one_gemm_of_all_rows(as_measured)) : plain;
+      // The group's kernel reads `count` of what that GEMM reads once (weight matrices; in the
+      // weight gradient, output gradients) and pads each group's rows to whole tiles: it takes
+      // the model's ratio of the two kernels on top, each with its overhead (the measurement
+      // holds one), as the roofline counts `count`.
+      const double group = grouped ? (plain.time + k.overhead) / (one.time + k.overhead) : 1.0;
+      const Seconds time =
+          transferred(*measured, one.compute_bound, s.dtype) * group * (modelled.time / plain.time);
+      // Carried by the model to traffic the profile never measured, a group is never faster than
+      // its operands stream from memory; a measured GEMM's own time stands.
+      const Seconds floor = grouped ? modelled.memory : Seconds(0);
+      return {std::max(time, floor) + more_launches, true, persistent};
     }
   }
   return {modelled.time + k.overhead + more_launches, false, persistent};

@@ -30,6 +30,12 @@
 // each never faster than its memory roofline, plus `overhead` (a GEMM of `count` kernels, each its
 // own launch — `kernel_per_gemm` — once per kernel).
 //
+// A profile measures GEMMs with one weight matrix. A grouped GEMM (`count` GEMMs, each with its
+// own weights: a rank's experts) is looked up as one GEMM of all its groups' rows and takes the
+// model's ratio of the group's kernel to that GEMM, overheads included: the other groups' weights
+// it reads and each group's rows padded to whole tiles count as the roofline counts them. Carried
+// beyond what was measured, it is never faster than its operands stream from memory.
+//
 // On GPUs whose GEMMs are persistent kernels (a thread block per SM, a static share of the tiles
 // each), a GEMM launching more blocks than the SMs communication kernels leave free is marked
 // `persistent` (with `kernel_per_gemm`, one of its GEMMs' blocks): beside communication its late
@@ -89,7 +95,8 @@ class OpTimer {
 
  private:
   struct Roofline {
-    Seconds time;  // at sustained clocks, without the kernel overhead
+    Seconds time;    // at sustained clocks, without the kernel overhead
+    Seconds memory;  // every operand streamed once at the effective memory bandwidth
     bool compute_bound = false;
   };
 

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numbers>
 
 namespace paceline {
@@ -147,6 +149,99 @@ TEST(OpTimer, ABusiestExpertsExtraTokensCostOnlyItsOwnTiles) {
   EXPECT_DOUBLE_EQ(weight_gradient.multiply_adds(), 2048.0 * 1536 * (512.0 * 64 + 512));
   EXPECT_GT(timer.gemm(weight_gradient).time / Seconds(1), weight_base);
   EXPECT_LT(timer.gemm(weight_gradient).time / Seconds(1), 1.03 * weight_base);
+}
+
+// The H200 and its measured profile (paceline-calibrate's cuBLASLt GEMMs, one weight matrix each).
+OpTimer h200_with_its_profile() {
+  const GpuSpec gpu = resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {});
+  return OpTimer(gpu, std::make_shared<const KernelProfile>(
+                          KernelProfile::load("hardware/profiles/h200-sxm-141gb.yaml", gpu)));
+}
+
+// MoE expert GEMMs whose weights outweigh their tokens: count experts of m tokens × n × k.
+struct ExpertGroup {
+  int64_t count, m, n, k;
+};
+constexpr ExpertGroup kWeightHeavyGroups[] = {
+    {16, 16, 1536, 2048}, {8, 32, 4096, 7168}, {32, 16, 2048, 7168}};
+
+TEST(OpTimer, AGroupedGemmFromAProfileReadsEveryExpertsWeights) {
+  // The profile measured dense GEMMs with one weight matrix; a group of experts reads one each.
+  // 16 × (16 × 1536 × 2048) bf16: 16·1536·2048 weights + 256·2048 inputs + 256·1536 outputs =
+  // 51.25 M elements, 102.5 MB, at the H200's 4.8 TB/s no faster than 21.4 us (the profile's
+  // 256 × 1536 × 2048 GEMM took 6.5 us). 8 × (32 × 4096 × 7168): 237.8 M elements, 475.6 MB,
+  // 99.1 us (profile 27.7 us); 32 × (16 × 2048 × 7168): 474.5 M elements, 949 MB, 197.7 us
+  // (profile 25.6 us). Every layout reads as much; a weight gradient adding into an fp32 buffer
+  // reads and writes 8 bytes per output element.
+  const OpTimer timer = h200_with_its_profile();
+  const GpuSpec& gpu = timer.gpu();
+  for (const ExpertGroup g : kWeightHeavyGroups) {
+    const GemmShape forward{g.m, g.n, g.k, g.count, DType::kBf16};
+    const GemmShape data_gradient{g.m, g.k, g.n, g.count, DType::kBf16, GemmLayout::kDataGradient};
+    const GemmShape weight_gradient{
+        g.k, g.n, g.m, g.count, DType::kBf16, GemmLayout::kWeightGradient, DType::kFp32};
+    for (const GemmShape& shape : {forward, data_gradient, weight_gradient}) {
+      const double c_bytes = shape.accumulates_into ? 8.0 : 2.0;
+      const Bytes operands(2.0 * (shape.a_elements() + shape.b_elements()) +
+                           c_bytes * shape.c_elements());
+      const KernelTime grouped = timer.gemm(shape);
+      EXPECT_TRUE(grouped.measured);
+      EXPECT_GE(grouped.time, operands / gpu.memory_bandwidth)
+          << g.count << " x " << shape.m << " x " << shape.n << " x " << shape.k;
+      // And never faster than one of its GEMMs alone.
+      GemmShape one = shape;
+      one.count = 1;
+      EXPECT_GE(grouped.time, timer.gemm(one).time)
+          << g.count << " x " << shape.m << " x " << shape.n << " x " << shape.k;
+    }
+  }
+}
+
+TEST(OpTimer, AGroupedGemmFromAProfileTakesTheModelsRatioToOneGemmOfItsRows) {
+  // The profile times one GEMM of all the group's rows; the group takes the roofline model's ratio
+  // of its kernel to that GEMM (each with its kernel overhead) on top: its other experts' weights
+  // and each expert's rows padded to whole tiles, as the model counts `count`. Where that ratio
+  // leaves the group faster than its operands stream, the memory time bounds it.
+  const OpTimer timer = h200_with_its_profile();
+  const OpTimer model(timer.gpu());
+  const KernelEfficiency& k = timer.gpu().kernels;
+  const auto memory = [&](const GemmShape& s) {
+    return Bytes(2.0 * (s.a_elements() + s.b_elements() + s.c_elements())) /
+           (timer.gpu().memory_bandwidth * k.memory_bandwidth_efficiency);
+  };
+  for (const ExpertGroup g : {ExpertGroup{16, 16, 1536, 2048}, ExpertGroup{8, 32, 4096, 7168},
+                              ExpertGroup{8, 4096, 768, 2048}, ExpertGroup{8, 512, 4096, 14336}}) {
+    const GemmShape group{g.m, g.n, g.k, g.count, DType::kBf16};
+    const GemmShape rows{g.m * g.count, g.n, g.k, 1, DType::kBf16};
+    const Seconds expected = std::max(
+        timer.gemm(rows).time * (model.gemm(group).time / model.gemm(rows).time), memory(group));
+    EXPECT_NEAR(timer.gemm(group).time / expected, 1.0, 1e-12) << g.count << " x " << g.m;
+    // Each expert a kernel of its own adds the launches of the others, as the model's.
+    GemmShape per_expert = group;
+    per_expert.kernel_per_gemm = true;
+    EXPECT_NEAR((timer.gemm(per_expert).time - timer.gemm(group).time) / Seconds(1),
+                (k.overhead * static_cast<double>(g.count - 1)) / Seconds(1), 1e-15);
+  }
+  // Compute-bound experts of whole tiles of tokens (8 × 4096 × 768 × 2048: 8 · 32 · 3 tiles of
+  // 128 × 256, as many as 32768 rows make) run at the profile's speed for all their rows: their
+  // weights stream behind the math.
+  const GemmShape compute_bound{4096, 768, 2048, 8, DType::kBf16};
+  const GemmShape its_rows{8 * 4096, 768, 2048, 1, DType::kBf16};
+  EXPECT_DOUBLE_EQ(timer.gemm(compute_bound).time / Seconds(1),
+                   timer.gemm(its_rows).time / Seconds(1));
+}
+
+TEST(OpTimer, AGroupedGemmFromAProfileGrowsWithItsExperts) {
+  // Doubling the experts doubles their weights and tokens: never less time.
+  const OpTimer timer = h200_with_its_profile();
+  for (const ExpertGroup g : kWeightHeavyGroups) {
+    Seconds previous;
+    for (int64_t count = 1; count <= 64; count *= 2) {
+      const Seconds time = timer.gemm(GemmShape{g.m, g.n, g.k, count, DType::kBf16}).time;
+      EXPECT_GE(time, previous) << count << " x " << g.m << " x " << g.n << " x " << g.k;
+      previous = time;
+    }
+  }
 }
 
 TEST(OpTimer, ExpectedSlowestOfNChipsFollowsTheNormalOrderStatistics) {
