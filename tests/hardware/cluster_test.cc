@@ -32,6 +32,24 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
+// The catalog's DGX H100 with `nics` compute NICs, written as `name`.yaml in a fresh directory
+// (the caller removes it).
+std::filesystem::path dgx_h100_with_nics(int nics, const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("paceline-" + name + "-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ifstream in(default_system_catalog() + "/dgx-h100.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string system = text.str();
+  system.replace(system.find("nics_per_node: {value: 8"), 24,
+                 "nics_per_node: {value: " + std::to_string(nics));
+  const fs::path file = dir / (name + ".yaml");
+  std::ofstream(file) << system;
+  return file;
+}
+
 TEST(Cluster, IntraNodeDefaultsToTheGpusLink) {
   const ClusterSpec c = cluster_of("gpu: h100-sxm5-80gb\ngpus_per_node: 8\n");
   EXPECT_EQ(c.intra_node.name, "nvlink4");
@@ -140,20 +158,11 @@ TEST(SystemCatalog, ANodeOfOtherSizeKeepsEachGpusNics) {
 }
 
 TEST(SystemCatalog, ANodeTakingNoWholeShareOfTheNicsIsRefused) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("paceline-nics-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  std::ifstream in(default_system_catalog() + "/dgx-h100.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string system = text.str();
-  system.replace(system.find("nics_per_node: {value: 8"), 24, "nics_per_node: {value: 4");
-  const fs::path file = dir / "shared-nics.yaml";
-  std::ofstream(file) << system;
+  const std::filesystem::path file = dgx_h100_with_nics(4, "shared-nics");
   const std::string scenario = "system: " + file.string() + "\nnodes: 2\ngpus_per_node: ";
   const int two_gpus_nics = cluster_of(scenario + "2\n").inter_node->nics_per_node;
   const std::string message = error_of(scenario + "3\n");
-  fs::remove_all(dir);
+  std::filesystem::remove_all(file.parent_path());
   EXPECT_EQ(two_gpus_nics, 1);
   // The file keeps DGX H100's name.
   EXPECT_EQ(message,
@@ -222,18 +231,9 @@ TEST(SystemCatalog, EverySystemBuildsACluster) {
 
 TEST(SystemCatalog, ASystemsNicsBeyondOneAGpuAreAWholeNumberEach) {
   // DGX H100 with 12 NICs: refused at the system file, not at the scenario that names it.
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("paceline-system-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  std::ifstream in(default_system_catalog() + "/dgx-h100.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string system = text.str();
-  system.replace(system.find("nics_per_node: {value: 8"), 24, "nics_per_node: {value: 12");
-  const fs::path file = dir / "uneven.yaml";
-  std::ofstream(file) << system;
+  const std::filesystem::path file = dgx_h100_with_nics(12, "uneven");
   const std::string message = error_of("system: " + file.string() + "\nnodes: 2\n");
-  fs::remove_all(dir);
+  std::filesystem::remove_all(file.parent_path());
   EXPECT_EQ(message.rfind(file.string() + ":", 0), 0u) << message;
   EXPECT_NE(
       message.find(
