@@ -47,6 +47,7 @@ GemmTiling gemm_tiling(const GemmShape& s, const GpuSpec& gpu) {
                                  .epilogue_bytes = static_cast<double>(waves) * epilogue,
                                  .k_per_byte = gemm_epilogue_k_per_byte(s, gpu),
                                  .blocks = tiles};
+  if (s.c_elements() <= 0) return data_parallel;
   const double spread = sms * tile_elements / s.c_elements();  // S: SMs a tile's worth of C
   if (spread <= 1.0) return data_parallel;
   // Cut each tile into S parts, one an SM. The time deals the work out evenly; the kernel

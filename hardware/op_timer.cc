@@ -137,10 +137,11 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
       const double group = grouped ? (plain.time + k.overhead) / (one.time + k.overhead) : 1.0;
       const Seconds time =
           transferred(*measured, one.compute_bound, s.dtype) * group * (modelled.time / plain.time);
-      // Carried by the model to traffic the profile never measured, a group is never faster than
-      // its operands stream from memory; a measured GEMM's own time stands.
-      const Seconds floor = grouped ? modelled.memory : Seconds(0);
-      return {std::max(time, floor) + more_launches, true, persistent};
+      // Never faster than its operands stream from memory: a group carried by the model to
+      // traffic the profile never measured, or a shape its fit extrapolates to (whose model has
+      // no memory term), nor a point measured with its operands warm in L2 as a benchmark leaves
+      // them, which a training step's do not stay.
+      return {std::max(time, modelled.memory) + more_launches, true, persistent};
     }
   }
   return {modelled.time + k.overhead + more_launches, false, persistent};

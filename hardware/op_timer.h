@@ -33,8 +33,9 @@
 // A profile measures GEMMs with one weight matrix. A grouped GEMM (`count` GEMMs, each with its
 // own weights: a rank's experts) is looked up as one GEMM of all its groups' rows and takes the
 // model's ratio of the group's kernel to that GEMM, overheads included: the other groups' weights
-// it reads and each group's rows padded to whole tiles count as the roofline counts them. Carried
-// beyond what was measured, it is never faster than its operands stream from memory.
+// it reads and each group's rows count as the roofline counts them (padded to whole tiles from
+// one wave of them up). No GEMM timed from a profile is faster than its operands stream from
+// memory.
 //
 // On GPUs whose GEMMs are persistent kernels (a thread block per SM, a static share of the tiles
 // each), a GEMM launching more blocks than the SMs communication kernels leave free is marked

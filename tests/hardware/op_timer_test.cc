@@ -45,6 +45,10 @@ TEST(OpTimer, AGemmIsBoundByItsComputeAtThePowerLimit) {
   const Seconds burst =
       Flop(2.0 * 256 * 16384 * 16384) / (*gpu.peak(DType::kBf16) * timer.gemm_efficiency(shape));
   const Seconds at_power = burst / gpu.kernels.sustained_compute_fraction;
+  const Seconds memory = Bytes(2.0 * (256 * 16384 + 16384 * 16384 + 256 * 16384)) /
+                         (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency);
+  ASSERT_LT(burst, memory);
+  ASSERT_GT(at_power, memory);
   EXPECT_NEAR(timer.gemm(shape).time / Seconds(1), (at_power + gpu.kernels.overhead) / Seconds(1),
               1e-12);
 }
@@ -241,6 +245,25 @@ TEST(OpTimer, AGroupedGemmFromAProfileGrowsWithItsExperts) {
       EXPECT_GE(time, previous) << count << " x " << g.m << " x " << g.n << " x " << g.k;
       previous = time;
     }
+  }
+}
+
+TEST(OpTimer, AGemmFromAProfileIsNoFasterThanItsOperandsStream) {
+  // Shapes the H200 profile's fit extrapolates to, whose model has no memory term: 8 x 8192 x
+  // 8192 came out at 4.6 us, 16384 x 8 x 4096 at 4.95 us, where reading their 134 MB takes 31 us.
+  const GpuSpec gpu = resolve_gpu("h200-sxm-141gb", default_gpu_catalog(), {});
+  const OpTimer timer = h200_with_its_profile();
+  for (const GemmShape shape :
+       {GemmShape{8, 8192, 8192, 1, DType::kBf16}, GemmShape{8192, 64, 8192, 1, DType::kBf16},
+        GemmShape{16384, 8, 4096, 1, DType::kBf16}}) {
+    const KernelTime time = timer.gemm(shape);
+    ASSERT_TRUE(time.measured);
+    const double bytes =
+        2.0 * static_cast<double>(shape.a_elements() + shape.b_elements() + shape.c_elements());
+    EXPECT_GE(time.time / Seconds(1),
+              bytes / (gpu.memory_bandwidth * gpu.kernels.memory_bandwidth_efficiency /
+                       BytesPerSecond(1)))
+        << shape.m << " x " << shape.n << " x " << shape.k;
   }
 }
 
