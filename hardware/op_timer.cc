@@ -53,7 +53,7 @@ Seconds OpTimer::memory_roofline(Bytes traffic) const {
 }
 
 Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype,
-                             bool power_limited) const {
+                             double power_slowdown) const {
   // By the ratio of the figures of the GPU it was measured on to this one's: another GPU of the
   // architecture, or this one with figures a scenario overrides (1 exactly where they agree).
   const GpuSpec& from = profile_->gpu();
@@ -61,9 +61,7 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype,
   double ratio = !compute_bound  ? from.memory_bandwidth / gpu_.memory_bandwidth
                  : measured_peak ? *measured_peak / peak_for(dtype)
                                  : 1.0;  // a peak the scenario gave where that GPU has none
-  // The profile ran in short bursts: at sustained power a compute-bound kernel is slower.
-  if (compute_bound && power_limited) ratio /= sustained(dtype);
-  return measured * ratio;
+  return measured * ratio * power_slowdown;
 }
 
 namespace {
@@ -99,8 +97,9 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
   // Compute at the sustained clock against memory: deciding at burst clocks would jump by the
   // sustained fraction where the two cross, and let a larger GEMM turn memory-bound and faster.
   const Seconds at_power = compute / sustained(s.dtype);
-  if (at_power > memory) return {at_power, memory, true};
-  return {memory, memory, false};
+  const double slowdown = std::max(at_power, memory) / std::max(compute, memory);
+  if (at_power > memory) return {at_power, memory, true, slowdown};
+  return {memory, memory, false, slowdown};
 }
 
 KernelTime OpTimer::gemm(const GemmShape& s) const {
@@ -135,8 +134,8 @@ KernelTime OpTimer::gemm(const GemmShape& s) const {
       // the model's ratio of the two kernels on top, each with its overhead (the measurement
       // holds one), as the roofline counts `count`.
       const double group = grouped ? (plain.time + k.overhead) / (one.time + k.overhead) : 1.0;
-      const Seconds time =
-          transferred(*measured, one.compute_bound, s.dtype) * group * (modelled.time / plain.time);
+      const Seconds time = transferred(*measured, one.compute_bound, s.dtype, one.power_slowdown) *
+                           group * (modelled.time / plain.time);
       // Never faster than its operands stream from memory: a group carried by the model to
       // traffic the profile never measured, or a shape its fit extrapolates to (whose model has
       // no memory term), nor a point measured with its operands warm in L2 as a benchmark leaves
@@ -172,7 +171,9 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   // the measured speed.
   if (profile_) {
     if (const std::optional<Seconds> measured = profile_->attention(s)) {
-      return {transferred(*measured, compute_bound, s.dtype, kernel.power_limited), true};
+      const double slowdown =
+          std::max(compute / sustained_fraction, memory) / std::max(compute, memory);
+      return {transferred(*measured, compute_bound, s.dtype, slowdown), true};
     }
   }
   const Seconds at_power = compute_bound ? compute / sustained_fraction : memory;
@@ -184,7 +185,7 @@ KernelTime OpTimer::memory_bound(MemoryKernel kernel, Bytes traffic, int kernels
   const Seconds launches = gpu_.kernels.overhead * static_cast<double>(kernels - 1);
   if (profile_) {
     if (const std::optional<Seconds> measured = profile_->memory_bound(kernel, traffic)) {
-      return {transferred(*measured, /*compute_bound=*/false, DType::kBf16) + launches, true};
+      return {transferred(*measured, /*compute_bound=*/false, DType::kBf16, 1.0) + launches, true};
     }
   }
   return {memory_roofline(traffic) + gpu_.kernels.overhead + launches, false};

@@ -99,15 +99,18 @@ class OpTimer {
     Seconds time;    // at sustained clocks, without the kernel overhead
     Seconds memory;  // every operand streamed once at the effective memory bandwidth
     bool compute_bound = false;
+    // How much slower than in a short burst: time over the longer of burst compute and memory.
+    double power_slowdown = 1.0;
   };
 
   FlopPerSecond peak_for(DType dtype) const;
   Seconds memory_roofline(Bytes traffic) const;
   Roofline gemm_roofline(const GemmShape& shape) const;
-  // Profile time on the profile's GPU carried to this one; a compute-bound kernel that holds the
-  // board at its power limit (`power_limited`, as GEMMs do) slowed to the sustained fraction.
+  // Profile time on the profile's GPU carried to this one, slowed by the model's
+  // `power_slowdown` of the kernel at the power limit against the short bursts the profile ran
+  // (a ratio that grows smoothly from 1 where memory binds to 1/sustained where compute does).
   Seconds transferred(Seconds measured, bool compute_bound, DType dtype,
-                      bool power_limited = true) const;
+                      double power_slowdown) const;
   // Compute-bound throughput of the slowest synchronized chip, of its short-burst speed.
   double sustained(DType dtype) const { return gpu_.kernels.sustained_fraction(dtype) * slowest_chip_; }
 

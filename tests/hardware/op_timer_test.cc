@@ -267,6 +267,19 @@ TEST(OpTimer, AGemmFromAProfileIsNoFasterThanItsOperandsStream) {
   }
 }
 
+TEST(OpTimer, AProfileGemmSlowsSmoothlyToThePowerLimitAsComputeComesToBind) {
+  // m x 16384 x 16384 on the H200 and its profile turns from memory- to compute-bound near
+  // m = 150: the measured time took the whole sustained slowdown at once (152 rows 128.8 us, 160
+  // rows 158.9 us); it now grows with the share compute has in the time.
+  const OpTimer timer = h200_with_its_profile();
+  Seconds previous = timer.gemm(GemmShape{128, 16384, 16384, 1, DType::kBf16}).time;
+  for (int64_t m = 136; m <= 256; m += 8) {
+    const Seconds time = timer.gemm(GemmShape{m, 16384, 16384, 1, DType::kBf16}).time;
+    EXPECT_LT(time / previous, 1.1) << m << " rows";
+    previous = time;
+  }
+}
+
 TEST(OpTimer, ExpectedSlowestOfNChipsFollowsTheNormalOrderStatistics) {
   // E[max] of n standard normals: 0 for one, 1/√π for two, and the tabulated 1.0294 (4), 1.4236
   // (8), 3.2414 (1000); it keeps growing, slower and slower, with n.
