@@ -491,6 +491,27 @@ TEST(OpTimer, FlashAttention3LosesLessToTheCausalMaskThanCuDnn) {
   EXPECT_GT(causal_share(AttentionKernel::kFlash3), causal_share(AttentionKernel::kFlash) + 0.05);
 }
 
+TEST(OpTimer, AProfilesAttentionBelowItsFewestHeadsWaitsOnItsLongestBlock) {
+  // The H200 profile measured 8 heads and more. Causal at 2k tokens, 2 or 4 heads are fewer
+  // blocks than SMs, all waiting on the diagonal's longest: they take about as long as 8 (its fit
+  // scaled the time with the heads, 22.0 and 26.6 us against 35.7).
+  const OpTimer timer = h200_with_its_profile();
+  const auto forward = [&](int64_t heads) {
+    const AttentionShape shape{.batch = 1,
+                               .heads = heads,
+                               .kv_heads = heads,
+                               .seq_q = 2048,
+                               .seq_kv = 2048,
+                               .head_dim = 128};
+    const KernelTime time = timer.attention(shape);
+    EXPECT_TRUE(time.measured);
+    return time.time;
+  };
+  const Seconds eight = forward(8);
+  EXPECT_GT(forward(4), 0.9 * eight);
+  EXPECT_GT(forward(2), 0.9 * eight);
+}
+
 TEST(OpTimer, AttentionWithFewHeadsLeavesSmsIdle) {
   // cuDNN's causal fused attention measured on an H200 (same GH100 compute as the H100; batch 1,
   // head dim 128, short bursts; hardware/profiles/h200-sxm-141gb.yaml): with 8 heads at 1k and
