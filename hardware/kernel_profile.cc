@@ -563,10 +563,11 @@ void KernelProfile::fit_gemm() {
 
 namespace {
 
-// The share of the SMs a causal attention of `heads` query heads (batch × heads) over `seq`
-// tokens keeps busy (attention_occupancy): with few heads the SMs wait behind the longest block.
-double causal_occupancy(double heads, double seq, int64_t head_dim, bool backward,
-                        const GpuSpec& gpu) {
+// The attention fit's work term: a causal bf16 attention of `heads` query heads (batch × heads)
+// over `seq` tokens at the dense peak, over the share of the SMs it keeps busy
+// (attention_occupancy: with few heads the SMs wait behind the longest block).
+double attention_work(double heads, double seq, int64_t head_dim, bool backward,
+                      const GpuSpec& gpu) {
   AttentionShape shape;
   shape.batch = 1;
   shape.heads = std::max<int64_t>(1, std::llround(heads));
@@ -574,17 +575,16 @@ double causal_occupancy(double heads, double seq, int64_t head_dim, bool backwar
   shape.seq_q = shape.seq_kv = std::max<int64_t>(1, std::llround(seq));
   shape.head_dim = head_dim;
   shape.backward = backward;
-  return attention_occupancy(shape, gpu);
+  const double peak = *gpu.peak(DType::kBf16) / FlopPerSecond(1);
+  return 4.0 * heads * seq * seq * static_cast<double>(head_dim) * 0.5 * (backward ? 2.5 : 1.0) /
+         peak / attention_occupancy(shape, gpu);
 }
 
 }  // namespace
 
 Seconds KernelProfile::attention_model(const AttentionFit& fit, const AttentionShape& shape, double heads,
                                        double seq) const {
-  const double peak = *gpu_.peak(DType::kBf16) / FlopPerSecond(1);
-  const double work = 4.0 * heads * seq * seq * static_cast<double>(shape.head_dim) * 0.5 *
-                      (shape.backward ? 2.5 : 1.0) / peak /
-                      causal_occupancy(heads, seq, shape.head_dim, shape.backward, gpu_);
+  const double work = attention_work(heads, seq, shape.head_dim, shape.backward, gpu_);
   return Seconds(work * fit.inverse_efficiency + work / seq * fit.seq_half_over_efficiency) + fit.overhead;
 }
 
@@ -597,14 +597,11 @@ void KernelProfile::fit_attention() {
     std::vector<double> times;
     for (const auto& [key, grid] : attention_) {
       if (key.kernel != kernel || key.backward != backward || !key.causal) continue;
-      const double peak = *gpu_.peak(DType::kBf16) / FlopPerSecond(1);
       for (const double heads : grid.axes()[0]) {
         for (const double seq : grid.axes()[1]) {
           const std::optional<double> t = grid.interpolate({heads, seq});
           if (!t) continue;
-          const double work = 4.0 * heads * seq * seq * static_cast<double>(key.head_dim) * 0.5 *
-                              (backward ? 2.5 : 1.0) / peak /
-                              causal_occupancy(heads, seq, key.head_dim, backward, gpu_);
+          const double work = attention_work(heads, seq, key.head_dim, backward, gpu_);
           features.push_back({work, work / seq, 1.0});
           times.push_back(*t);
         }

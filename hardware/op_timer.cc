@@ -66,6 +66,20 @@ Seconds OpTimer::transferred(Seconds measured, bool compute_bound, DType dtype,
 
 namespace {
 
+// A kernel's time at the power limit, compute there (`compute` in a burst over the sustained
+// fraction) or memory, whichever binds, and how much slower that is than in a burst: a ratio
+// growing smoothly from 1 where memory binds to 1/sustained where compute does.
+struct AtPowerLimit {
+  Seconds time;
+  bool compute_bound = false;
+  double slowdown = 1.0;
+};
+AtPowerLimit at_power_limit(Seconds compute, double sustained_fraction, Seconds memory) {
+  const Seconds compute_at_power = compute / sustained_fraction;
+  const Seconds time = std::max(compute_at_power, memory);
+  return {time, compute_at_power > memory, time / std::max(compute, memory)};
+}
+
 // One GEMM of all a group's rows at the groups' mean k (rounded to a whole element), with one
 // weight matrix: what a profile answers for a group (KernelProfile::gemm).
 GemmShape one_gemm_of_all_rows(const GemmShape& s) {
@@ -96,10 +110,8 @@ OpTimer::Roofline OpTimer::gemm_roofline(const GemmShape& s) const {
       Bytes(in * (s.a_elements() + s.b_elements()) + gemm_epilogue_bytes(s) * s.c_elements()));
   // Compute at the sustained clock against memory: deciding at burst clocks would jump by the
   // sustained fraction where the two cross, and let a larger GEMM turn memory-bound and faster.
-  const Seconds at_power = compute / sustained(s.dtype);
-  const double slowdown = std::max(at_power, memory) / std::max(compute, memory);
-  if (at_power > memory) return {at_power, memory, true, slowdown};
-  return {memory, memory, false, slowdown};
+  const AtPowerLimit at_power = at_power_limit(compute, sustained(s.dtype), memory);
+  return {at_power.time, memory, at_power.compute_bound, at_power.slowdown};
 }
 
 KernelTime OpTimer::gemm(const GemmShape& s) const {
@@ -164,20 +176,17 @@ KernelTime OpTimer::attention(const AttentionShape& s) const {
   const Seconds memory = memory_roofline(Bytes(e * s.batch * widths *
                                                (s.heads * s.seq_q + s.kv_heads * static_cast<double>(s.seq_kv)) *
                                                (s.backward ? 2.0 : 1.0)));
-  const double sustained_fraction = kernel.power_limited ? sustained(s.dtype) : 1.0;
-  const bool compute_bound = compute / sustained_fraction > memory;
+  const AtPowerLimit at_power =
+      at_power_limit(compute, kernel.power_limited ? sustained(s.dtype) : 1.0, memory);
   // A profile times the kernels its rows measured (cuDNN's fused attention, FlashAttention-2
   // through PyTorch), not FlashAttention-3 or Triton's; one that keeps below the power limit keeps
   // the measured speed.
   if (profile_) {
     if (const std::optional<Seconds> measured = profile_->attention(s)) {
-      const double slowdown =
-          std::max(compute / sustained_fraction, memory) / std::max(compute, memory);
-      return {transferred(*measured, compute_bound, s.dtype, slowdown), true};
+      return {transferred(*measured, at_power.compute_bound, s.dtype, at_power.slowdown), true};
     }
   }
-  const Seconds at_power = compute_bound ? compute / sustained_fraction : memory;
-  return {at_power + k.overhead, false};
+  return {at_power.time + k.overhead, false};
 }
 
 KernelTime OpTimer::memory_bound(MemoryKernel kernel, Bytes traffic, int kernels) const {
