@@ -54,10 +54,16 @@ StaticMemory static_memory(const Training& training, const Sharding& sharding,
   return memory;
 }
 
+namespace {
+
+// Whether the rank's weight shards are the optimizer's fp32 master copies, with no 16-bit shard
+// beside them: PyTorch FSDP2 (ZeRO-3 with fsdp_gather: per_parameter) under mixed precision.
 bool fsdp2_holds_master_shards(const Training& training, const Parallelism& parallelism) {
   return parallelism.zero >= 3 && parallelism.fsdp_gather == FsdpGather::kPerParameter &&
          training.precision != Precision::kFp32;
 }
+
+}  // namespace
 
 StaticMemory rank_static_memory(const Training& training, const Parallelism& p,
                                 const HeldWeights& weights) {

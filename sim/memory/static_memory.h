@@ -67,10 +67,6 @@ struct Sharding {
 StaticMemory static_memory(const Training& training, const Sharding& sharding,
                            const HeldWeights& weights, int shard);
 
-// Whether the rank's weight shards are the optimizer's fp32 master copies, with no 16-bit shard
-// beside them: PyTorch FSDP2 (ZeRO-3 with fsdp_gather: per_parameter) under mixed precision.
-bool fsdp2_holds_master_shards(const Training& training, const Parallelism& parallelism);
-
 // The static memory of a rank holding `weights` under the ZeRO stage of `parallelism`: dense
 // states are divided over its zero_shard group, expert states over the expert-data group, and
 // ZeRO-2 and ZeRO-3 with pipelining keep unsharded gradients, accumulated over the
