@@ -53,6 +53,11 @@ void bind_simulator(py::module_& m) {
           "peak_memory_bytes", [](const Prediction& p) { return p.result.peak_memory_bytes; },
           "Peak memory of the worst rank, in bytes.")
       .def_property_readonly(
+          "peak_reserved_bytes", [](const Prediction& p) { return p.result.peak_reserved_bytes; },
+          "The most the caching allocator holds on the worst rank, in bytes (PyTorch's "
+          "max_memory_reserved): each allocator pool keeps its own peak. At least "
+          "peak_memory_bytes, and at most capacity_bytes where that fits.")
+      .def_property_readonly(
           "capacity_bytes", [](const Prediction& p) { return p.result.capacity_bytes; },
           "Memory of one GPU, in bytes.")
       .def_property_readonly(

@@ -54,6 +54,9 @@ struct RankState {
   uint16_t most_sms = 0;  // the most SMs a running aggressor holds
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
+  // By allocator pool: the bytes it has handed out, and the most it has at once.
+  std::vector<int64_t> pool_bytes;
+  std::vector<int64_t> pool_peak_bytes;
   RankOutcome outcome;
 };
 
@@ -86,6 +89,9 @@ class RunState {
       state.start_times.assign(program.num_streams(), SimTime::zero());
       state.remaining_tasks = program.num_tasks();
       state.memory_bytes = ranks[r].initial_memory_bytes;
+      state.pool_bytes.assign(program.num_pools(), 0);
+      state.pool_bytes[0] = state.memory_bytes;
+      state.pool_peak_bytes = state.pool_bytes;
       state.outcome.peak_memory_bytes = state.memory_bytes;
       if (ranks[r].record_spans) recorded_tasks += program.num_tasks();
       if (ranks[r].record_memory) {
@@ -144,6 +150,7 @@ class RunState {
     result_.ranks.reserve(ranks_.size());
     for (RankState& state : ranks_) {
       state.outcome.final_memory_bytes = state.memory_bytes;
+      for (const int64_t peak : state.pool_peak_bytes) state.outcome.peak_reserved_bytes += peak;
       result_.end = std::max(result_.end, state.outcome.finish);
       result_.ranks.push_back(state.outcome);
     }
@@ -193,7 +200,13 @@ class RunState {
     RankState& state = ranks_[rank];
     const Task& t = program(rank).kind(task);
     const SyncId sync = program(rank).sync(task);
-    state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
+    const int64_t allocated = t.alloc_at_start_bytes + t.transient_bytes;
+    state.memory_bytes += allocated;
+    if (allocated != 0) {
+      int64_t& pool = state.pool_bytes[t.alloc_pool];
+      pool += allocated;
+      state.pool_peak_bytes[t.alloc_pool] = std::max(state.pool_peak_bytes[t.alloc_pool], pool);
+    }
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;
@@ -394,6 +407,8 @@ class RunState {
     const Task& t = p.kind(task);
     stop_running(rank, t);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
+    state.pool_bytes[t.alloc_pool] -= t.transient_bytes;
+    state.pool_bytes[t.free_pool] -= t.free_at_end_bytes;
     record_memory(rank);
     if (setups_[rank].record_spans) {
       result_.spans.push_back(TaskSpan{rank, task, state.start_times[t.stream], now_});

@@ -14,7 +14,8 @@ bool same_kind(const Task& a, const Task& b) {
   return a.stream == b.stream && a.duration == b.duration && a.resource == b.resource &&
          a.alloc_at_start_bytes == b.alloc_at_start_bytes &&
          a.free_at_end_bytes == b.free_at_end_bytes && a.transient_bytes == b.transient_bytes &&
-         a.tag == b.tag && a.sms == b.sms && a.external == b.external &&
+         a.alloc_pool == b.alloc_pool && a.free_pool == b.free_pool && a.tag == b.tag &&
+         a.sms == b.sms && a.external == b.external &&
          a.persistent_duration == b.persistent_duration;
 }
 
@@ -32,12 +33,13 @@ ProgramBuilder::ProgramBuilder() : kind_table_(kInitialKindTable, kFreeSlot) {}
 
 size_t ProgramBuilder::slot_of(const Task& kind) const {
   uint64_t h = static_cast<uint64_t>(kind.duration.picoseconds());
-  for (const uint64_t field : {uint64_t{kind.stream}, uint64_t{kind.resource},
-                               static_cast<uint64_t>(kind.alloc_at_start_bytes),
-                               static_cast<uint64_t>(kind.free_at_end_bytes),
-                               static_cast<uint64_t>(kind.transient_bytes),
-                               uint64_t{kind.sms} << 9 | uint64_t{kind.tag} << 1 | uint64_t{kind.external},
-                               static_cast<uint64_t>(kind.persistent_duration.picoseconds())}) {
+  for (const uint64_t field :
+       {uint64_t{kind.stream}, uint64_t{kind.resource},
+        static_cast<uint64_t>(kind.alloc_at_start_bytes),
+        static_cast<uint64_t>(kind.free_at_end_bytes), static_cast<uint64_t>(kind.transient_bytes),
+        uint64_t{kind.alloc_pool} << 33 | uint64_t{kind.free_pool} << 25 | uint64_t{kind.sms} << 9 |
+            uint64_t{kind.tag} << 1 | uint64_t{kind.external},
+        static_cast<uint64_t>(kind.persistent_duration.picoseconds())}) {
     h = (h ^ field) * 0x9E3779B97F4A7C15ULL;
   }
   return static_cast<size_t>(h >> 32) & (kind_table_.size() - 1);
@@ -154,6 +156,9 @@ Program ProgramBuilder::build() && {
   for (const auto& [before, after] : edges_) program.dependents_[fill[before]++] = after;
 
   for (const SyncPoint& sync : syncs_) program.num_slots_ = std::max(program.num_slots_, sync.slot + 1);
+  for (const Task& kind : kinds_) {
+    program.num_pools_ = std::max({program.num_pools_, kind.alloc_pool + 1u, kind.free_pool + 1u});
+  }
   program.stream_names_ = std::move(stream_names_);
   program.kinds_ = std::move(kinds_);
   program.entries_ = std::move(entries_);

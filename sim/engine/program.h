@@ -47,6 +47,12 @@ struct Task {
   int64_t alloc_at_start_bytes = 0;
   int64_t free_at_end_bytes = 0;
   int64_t transient_bytes = 0;
+  // The caching-allocator pools those effects go to. An allocator like PyTorch's keeps what a
+  // pool frees for that pool's own later allocations (a pool per stream that allocates), so each
+  // pool holds on to its own high-water mark: alloc_at_start and transient bytes come from
+  // `alloc_pool`, free_at_end bytes go back to `free_pool`.
+  uint8_t alloc_pool = 0;
+  uint8_t free_pool = 0;
   uint32_t label = 0;  // opaque to the engine: the caller's description of the task
   uint8_t tag = 0;     // opaque to the engine: the caller's activity class
   // SMs its kernel holds beside the rank's other work (a communication kernel's thread
@@ -113,6 +119,8 @@ class Program {
   std::span<const Resource> resources() const { return resources_; }
   // The number of distinct group slots the program's sync points use.
   uint32_t num_slots() const { return num_slots_; }
+  // The number of allocator pools its tasks use (one more than the highest pool named).
+  uint32_t num_pools() const { return num_pools_; }
 
  private:
   friend class ProgramBuilder;
@@ -134,6 +142,7 @@ class Program {
   std::vector<SyncPoint> syncs_;
   std::vector<Resource> resources_;
   uint32_t num_slots_ = 0;
+  uint32_t num_pools_ = 1;
 };
 
 // Builds a Program. Tasks join their stream in the order they are added.

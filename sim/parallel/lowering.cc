@@ -112,6 +112,15 @@ std::string pass_plan_name(std::string_view block, PassKind pass) {
   return std::string(block);
 }
 
+// The caching allocator's pools a rank's memory comes from (Task::alloc_pool): PyTorch's keeps a
+// pool per allocating stream, and reuses what a pool frees only for that pool.
+enum AllocatorPool : uint8_t {
+  kComputePool,
+  // PyTorch FSDP2's all-gather outputs, allocated on its all-gather copy-in stream
+  // (all_gather_copy_in in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
+  kAllGatherPool,
+};
+
 bool holds_fsdp_root(const Parallelism& p) {
   return per_microbatch_fsdp(p.zero, p.pp) && p.fsdp_gather == FsdpGather::kPerParameter;
 }
@@ -357,6 +366,8 @@ class StageBuilder {
     int64_t alloc_bytes = 0;
     int64_t free_bytes = 0;
     int64_t transient_bytes = 0;
+    AllocatorPool alloc_pool = kComputePool;  // of alloc_bytes and transient_bytes
+    AllocatorPool free_pool = kComputePool;   // of free_bytes
     int32_t block = kStepBlock;
     int32_t microbatch = kStepMicrobatch;
   };
@@ -368,6 +379,8 @@ class StageBuilder {
     task.alloc_at_start_bytes = spec.alloc_bytes;
     task.free_at_end_bytes = spec.free_bytes;
     task.transient_bytes = spec.transient_bytes;
+    task.alloc_pool = spec.alloc_pool;
+    task.free_pool = spec.free_pool;
     task.tag = static_cast<uint8_t>(spec.tag);
     task.sms = spec.sms;
     task.label = static_cast<uint32_t>(labels_.size());
@@ -702,12 +715,16 @@ class StageBuilder {
   Emission backward_block(PassRun& run);
   void end_backward_block(PassRun& run, const Instance& instance);
   void end_backward(const PassRun& run);
-  // PyTorch FSDP2 gathers a block's weights into a staging buffer, which the compute stream
-  // copies out into each weight's own tensor as the block starts (torch.split_with_sizes_copy,
-  // one kernel per all-gather, reading and writing the gathered bytes), both copies held meanwhile
-  // (foreach_all_gather_copy_out in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
-  // Returns the copy, or `gathered` under other gathers.
-  TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name);
+  // PyTorch FSDP2 gathers a block's weights into a staging buffer of the all-gather pool, which
+  // the compute stream copies out into each weight's own tensor as the block starts
+  // (torch.split_with_sizes_copy, one kernel per all-gather, reading and writing the gathered
+  // bytes), allocated then in the compute pool (foreach_all_gather_copy_out in
+  // torch/distributed/_composable/fsdp/_fsdp_collectives.py). The copy frees the staging buffers
+  // copied out before it; in a backward pass, its own too. A forward keeps its own until the next
+  // copy, so that the next gather can overlap it (FSDPParamGroup.wait_for_unshard's
+  // all_gather_state). Returns the copy, or `gathered` under other gathers.
+  TaskId copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name,
+                          bool forward);
   // After `freed`, the embedding's last pass of a micro-batch, which frees the root unit's
   // weights: the next pass over the root gathers them again, once it has run.
   void release_root_after(const BlockRef& b, TaskId freed) {
@@ -716,9 +733,10 @@ class StageBuilder {
     root_.released = freed;
   }
   // The root unit's weights for a pass over block `b`: copied out of `gathered` once a gather.
-  TaskId root_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name) {
+  TaskId root_weights(const BlockRef& b, int microbatch, TaskId gathered, const char* name,
+                      bool forward) {
     if (root_.copied_out == kNoId)
-      root_.copied_out = copy_out_weights(b, microbatch, gathered, name);
+      root_.copied_out = copy_out_weights(b, microbatch, gathered, name, forward);
     return root_.copied_out;
   }
   // A copy kernel (`kernels` of them) of block `b` on the compute stream moving `moved` bytes,
@@ -812,6 +830,8 @@ class StageBuilder {
   };
   bool holds_root_ = false;
   RootUnit root_;
+  // FSDP2's staging buffers copied out and not yet freed (copy_out_weights).
+  int64_t copied_staging_bytes_ = 0;
   // Activation offload: the copies to host and back of each (micro-batch, layer).
   std::map<std::pair<int, int32_t>, TaskId> offloaded_;
   std::map<std::pair<int, int32_t>, TaskId> reloaded_;
@@ -900,8 +920,10 @@ TaskId StageBuilder::gather_weights(const BlockRef& b, int microbatch, TaskId af
     spec.size = size;
     spec.synchronized = true;
     spec.sequence = next_sequence(kind);
-    // Freed by the last task of the pass over the block.
+    // Freed by the last task of the pass over the block, or FSDP2's staging buffer by a copy out.
     spec.alloc_bytes = held ? static_cast<int64_t>(size / Bytes(1)) : 0;
+    if (c_.scenario.parallelism.fsdp_gather == FsdpGather::kPerParameter)
+      spec.alloc_pool = kAllGatherPool;
     spec.block = b.block;
     spec.microbatch = microbatch;
     last = add(spec);
@@ -952,12 +974,27 @@ TaskId StageBuilder::copy_out_gather(int32_t block, int microbatch, TaskId gathe
 }
 
 TaskId StageBuilder::copy_out_weights(const BlockRef& b, int microbatch, TaskId gathered,
-                                      const char* name) {
+                                      const char* name, bool forward) {
   if (c_.scenario.parallelism.fsdp_gather != FsdpGather::kPerParameter) return gathered;
   const FsdpGathers& gathers = gathers_of(b);
   const int kernels = static_cast<int>(gathers.sizes.size()) + (gathers.experts > Bytes(0) ? 1 : 0);
-  return compute_stream_copy(b, microbatch, name, gathers.total() * 2.0, kernels, gathers.total(),
-                             {gathered});
+  const auto staged = static_cast<int64_t>(gathers.total() / Bytes(1));
+  LoneTask copy;
+  copy.stream = StreamKind::kCompute;
+  copy.tag = ActivityTag::kCompute;
+  copy.duration = c_.pricer.timer()
+                      .memory_bound(MemoryKernel::kElementwise, gathers.total() * 2.0, kernels)
+                      .time;
+  copy.name = name;
+  copy.deps = {gathered};
+  copy.alloc_bytes = staged;
+  // A forward keeps its own staging buffer until the next copy out; a backward frees it at once.
+  copy.free_bytes = copied_staging_bytes_ + (forward ? 0 : staged);
+  copied_staging_bytes_ = forward ? staged : 0;
+  copy.free_pool = kAllGatherPool;
+  copy.block = b.block;
+  copy.microbatch = microbatch;
+  return add(copy);
 }
 
 TaskId StageBuilder::compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name,
@@ -1045,11 +1082,11 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
   if (fsdp()) {
     const TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "forward");
     if (in_root(block)) {
-      entry.push_back(
-          root_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out"));
+      entry.push_back(root_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out",
+                                   /*forward=*/true));
     } else {
-      entry.push_back(
-          copy_out_weights(block, run.microbatch, gathered, "fsdp.forward_weight_copy_out"));
+      entry.push_back(copy_out_weights(block, run.microbatch, gathered,
+                                       "fsdp.forward_weight_copy_out", /*forward=*/true));
       free_at_exit = plans.gathered_bytes;
     }
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
@@ -1143,8 +1180,8 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
   if (fsdp()) {
     TaskId gathered = prefetched_gather(run.fsdp, run.blocks, i, run.microbatch, "backward");
     if (in_root(block)) {
-      entry.push_back(
-          root_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
+      entry.push_back(root_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out",
+                                   /*forward=*/false));
     } else {
       // DeepSpeed gathers them again between the recomputed forward and the backward; they are
       // timed after the block's gathers, ahead of its pass: with its synchronized gathers
@@ -1154,8 +1191,8 @@ StageBuilder::Emission StageBuilder::backward_block(PassRun& run) {
         gathered = gather_weights(block, run.microbatch, gathered, "fsdp.backward_weight_regather",
                                   plans.gathers.regather_sizes, Bytes(0), false);
       }
-      entry.push_back(
-          copy_out_weights(block, run.microbatch, gathered, "fsdp.backward_weight_copy_out"));
+      entry.push_back(copy_out_weights(block, run.microbatch, gathered,
+                                       "fsdp.backward_weight_copy_out", /*forward=*/false));
     }
     // Under zero-bubble the weights stay gathered until the W pass, if it runs anything.
     if (ends_block(run, block)) free_at_exit = freed_after_backward(block);

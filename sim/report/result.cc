@@ -217,8 +217,11 @@ Result make_result(std::shared_ptr<const Scenario> scenario, const Lowering& low
       }
     }
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, outcome.peak_memory_bytes);
+    r.peak_reserved_bytes = std::max(r.peak_reserved_bytes, outcome.peak_reserved_bytes);
   }
   r.fits = r.peak_memory_bytes <= r.capacity_bytes;
+  r.peak_reserved_bytes =
+      std::max(r.peak_memory_bytes, std::min(r.peak_reserved_bytes, r.capacity_bytes));
 
   // The critical stage: that of the first rank to finish last. Its time is broken down on the
   // rank of that stage whose spans were kept that finishes last, the critical rank itself where
@@ -417,7 +420,8 @@ Json to_json(const Result& r, bool include_wall_time) {
   json.set("hardware_tflops_per_gpu", r.hardware_tflops_per_gpu).set("hfu", r.hfu);
   json.set("model_flop_per_iteration", r.model_flop_per_iteration / Flop(1));
   Json memory = Json::object();
-  memory.set("peak_bytes", r.peak_memory_bytes).set("capacity_bytes", r.capacity_bytes).set("fits", r.fits);
+  memory.set("peak_bytes", r.peak_memory_bytes).set("peak_reserved_bytes", r.peak_reserved_bytes);
+  memory.set("capacity_bytes", r.capacity_bytes).set("fits", r.fits);
   Json stages = Json::array();
   for (const StageMemory& st : r.stages) {
     Json stage = Json::object();
@@ -519,6 +523,7 @@ Result read_result(const std::string& json_text, const std::string& name) {
   r.model_flop_per_iteration = Flop(read_number(root, "model_flop_per_iteration"));
   YamlMap memory = root.map("memory");
   r.peak_memory_bytes = memory.required<int64_t>("peak_bytes");
+  r.peak_reserved_bytes = memory.required<int64_t>("peak_reserved_bytes");
   r.capacity_bytes = memory.required<int64_t>("capacity_bytes");
   r.fits = memory.required<bool>("fits");
   read_each(memory, "stages", [&](YamlMap& stage) {
@@ -615,6 +620,11 @@ std::string to_text(const Result& r) {
     out += fmt::format("    reached at {:.2f} ms on stage {}: {}\n    ({})\n", ms(at.time),
                        st.stage, where, at.task);
     break;
+  }
+  if (r.peak_reserved_bytes != r.peak_memory_bytes) {
+    out +=
+        fmt::format("  reserved memory  {:10.2f} GiB   at most, by the caching allocator's pools\n",
+                    gib(r.peak_reserved_bytes));
   }
   if (!r.kernels.profile.empty()) {
     out += fmt::format("  kernel time      {:10.1f}%   from the measured profile {}, the rest modeled\n",

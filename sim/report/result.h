@@ -71,6 +71,12 @@ struct Result {
   double hfu = 0.0;
   Flop model_flop_per_iteration;
   int64_t peak_memory_bytes = 0;  // the worst rank
+  // What the framework's caching allocator holds at most on the worst rank (PyTorch's
+  // max_memory_reserved): each allocator pool keeps its own high-water mark, so pools beside the
+  // compute stream's (PyTorch FSDP2's all-gather outputs) hold memory the live peak leaves out.
+  // Never above capacity_bytes where the live peak fits: the allocator frees what it has cached
+  // and retries before it runs out.
+  int64_t peak_reserved_bytes = 0;
   int64_t capacity_bytes = 0;
   bool fits = true;
   std::vector<StageMemory> stages;

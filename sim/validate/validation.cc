@@ -198,20 +198,22 @@ ReportContent report_content(const ValidationReport& report) {
   };
   groups("source", report.by_source);
   groups("GPU", report.by_gpu);
-  ReportTable cases{"Cases",
-                    "The predicted step's time: on compute (with recomputation, the optimizer and compute slowed by "
-                    "communication beside it), in exposed communication (its largest kind named) and in pipeline "
-                    "bubbles.",
-                    {"case", "measured s", "predicted s", "error", "compute", "exposed communication", "bubble",
-                     "peak memory GiB", "measured GiB", "fits"},
-                    {false, true, true, true, true, true, true, true, true, false},
-                    {}};
+  ReportTable cases{
+      "Cases",
+      "The predicted step's time: on compute (with recomputation, the optimizer and compute slowed "
+      "by "
+      "communication beside it), in exposed communication (its largest kind named) and in pipeline "
+      "bubbles.",
+      {"case", "measured s", "predicted s", "error", "compute", "exposed communication", "bubble",
+       "peak memory GiB", "reserved GiB", "measured GiB", "fits"},
+      {false, true, true, true, true, true, true, true, true, true, false},
+      {}};
   const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;
     if (!o.error) {
-      cases.rows.push_back(
-          {c.id, fmt::format("{:.4f}", c.measured_iteration_time_s), "unsupported: " + o.reason, "", "", "", "", "", "", ""});
+      cases.rows.push_back({c.id, fmt::format("{:.4f}", c.measured_iteration_time_s),
+                            "unsupported: " + o.reason, "", "", "", "", "", "", "", ""});
       continue;
     }
     std::string name = c.id;
@@ -220,6 +222,7 @@ ReportContent report_content(const ValidationReport& report) {
                                     fmt::format("{:.4f}", *o.predicted_s), fmt::format("{:+.1f}%", 100.0 * *o.error)};
     for (const std::string& share : time_shares(*o.breakdown)) row.push_back(share);
     row.push_back(gib(static_cast<double>(*o.peak_memory_bytes)));
+    row.push_back(gib(static_cast<double>(*o.peak_reserved_bytes)));
     row.push_back(c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
     row.push_back(o.fits ? "yes" : "**no**");
     cases.rows.push_back(std::move(row));
@@ -370,10 +373,12 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
       outcome.predicted_s = predicted;
       outcome.error = (predicted - c.measured_iteration_time_s) / c.measured_iteration_time_s;
       outcome.peak_memory_bytes = prediction.result.peak_memory_bytes;
+      outcome.peak_reserved_bytes = prediction.result.peak_reserved_bytes;
       outcome.fits = prediction.result.fits;
       outcome.breakdown = prediction.result.breakdown;
       if (c.measured_peak_memory_bytes) {
-        outcome.memory_error = (static_cast<double>(prediction.result.peak_memory_bytes) - *c.measured_peak_memory_bytes) /
+        outcome.memory_error = (static_cast<double>(prediction.result.peak_reserved_bytes) -
+                                *c.measured_peak_memory_bytes) /
                                *c.measured_peak_memory_bytes;
       }
     } catch (const std::exception& e) {
@@ -431,6 +436,8 @@ Json to_json(const ValidationReport& report) {
     json.set("predicted_s", outcome.predicted_s ? Json(*outcome.predicted_s) : Json());
     json.set("error", outcome.error ? Json(*outcome.error) : Json());
     json.set("peak_memory_bytes", outcome.peak_memory_bytes ? Json(*outcome.peak_memory_bytes) : Json());
+    json.set("peak_reserved_bytes",
+             outcome.peak_reserved_bytes ? Json(*outcome.peak_reserved_bytes) : Json());
     json.set("measured_peak_memory_bytes",
              c.measured_peak_memory_bytes ? Json(*c.measured_peak_memory_bytes) : Json());
     if (outcome.predicted_s) json.set("fits", outcome.fits);

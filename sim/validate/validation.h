@@ -80,7 +80,10 @@ struct CaseOutcome {
   std::optional<double> predicted_s;   // null: unsupported
   std::optional<double> error;         // (predicted − measured) / measured
   std::optional<int64_t> peak_memory_bytes;
-  std::optional<double> memory_error;  // against the measured peak, where published
+  std::optional<int64_t> peak_reserved_bytes;  // Result::peak_reserved_bytes
+  // The reserved peak's error against the measured peak, where published: the frameworks of the
+  // cases report their caching allocator's peak (torchtitan logs max_memory_reserved).
+  std::optional<double> memory_error;
   std::optional<Breakdown> breakdown;   // where the predicted step's time goes
   // False when the predicted peak exceeds the GPU's memory: the run was measured, so it fit,
   // and the memory model or a memory saving the case does not state (recomputation, sharding)

@@ -36,6 +36,7 @@ def test_result_attributes_match_its_dict(gpt_8gpus):
     assert r.tokens_per_s == d["tokens_per_s"]
     assert r.mfu == d["mfu"]
     assert r.peak_memory_bytes == d["memory"]["peak_bytes"]
+    assert r.peak_reserved_bytes == d["memory"]["peak_reserved_bytes"] >= r.peak_memory_bytes
     assert r.fits == d["memory"]["fits"]
     # tokens/s = global batch 16 × 1024 tokens / iteration time.
     assert r.tokens_per_s == pytest.approx(16 * 1024 / r.iteration_time_s, rel=1e-12)

@@ -164,6 +164,55 @@ TEST(Engine, MemoryPeakFollowsTheSchedule) {
   EXPECT_EQ(samples, expected);
 }
 
+TEST(Engine, ReservedMemorySumsEachAllocatorPoolsPeak) {
+  // 100 B resident in pool 0. A gather stream allocates 40 B in pool 1 for each of two blocks,
+  // the compute stream copying each out into 40 B of pool 0 and freeing the gather's 40 B: pool 1
+  // never holds more than 40 B and pool 0 peaks at 100 + 80 + a later 30 B transient. The live
+  // bytes peak at 220, as the second copy starts beside the second gather's 40 B; reserved:
+  // 210 + 40 = 250.
+  ProgramBuilder b;
+  const StreamId gathers = b.add_stream("gathers");
+  const StreamId compute = b.add_stream("compute");
+  const TaskId first = b.add_task(
+      {.stream = gathers, .duration = us(1), .alloc_at_start_bytes = 40, .alloc_pool = 1});
+  const TaskId first_copy = b.add_task({.stream = compute,
+                                        .duration = us(1),
+                                        .alloc_at_start_bytes = 40,
+                                        .free_at_end_bytes = 40,
+                                        .free_pool = 1});
+  b.add_dependency(first, first_copy);
+  const TaskId second = b.add_task(
+      {.stream = gathers, .duration = us(1), .alloc_at_start_bytes = 40, .alloc_pool = 1});
+  b.add_dependency(first_copy, second);
+  const TaskId second_copy = b.add_task({.stream = compute,
+                                         .duration = us(1),
+                                         .alloc_at_start_bytes = 40,
+                                         .free_at_end_bytes = 40,
+                                         .free_pool = 1});
+  b.add_dependency(second, second_copy);
+  b.add_task(
+      {.stream = compute, .duration = us(1), .free_at_end_bytes = 80, .transient_bytes = 30});
+  RankSetup setup = rank_of(share(std::move(b)));
+  setup.initial_memory_bytes = 100;
+  const RunResult r = Engine({setup}).run();
+  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 220);
+  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 250);
+  EXPECT_EQ(r.ranks[0].final_memory_bytes, 100);
+}
+
+TEST(Engine, ReservedMemoryIsThePeakWithOnePool) {
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.add_task({.stream = s, .duration = us(1), .alloc_at_start_bytes = 50});
+  b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 50});
+  b.add_task({.stream = s, .duration = us(1), .transient_bytes = 30});
+  RankSetup setup = rank_of(share(std::move(b)));
+  setup.initial_memory_bytes = 100;
+  const RunResult r = Engine({setup}).run();
+  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 150);
+  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 150);
+}
+
 TEST(Engine, RecordsMemoryOnlyOfTheRanksAskedAndNoPeakTaskWhenNothingRises) {
   // Rank 0 records its memory; rank 1 does not, and only frees what it started with.
   const auto program = [](int64_t alloc_bytes, int64_t free_bytes) {

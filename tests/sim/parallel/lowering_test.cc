@@ -484,6 +484,72 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   EXPECT_GT(p.result.iteration_time, simulate(scenario_of(flat)).result.iteration_time);
 }
 
+TEST(Lowering, PerParameterFsdpStagesItsGathersInAnAllocatorPoolOfTheirOwn) {
+  // FSDP2 gathers into staging buffers allocated on its copy-in stream, whose pool in PyTorch's
+  // caching allocator keeps its own high-water mark. Each gather allocates in the all-gather pool
+  // (1); each copy out allocates the block's weights in the compute pool (0) and frees, in pool 1,
+  // the staging buffer a forward copy out kept before it, and in backward its own too.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {dp: 8, zero: 3, fsdp_gather: per_parameter}
+training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
+)";
+  const Prediction p = simulate(scenario_of(text));
+  const StageProgram& stage = *p.lowering->stages[0];
+  const auto name_of = [&](const Task& task) {
+    const TaskLabel& label = stage.labels[task.label];
+    return label.plan == kNoId ? std::string(stage.lone_name(label)) : std::string();
+  };
+  std::array<int64_t, 2> allocated{}, freed{};
+  int gathers = 0;
+  for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
+    const Task task = stage.program.task(id);
+    ASSERT_LT(task.alloc_pool, 2);
+    ASSERT_LT(task.free_pool, 2);
+    allocated[task.alloc_pool] += task.alloc_at_start_bytes;
+    freed[task.free_pool] += task.free_at_end_bytes;
+    const std::string name = name_of(task);
+    if (name.starts_with("fsdp.") && name.ends_with("_weight_gather")) {
+      ++gathers;
+      EXPECT_EQ(task.alloc_pool, 1) << name;
+      EXPECT_GT(task.alloc_at_start_bytes, 0) << name;
+    }
+  }
+  EXPECT_EQ(gathers, 2 * (25 + 24));  // per micro-batch: the root and 24 layers, the layers again
+  EXPECT_GT(allocated[1], 0);
+  EXPECT_EQ(allocated[1], freed[1]) << "every staging buffer is freed by the step's end";
+  const double layer_bytes = 2.0 * (12.0 * 2304.0 * 2304.0 + 13.0 * 2304.0);
+  int64_t kept = 0;  // by the last forward copy out
+  int64_t root_bytes = 0;
+  int copies = 0;
+  for (const TaskId id : stage.program.stream_tasks(static_cast<StreamId>(StreamKind::kCompute))) {
+    const Task task = stage.program.task(id);
+    const std::string name = name_of(task);
+    const bool forward = name == "fsdp.forward_weight_copy_out";
+    if (!forward && name != "fsdp.backward_weight_copy_out") continue;
+    SCOPED_TRACE(fmt::format("copy {}, {}", copies++, name));
+    EXPECT_EQ(task.alloc_pool, 0);
+    EXPECT_EQ(task.free_pool, 1);
+    if (task.alloc_at_start_bytes != static_cast<int64_t>(layer_bytes)) {
+      root_bytes = task.alloc_at_start_bytes;
+    }
+    EXPECT_EQ(task.free_at_end_bytes, kept + (forward ? 0 : task.alloc_at_start_bytes));
+    kept = forward ? task.alloc_at_start_bytes : 0;
+  }
+  EXPECT_EQ(copies, 2 * (25 + 24));
+  EXPECT_GT(static_cast<double>(root_bytes), layer_bytes);
+  // The all-gather pool's peak comes on top of the compute pool's: the root's buffer beside at
+  // most two layers'. With `block` gathers everything comes from one pool.
+  const Result& r = p.result;
+  EXPECT_GT(r.peak_reserved_bytes, r.peak_memory_bytes);
+  EXPECT_LE(static_cast<double>(r.peak_reserved_bytes),
+            static_cast<double>(r.peak_memory_bytes + root_bytes) + 2.0 * layer_bytes);
+  std::string flat = text;
+  flat.replace(flat.find(", fsdp_gather: per_parameter"), 28, "");
+  const Result block = simulate(scenario_of(flat)).result;
+  EXPECT_EQ(block.peak_reserved_bytes, block.peak_memory_bytes);
+}
+
 // The bytes stage 0's tasks named `name` stage while they run, one entry per task.
 std::vector<int64_t> staged_bytes(const Prediction& p, std::string_view name) {
   const StageProgram& stage = *p.lowering->stages[0];

@@ -24,7 +24,8 @@ TEST(Result, JsonHasEveryKeyOfTheContract) {
                           "hardware_tflops_per_gpu", "hfu", "memory", "breakdown_s", "model", "scenario", "sim"}) {
     EXPECT_FALSE(json.at(key).is_null()) << key;
   }
-  for (const char* key : {"peak_bytes", "capacity_bytes", "fits"}) EXPECT_FALSE(json.at("memory").at(key).is_null()) << key;
+  for (const char* key : {"peak_bytes", "peak_reserved_bytes", "capacity_bytes", "fits"})
+    EXPECT_FALSE(json.at("memory").at(key).is_null()) << key;
   for (const char* key : {"parameters", "active_parameters"}) EXPECT_FALSE(json.at("model").at(key).is_null()) << key;
   for (const char* key : {"events", "ranks_simulated", "wall_s"}) EXPECT_FALSE(json.at("sim").at(key).is_null()) << key;
   for (const char* key : {"compute", "exposed_communication", "pipeline_bubble", "optimizer"}) {
@@ -55,6 +56,35 @@ TEST(Result, NamesTheTaskThatReachesThePeakMemory) {
                       ")\n"),
             std::string::npos)
       << text;
+}
+
+TEST(Result, SaysWhatTheAllocatorReservesWhereItsPoolsHoldMore) {
+  // torchtitan's FSDP2 stages its gathers in a pool of their own; one GPU uses one pool.
+  const auto fsdp2 = std::make_shared<const Scenario>(
+      load_scenario_file("scenarios/llama3-8b-8xh100-torchtitan.yaml"));
+  const Result pooled = simulate(fsdp2).result;
+  ASSERT_GT(pooled.peak_reserved_bytes, pooled.peak_memory_bytes);
+  EXPECT_NE(to_text(pooled).find(fmt::format(
+                "  reserved memory  {:10.2f} GiB   at most, by the caching allocator's pools\n",
+                static_cast<double>(pooled.peak_reserved_bytes) / (1 << 30))),
+            std::string::npos)
+      << to_text(pooled);
+  // At 8960 tokens the live peak still fits and the pools' peaks would not: the allocator frees
+  // what it has cached before it runs out, so it never reserves more than the GPU has.
+  std::ifstream in("scenarios/llama3-8b-8xh100-torchtitan.yaml");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  ASSERT_NE(text.find("seq_len: 8192"), std::string::npos);
+  text.replace(text.find("seq_len: 8192"), 13, "seq_len: 8960");
+  const std::string longer = testing::temp_path("longer.yaml");
+  std::ofstream(longer) << text;
+  const Result full = simulate(std::make_shared<const Scenario>(load_scenario_file(longer))).result;
+  EXPECT_TRUE(full.fits);
+  EXPECT_EQ(full.peak_reserved_bytes, full.capacity_bytes);
+  const auto single =
+      std::make_shared<const Scenario>(load_scenario_file("scenarios/gpt-1.7b-1xa100.yaml"));
+  const Result one_pool = simulate(single).result;
+  EXPECT_EQ(one_pool.peak_reserved_bytes, one_pool.peak_memory_bytes);
+  EXPECT_EQ(to_text(one_pool).find("reserved memory"), std::string::npos);
 }
 
 TEST(Result, TheBreakdownIsOfARankWhoseSpansWereKept) {

@@ -210,6 +210,28 @@ TEST(Validation, MarksRunsPredictedNotToFitInMemory) {
   EXPECT_NE(to_html(report).find("<td><strong>no</strong></td>"), std::string::npos);
 }
 
+TEST(Validation, MeasuredPeaksAreComparedWithTheReservedPeak) {
+  // torchtitan logs its caching allocator's max_memory_reserved. Under FSDP2 the all-gather
+  // pool's peak comes on top of the compute pool's, so the reserved peak the error is taken
+  // against is above the live peak.
+  std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/public.yaml");
+  EXPECT_TRUE(
+      apply_overlay(cases, load_overlay_file("scenarios/validation/stated-software.yaml")).empty());
+  const std::vector<ValidationCase> selected = select_cases(
+      cases, {"torchtitan_2412_T1_Llama-3.1-8B_fsdp_compile_8gpu"}, SourceLocation{"--cases"});
+  const ValidationReport report = validate(selected, 1);
+  ASSERT_EQ(report.cases.size(), 1u);
+  const CaseOutcome& outcome = report.cases[0];
+  ASSERT_TRUE(outcome.memory_error && outcome.peak_reserved_bytes && outcome.peak_memory_bytes);
+  EXPECT_GT(*outcome.peak_reserved_bytes, *outcome.peak_memory_bytes);
+  const double measured = *selected[0].measured_peak_memory_bytes;
+  EXPECT_DOUBLE_EQ(*outcome.memory_error,
+                   (static_cast<double>(*outcome.peak_reserved_bytes) - measured) / measured);
+  const Json json = to_json(report).at("cases").elements().at(0);
+  EXPECT_EQ(json.at("peak_reserved_bytes").number(),
+            static_cast<double>(*outcome.peak_reserved_bytes));
+}
+
 TEST(Validation, CaseIdsAreUniqueAndConfidenceIsAGrade) {
   const std::string one = one_gpu_case("same", "gpt-1.7b", "a100-sxm4-80gb", "{global_batch: 1, seq_len: 1024}");
   const auto error_of = [](const std::string& path) -> std::string {
@@ -265,7 +287,7 @@ TEST(Validation, HtmlReportIsOnePageWithThePlotInlineAndTheTextEscaped) {
     return n;
   };
   EXPECT_EQ(count(html, "<tr>"), 3u + 1u + 1u + 1u);  // three headers, a source, a GPU, a case
-  EXPECT_EQ(count(html, "<td class=\"number\">"), 3u + 3u + 8u);
+  EXPECT_EQ(count(html, "<td class=\"number\">"), 3u + 3u + 9u);
 }
 
 TEST(Validation, EachCaseSaysWhereItsPredictedTimeGoes) {
