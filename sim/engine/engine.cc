@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 
@@ -55,8 +56,8 @@ struct RankState {
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
   // By allocator pool: the bytes it has handed out, and the most it has at once.
-  std::vector<int64_t> pool_bytes;
-  std::vector<int64_t> pool_peak_bytes;
+  std::array<int64_t, kMaxAllocatorPools> pool_bytes{};
+  std::array<int64_t, kMaxAllocatorPools> pool_peak_bytes{};
   RankOutcome outcome;
 };
 
@@ -89,7 +90,6 @@ class RunState {
       state.start_times.assign(program.num_streams(), SimTime::zero());
       state.remaining_tasks = program.num_tasks();
       state.memory_bytes = ranks[r].initial_memory_bytes;
-      state.pool_bytes.assign(program.num_pools(), 0);
       state.pool_bytes[0] = state.memory_bytes;
       state.pool_peak_bytes = state.pool_bytes;
       state.outcome.peak_memory_bytes = state.memory_bytes;
@@ -407,8 +407,10 @@ class RunState {
     const Task& t = p.kind(task);
     stop_running(rank, t);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
-    state.pool_bytes[t.alloc_pool] -= t.transient_bytes;
-    state.pool_bytes[t.free_pool] -= t.free_at_end_bytes;
+    if ((t.transient_bytes | t.free_at_end_bytes) != 0) {
+      state.pool_bytes[t.alloc_pool] -= t.transient_bytes;
+      state.pool_bytes[t.free_pool] -= t.free_at_end_bytes;
+    }
     record_memory(rank);
     if (setups_[rank].record_spans) {
       result_.spans.push_back(TaskSpan{rank, task, state.start_times[t.stream], now_});

@@ -1,5 +1,7 @@
 #include "sim/engine/program.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "base/check.h"
@@ -157,7 +159,9 @@ Program ProgramBuilder::build() && {
 
   for (const SyncPoint& sync : syncs_) program.num_slots_ = std::max(program.num_slots_, sync.slot + 1);
   for (const Task& kind : kinds_) {
-    program.num_pools_ = std::max({program.num_pools_, kind.alloc_pool + 1u, kind.free_pool + 1u});
+    PACELINE_CHECK(kind.alloc_pool < kMaxAllocatorPools && kind.free_pool < kMaxAllocatorPools,
+                   fmt::format("a task uses allocator pools {} and {}; at most {} pools",
+                               kind.alloc_pool, kind.free_pool, kMaxAllocatorPools));
   }
   program.stream_names_ = std::move(stream_names_);
   program.kinds_ = std::move(kinds_);

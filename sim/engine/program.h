@@ -27,6 +27,8 @@ using StreamId = uint32_t;
 using ResourceId = uint32_t;
 using SyncId = uint32_t;
 inline constexpr uint32_t kNoId = std::numeric_limits<uint32_t>::max();
+// The most caching-allocator pools a program's tasks may use (Task::alloc_pool).
+inline constexpr uint32_t kMaxAllocatorPools = 4;
 
 // A rendezvous point. Member ranks meet at the instance their group table maps `slot` to;
 // `sequence` distinguishes successive rendezvous of one group; `members` ranks must arrive.
@@ -47,23 +49,23 @@ struct Task {
   int64_t alloc_at_start_bytes = 0;
   int64_t free_at_end_bytes = 0;
   int64_t transient_bytes = 0;
-  // The caching-allocator pools those effects go to. An allocator like PyTorch's keeps what a
-  // pool frees for that pool's own later allocations (a pool per stream that allocates), so each
-  // pool holds on to its own high-water mark: alloc_at_start and transient bytes come from
+  uint32_t label = 0;  // opaque to the engine: the caller's description of the task
+  uint8_t tag = 0;     // opaque to the engine: the caller's activity class
+  // The caching-allocator pools the memory effects go to. An allocator like PyTorch's keeps what
+  // a pool frees for that pool's own later allocations (a pool per stream that allocates), so
+  // each pool holds on to its own high-water mark: alloc_at_start and transient bytes come from
   // `alloc_pool`, free_at_end bytes go back to `free_pool`.
   uint8_t alloc_pool = 0;
   uint8_t free_pool = 0;
-  uint32_t label = 0;  // opaque to the engine: the caller's description of the task
-  uint8_t tag = 0;     // opaque to the engine: the caller's activity class
+  // Its duration is decided by the run's ExternalModel (a network shared by concurrent
+  // transfers) instead of `duration`.
+  bool external = false;
   // SMs its kernel holds beside the rank's other work (a communication kernel's thread
   // blocks): above 0 it slows the rank's compute while it runs (Interference).
   uint16_t sms = 0;
   // Of `duration`, the time in persistent kernels (a thread block per SM, each over a fixed
   // share of the work): those whose blocks find SMs held by another kernel wait for them.
   SimTime persistent_duration;
-  // Its duration is decided by the run's ExternalModel (a network shared by concurrent
-  // transfers) instead of `duration`.
-  bool external = false;
 };
 
 struct Resource {
@@ -119,8 +121,6 @@ class Program {
   std::span<const Resource> resources() const { return resources_; }
   // The number of distinct group slots the program's sync points use.
   uint32_t num_slots() const { return num_slots_; }
-  // The number of allocator pools its tasks use (one more than the highest pool named).
-  uint32_t num_pools() const { return num_pools_; }
 
  private:
   friend class ProgramBuilder;
@@ -142,7 +142,6 @@ class Program {
   std::vector<SyncPoint> syncs_;
   std::vector<Resource> resources_;
   uint32_t num_slots_ = 0;
-  uint32_t num_pools_ = 1;
 };
 
 // Builds a Program. Tasks join their stream in the order they are added.
