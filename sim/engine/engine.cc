@@ -200,12 +200,13 @@ class RunState {
     RankState& state = ranks_[rank];
     const Task& t = program(rank).kind(task);
     const SyncId sync = program(rank).sync(task);
-    const int64_t allocated = t.alloc_at_start_bytes + t.transient_bytes;
-    state.memory_bytes += allocated;
-    if (allocated != 0) {
-      int64_t& pool = state.pool_bytes[t.alloc_pool];
-      pool += allocated;
-      state.pool_peak_bytes[t.alloc_pool] = std::max(state.pool_peak_bytes[t.alloc_pool], pool);
+    state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
+    if ((t.alloc_at_start_bytes | t.transient_bytes) != 0) {
+      state.pool_bytes[t.alloc_pool] += t.alloc_at_start_bytes;
+      state.pool_bytes[t.transient_pool] += t.transient_bytes;
+      for (const uint8_t pool : {t.alloc_pool, t.transient_pool}) {
+        state.pool_peak_bytes[pool] = std::max(state.pool_peak_bytes[pool], state.pool_bytes[pool]);
+      }
     }
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
@@ -408,7 +409,7 @@ class RunState {
     stop_running(rank, t);
     state.memory_bytes -= t.free_at_end_bytes + t.transient_bytes;
     if ((t.transient_bytes | t.free_at_end_bytes) != 0) {
-      state.pool_bytes[t.alloc_pool] -= t.transient_bytes;
+      state.pool_bytes[t.transient_pool] -= t.transient_bytes;
       state.pool_bytes[t.free_pool] -= t.free_at_end_bytes;
     }
     record_memory(rank);

@@ -113,10 +113,11 @@ void ProgramBuilder::add_dependency(TaskId before, TaskId after) {
   edges_.emplace_back(before, after);
 }
 
-void ProgramBuilder::set_alloc(TaskId id, int64_t bytes) {
+void ProgramBuilder::set_alloc(TaskId id, int64_t bytes, uint8_t pool) {
   PACELINE_CHECK(id < entries_.size(), "set_alloc on an unknown task");
   Task kind = kinds_[entries_[id].kind];
   kind.alloc_at_start_bytes = bytes;
+  kind.alloc_pool = pool;
   entries_[id].kind = intern(kind);
 }
 

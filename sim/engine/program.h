@@ -53,10 +53,10 @@ struct Task {
   uint8_t tag = 0;     // opaque to the engine: the caller's activity class
   // The caching-allocator pools the memory effects go to. An allocator like PyTorch's keeps what
   // a pool frees for that pool's own later allocations (a pool per stream that allocates), so
-  // each pool holds on to its own high-water mark: alloc_at_start and transient bytes come from
-  // `alloc_pool`, free_at_end bytes go back to `free_pool`.
-  uint8_t alloc_pool = 0;
-  uint8_t free_pool = 0;
+  // each pool holds on to its own high-water mark.
+  uint8_t alloc_pool = 0;      // of alloc_at_start_bytes
+  uint8_t free_pool = 0;       // of free_at_end_bytes
+  uint8_t transient_pool = 0;  // of transient_bytes
   // Its duration is decided by the run's ExternalModel (a network shared by concurrent
   // transfers) instead of `duration`.
   bool external = false;
@@ -158,8 +158,8 @@ class ProgramBuilder {
   TaskId add_task_of_kind(uint32_t kind, SyncId sync, uint32_t label);
   // `before` must finish before `after` starts.
   void add_dependency(TaskId before, TaskId after);
-  // Sets the memory a task allocates when it starts.
-  void set_alloc(TaskId id, int64_t bytes);
+  // Sets the memory a task allocates when it starts, and the pool it comes from.
+  void set_alloc(TaskId id, int64_t bytes, uint8_t pool = 0);
   size_t num_tasks() const { return entries_.size(); }
 
   // Checks the references (streams, syncs, resources, dependency ids) and lays out the

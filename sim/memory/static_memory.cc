@@ -76,17 +76,23 @@ StaticMemory rank_static_memory(const Training& training, const Parallelism& p,
   // to the 16-bit working copy (FSDPParam.all_gather_inputs), so no rank keeps a 16-bit shard.
   // Its fp8 training is torchao's float8, which casts a weight as its layer runs and keeps no
   // copy (matmul_with_hp_or_float8_args saves the high-precision weight for backward).
+  const int64_t gradient_bytes = dense.gradient_bytes + experts.gradient_bytes;
+  // FSDP2's sharded gradients are the outputs of its reduce-scatters; experts held whole by one
+  // rank have none.
+  const int64_t reduce_scattered =
+      p.zero >= 3 && p.fsdp_gather == FsdpGather::kPerParameter
+          ? dense.gradient_bytes + (expert_shard > 1 ? experts.gradient_bytes : 0)
+          : 0;
   if (fsdp2_holds_master_shards(training, p)) {
-    return StaticMemory{0, dense.gradient_bytes + experts.gradient_bytes,
-                        dense.optimizer_bytes + experts.optimizer_bytes};
+    return StaticMemory{0, gradient_bytes, dense.optimizer_bytes + experts.optimizer_bytes,
+                        reduce_scattered};
   }
   // The fp8 copies are of the weights a rank computes with, which ZeRO-3 gathers, so they are
   // counted whole.
   const auto fp8_copies = static_cast<int64_t>(static_cast<double>(weights.fp8_gemm) *
                                                parameter_bytes(training).fp8_weight);
-  return StaticMemory{dense.weight_bytes + experts.weight_bytes + fp8_copies,
-                      dense.gradient_bytes + experts.gradient_bytes,
-                      dense.optimizer_bytes + experts.optimizer_bytes};
+  return StaticMemory{dense.weight_bytes + experts.weight_bytes + fp8_copies, gradient_bytes,
+                      dense.optimizer_bytes + experts.optimizer_bytes, reduce_scattered};
 }
 
 }  // namespace paceline

@@ -6,7 +6,8 @@
 // training forces fp32 accumulation), and 12 for Adam's fp32 master weights and two moments
 // (Rajbhandari et al., ZeRO, SC'20, §3.1: "16Ψ" = 2 + 2 + 12 with 16-bit grads; paceline keeps
 // the 4-byte gradient Megatron allocates). ZeRO-1 shards the 12, ZeRO-2 also the gradients,
-// ZeRO-3 also the weights (PyTorch FSDP2's shards are the fp32 masters themselves: 4 + 12).
+// ZeRO-3 also the weights (PyTorch FSDP2's shards are the fp32 masters themselves: 4 + 12, and
+// its gradient shards come with the step's reduce-scatters).
 // fp32 training has 4-byte weights and no master copy. fp8 training adds Transformer Engine's
 // fp8 copy of the weight of each GEMM that runs in fp8, or with fp8 parameters holds that byte
 // alone; the other weights (embedding, output head, norms, router) stay 16-bit.
@@ -39,7 +40,13 @@ struct StaticMemory {
   int64_t weight_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;
+  // Of gradient_bytes, those that come into being as the step's reduce-scatters produce them:
+  // PyTorch FSDP2's sharded gradients, which its optimizer's zero_grad sets to None before each
+  // step.
+  int64_t reduce_scattered_gradient_bytes = 0;
   int64_t total() const { return weight_bytes + gradient_bytes + optimizer_bytes; }
+  // What is resident as the step starts.
+  int64_t resident_bytes() const { return total() - reduce_scattered_gradient_bytes; }
 };
 
 // Per-parameter byte counts of a scenario's precision and optimizer.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -119,6 +120,9 @@ enum AllocatorPool : uint8_t {
   // PyTorch FSDP2's all-gather outputs, allocated on its all-gather copy-in stream
   // (all_gather_copy_in in torch/distributed/_composable/fsdp/_fsdp_collectives.py).
   kAllGatherPool,
+  // PyTorch FSDP2's reduce-scatter outputs, allocated on its reduce-scatter stream
+  // (foreach_reduce), which become the sharded gradients.
+  kReduceScatterPool,
 };
 
 bool holds_fsdp_root(const Parallelism& p) {
@@ -366,8 +370,9 @@ class StageBuilder {
     int64_t alloc_bytes = 0;
     int64_t free_bytes = 0;
     int64_t transient_bytes = 0;
-    AllocatorPool alloc_pool = kComputePool;  // of alloc_bytes and transient_bytes
-    AllocatorPool free_pool = kComputePool;   // of free_bytes
+    AllocatorPool alloc_pool = kComputePool;      // of alloc_bytes
+    AllocatorPool free_pool = kComputePool;       // of free_bytes
+    AllocatorPool transient_pool = kComputePool;  // of transient_bytes
     int32_t block = kStepBlock;
     int32_t microbatch = kStepMicrobatch;
   };
@@ -381,6 +386,7 @@ class StageBuilder {
     task.transient_bytes = spec.transient_bytes;
     task.alloc_pool = spec.alloc_pool;
     task.free_pool = spec.free_pool;
+    task.transient_pool = spec.transient_pool;
     task.tag = static_cast<uint8_t>(spec.tag);
     task.sms = spec.sms;
     task.label = static_cast<uint32_t>(labels_.size());
@@ -463,6 +469,9 @@ class StageBuilder {
       const TaskId scattered = reduction(
           step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                           "fsdp.gradient_reduce_scatter", {backward_done}, Operand::kStaged));
+      const bool first_reduction = reduced_blocks_.insert(block.block).second;
+      if (first_reduction)
+        keep_gradient_shards(scattered, dense / static_cast<double>(p.zero_shard));
       last_block_scatter_ = scattered;
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
@@ -475,6 +484,10 @@ class StageBuilder {
         last_block_scatter_ = reduction(step_collective(
             Collective::kReduceScatter, gradient_bytes(reduced.expert), GroupKind::kExpertData,
             "fsdp.expert_gradient_reduce_scatter", {backward_done}, Operand::kStaged));
+        if (first_reduction) {
+          keep_gradient_shards(last_block_scatter_, gradient_bytes(reduced.expert) /
+                                                        static_cast<double>(p.expert_data_ranks()));
+        }
       }
       return;
     }
@@ -487,6 +500,14 @@ class StageBuilder {
       gradient_bucket_elements_ += *tensor;
       gradient_bucket_ready_ = backward_done;
     }
+  }
+
+  // Under PyTorch FSDP2 a block's first reduce-scatter of the step allocates its sharded
+  // gradients, `shard` bytes of the reduce-scatter pool (StaticMemory's
+  // reduce_scattered_gradient_bytes): later micro-batches add theirs into them.
+  void keep_gradient_shards(TaskId scatter, Bytes shard) {
+    if (c_.scenario.parallelism.fsdp_gather != FsdpGather::kPerParameter) return;
+    builder_.set_alloc(scatter, static_cast<int64_t>(shard / Bytes(1)), kReduceScatterPool);
   }
 
   // PyTorch FSDP2 copies a block's gradients, as autograd left them in the weights' dtype, into
@@ -816,6 +837,7 @@ class StageBuilder {
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
+  std::set<int32_t> reduced_blocks_;       // blocks whose gradients were reduced this step
   // FSDP2's root unit (holds_fsdp_root): the embedding's and the head's weights gathered
   // together and their parameters. A gather and the copy out of it serve every pass until an
   // embedding's backward frees them (under gpipe every forward runs before the first backward);
@@ -1624,7 +1646,7 @@ Lowering lower(const Scenario& s, const OpTimer& timer, const CollectiveModel& c
     RankSetup setup;
     setup.program = std::shared_ptr<const Program>(lowering.stages[coord.pp], &stage.program);
     setup.group_instances = layout.instances(rank);
-    setup.initial_memory_bytes = stage.static_memory.total();
+    setup.initial_memory_bytes = stage.static_memory.resident_bytes();
     // Spans of the stage's first rank: the one symmetric fidelity simulates.
     setup.record_spans = options.record_spans && RankFold::all().represents(coord);
     setup.record_memory = options.record_memory && setup.record_spans;

@@ -566,6 +566,7 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
   const Parallelism parallelism = layout_parallelism(l, base_);
   // ZeRO-3 with pipelining gathers each chunk's weights for the whole step.
   const bool gathered = l.zero >= 3 && !per_microbatch_fsdp(l.zero, l.pp);
+  const int64_t microbatches = base_.training.global_batch / (l.micro_batch * l.dp);
   int64_t bound = 0;
   for (const int stage : {0, 1, l.pp - 1}) {
     if (stage >= l.pp) continue;
@@ -595,7 +596,12 @@ int64_t LayoutBounds::peak_memory_lower_bound(const Layout& l) {
       }
       transient = std::max(transient, in_flight_bytes);
     }
-    bound = std::max(bound, states.total() + transient);
+    // FSDP2's sharded gradients come with the first micro-batch's reduce-scatters: all there
+    // from the second micro-batch's passes on, and at least by the first's end.
+    const int64_t gradients = states.reduce_scattered_gradient_bytes;
+    bound = std::max(
+        bound, states.resident_bytes() +
+                   (microbatches > 1 ? gradients + transient : std::max(gradients, transient)));
   }
   return bound;
 }

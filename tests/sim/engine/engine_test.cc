@@ -200,6 +200,26 @@ TEST(Engine, ReservedMemorySumsEachAllocatorPoolsPeak) {
   EXPECT_EQ(r.ranks[0].final_memory_bytes, 100);
 }
 
+TEST(Engine, ATasksTransientBytesMayComeFromAnotherPool) {
+  // A collective keeps 10 B of its output in pool 1 while staging its 20 B input in pool 0; the
+  // next task frees the output, and a 25 B transient of pool 0 reuses what the input freed. Pool
+  // 0 peaks at 100 + 25, pool 1 at 10: 135 reserved, where the live peak is 130.
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("comm");
+  b.add_task({.stream = s,
+              .duration = us(1),
+              .alloc_at_start_bytes = 10,
+              .transient_bytes = 20,
+              .alloc_pool = 1});
+  b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 10, .free_pool = 1});
+  b.add_task({.stream = s, .duration = us(1), .transient_bytes = 25});
+  RankSetup setup = rank_of(share(std::move(b)));
+  setup.initial_memory_bytes = 100;
+  const RunResult r = Engine({setup}).run();
+  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 130);
+  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 135);
+}
+
 TEST(Engine, ReservedMemoryIsThePeakWithOnePool) {
   ProgramBuilder b;
   const StreamId s = b.add_stream("compute");

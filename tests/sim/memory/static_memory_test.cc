@@ -106,11 +106,16 @@ TEST(StaticMemory, Fsdp2ShardsAreTheMasterWeights) {
   parallelism.zero = 3;
   parallelism.zero_shard = 8;
   const HeldWeights held{.parameters = 8'000'000, .fp8_gemm = 6'000'000};
-  EXPECT_EQ(rank_static_memory(training, parallelism, held).total(), 18 * 1'000'000);
+  const StaticMemory block = rank_static_memory(training, parallelism, held);
+  EXPECT_EQ(block.total(), 18 * 1'000'000);
+  EXPECT_EQ(block.resident_bytes(), block.total());
   parallelism.fsdp_gather = FsdpGather::kPerParameter;
   const StaticMemory fsdp2 = rank_static_memory(training, parallelism, held);
   EXPECT_EQ(fsdp2.weight_bytes, 0);
   EXPECT_EQ(fsdp2.total(), 16 * 1'000'000);
+  // Its gradient shards come from the step's reduce-scatters, not resident as the step starts.
+  EXPECT_EQ(fsdp2.reduce_scattered_gradient_bytes, 4 * 1'000'000);
+  EXPECT_EQ(fsdp2.resident_bytes(), 12 * 1'000'000);
   training.precision = Precision::kFp8;
   EXPECT_EQ(rank_static_memory(training, parallelism, held).total(), 16 * 1'000'000);
   // fp32 training has no master: its shard is the weight itself.

@@ -500,12 +500,13 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
     const TaskLabel& label = stage.labels[task.label];
     return label.plan == kNoId ? std::string(stage.lone_name(label)) : std::string();
   };
-  std::array<int64_t, 2> allocated{}, freed{};
-  int gathers = 0;
+  std::array<int64_t, 3> allocated{}, freed{};
+  int gathers = 0, sharding_scatters = 0;
   for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
     const Task task = stage.program.task(id);
-    ASSERT_LT(task.alloc_pool, 2);
-    ASSERT_LT(task.free_pool, 2);
+    ASSERT_LT(task.alloc_pool, 3);
+    ASSERT_LT(task.free_pool, 3);
+    EXPECT_EQ(task.transient_pool, 0);
     allocated[task.alloc_pool] += task.alloc_at_start_bytes;
     freed[task.free_pool] += task.free_at_end_bytes;
     const std::string name = name_of(task);
@@ -514,10 +515,24 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
       EXPECT_EQ(task.alloc_pool, 1) << name;
       EXPECT_GT(task.alloc_at_start_bytes, 0) << name;
     }
+    // The sharded gradients (pool 2) come from each block's first reduce-scatter of the step,
+    // which stages its input in the compute pool.
+    if (name == "fsdp.gradient_reduce_scatter" && task.alloc_at_start_bytes > 0) {
+      ++sharding_scatters;
+      EXPECT_EQ(task.alloc_pool, 2);
+      EXPECT_EQ(task.alloc_at_start_bytes * 8, task.transient_bytes);
+    }
   }
   EXPECT_EQ(gathers, 2 * (25 + 24));  // per micro-batch: the root and 24 layers, the layers again
   EXPECT_GT(allocated[1], 0);
   EXPECT_EQ(allocated[1], freed[1]) << "every staging buffer is freed by the step's end";
+  EXPECT_EQ(sharding_scatters, 25);  // the root's and the layers', in the first micro-batch
+  EXPECT_EQ(freed[2], 0);
+  // They are the rank's gradient shards, not resident as the step starts.
+  const StaticMemory& states = stage.static_memory;
+  EXPECT_EQ(states.reduce_scattered_gradient_bytes, states.gradient_bytes);
+  EXPECT_NEAR(static_cast<double>(allocated[2]), static_cast<double>(states.gradient_bytes), 64.0);
+  EXPECT_EQ(p.lowering->ranks[0].initial_memory_bytes, states.resident_bytes());
   const double layer_bytes = 2.0 * (12.0 * 2304.0 * 2304.0 + 13.0 * 2304.0);
   int64_t kept = 0;  // by the last forward copy out
   int64_t root_bytes = 0;
