@@ -204,26 +204,29 @@ void check_nics_per_node(const YamlMap& map, int nics_per_node, int gpus_per_nod
 }
 
 // A system's compute NICs belong to its GPUs (one a GPU in every catalog system): a node the
-// scenario sizes otherwise keeps each GPU's share, as its NVLink fabric ends at that node.
-int system_nics_per_node(const YamlMap& cluster, const SystemSpec& system, int gpus_per_node) {
+// scenario sizes otherwise keeps each GPU's share, as its NVLink fabric ends at that node. A
+// single node sends nothing over the network, so a share that is not whole is refused only
+// where `nodes` > 1 (one node keeps the whole NICs of its share, at least one).
+int system_nics_per_node(const YamlMap& cluster, const SystemSpec& system, int gpus_per_node,
+                         int nodes) {
   const int64_t nics = int64_t{system.nics_per_node} * gpus_per_node;
-  if (nics % system.gpus_per_node != 0) {
+  if (nics % system.gpus_per_node != 0 && nodes > 1) {
     cluster.fail(
         "gpus_per_node",
         fmt::format("= {} GPUs take no whole share of system {}'s {} NICs for {} GPUs; "
                     "give inter_node.nics_per_node",
                     gpus_per_node, system.name, system.nics_per_node, system.gpus_per_node));
   }
-  return static_cast<int>(nics / system.gpus_per_node);
+  return std::max(1, static_cast<int>(nics / system.gpus_per_node));
 }
 
 NetworkSpec read_network(YamlMap& cluster, const std::optional<SystemSpec>& system,
-                         int gpus_per_node) {
+                         int gpus_per_node, int nodes) {
   YamlMap map = cluster.map("inter_node");
   NetworkSpec network;
   const bool from_system = system && system->nics_per_node > 0;
   network.nics_per_node = from_system && !map.has("nics_per_node")
-                              ? system_nics_per_node(cluster, *system, gpus_per_node)
+                              ? system_nics_per_node(cluster, *system, gpus_per_node, nodes)
                               : map.required<int>("nics_per_node");
   if (network.nics_per_node < 1) map.fail("nics_per_node", "must be at least 1");
   check_nics_per_node(map, network.nics_per_node, gpus_per_node);
@@ -493,10 +496,11 @@ ClusterSpec read_cluster(YamlMap& map) {
              "cluster.profile (or a GPU whose catalog entry names one)");
   }
   if (map.has("inter_node")) {
-    cluster.inter_node = read_network(map, system, cluster.gpus_per_node);
+    cluster.inter_node = read_network(map, system, cluster.gpus_per_node, cluster.nodes);
   } else if (system && system->nics_per_node > 0) {
     cluster.inter_node = system_network(*system, map.location("system"));
-    cluster.inter_node->nics_per_node = system_nics_per_node(map, *system, cluster.gpus_per_node);
+    cluster.inter_node->nics_per_node =
+        system_nics_per_node(map, *system, cluster.gpus_per_node, cluster.nodes);
   } else if (cluster.nodes > 1) {
     map.fail("inter_node", fmt::format("is required for {} nodes", cluster.nodes));
   }

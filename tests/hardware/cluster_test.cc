@@ -162,8 +162,16 @@ TEST(SystemCatalog, ANodeTakingNoWholeShareOfTheNicsIsRefused) {
   const std::string scenario = "system: " + file.string() + "\nnodes: 2\ngpus_per_node: ";
   const int two_gpus_nics = cluster_of(scenario + "2\n").inter_node->nics_per_node;
   const std::string message = error_of(scenario + "3\n");
+  // One node sends nothing over the network: its three GPUs keep the one whole NIC of their
+  // share, and one GPU alone keeps one too.
+  std::string one_node = scenario;
+  one_node.replace(one_node.find("nodes: 2"), 8, "nodes: 1");
+  const int one_node_nics = cluster_of(one_node + "3\n").inter_node->nics_per_node;
+  const int one_gpu_nics = cluster_of(one_node + "1\n").inter_node->nics_per_node;
   std::filesystem::remove_all(file.parent_path());
   EXPECT_EQ(two_gpus_nics, 1);
+  EXPECT_EQ(one_node_nics, 1);
+  EXPECT_EQ(one_gpu_nics, 1);
   // The file keeps DGX H100's name.
   EXPECT_EQ(message,
             "c.yaml:3:16: cluster.gpus_per_node = 3 GPUs take no whole share of system "
