@@ -67,12 +67,20 @@ void bind_search(py::module_& m) {
           },
           "Peak memory of the worst rank, in bytes; -1 for invalid configurations (int64).")
       .def_property_readonly(
+          "peak_reserved_bytes",
+          [](py::object self) {
+            return view(self.cast<const SweepTable&>().peak_reserved_bytes, self);
+          },
+          "The most the caching allocator holds on the worst rank (Result.peak_reserved_bytes), "
+          "in bytes; -1 for invalid configurations (int64).")
+      .def_property_readonly(
           "fits", [](py::object self) { return view(self.cast<const SweepTable&>().fits, self); },
           "1 when the peak fits in GPU memory, else 0 (uint8).")
       .def_readonly("error", &SweepTable::error,
                     "Per configuration: '' or the one-line reason it is invalid.")
-      .def_readonly("warnings", &SweepTable::warnings,
-                    "Per configuration: the simulation's warnings (Result.warnings), a list of lines.");
+      .def_readonly(
+          "warnings", &SweepTable::warnings,
+          "Per configuration: the simulation's warnings (Result.warnings), a list of lines.");
 
   m.def(
       "sweep",

@@ -12,7 +12,7 @@ from ._scenario import source, whole_number
 # The columns of SearchResult.top, which a search that finds no layout has too.
 COLUMNS = ["rank", "tp", "pp", "dp", "cp", "ep", "virtual_stages", "schedule", "micro_batch", "recompute", "zero",
            "sequence_parallel", "iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu",
-           "peak_memory_bytes", "capacity_bytes", "fits", "warnings"]
+           "peak_memory_bytes", "peak_reserved_bytes", "capacity_bytes", "fits", "warnings"]
 
 
 class SearchResult:
@@ -20,7 +20,8 @@ class SearchResult:
 
     top: DataFrame of the best layouts, best first (rank, tp, pp, dp, cp, ep, virtual_stages,
     schedule, micro_batch, recompute, zero, sequence_parallel, iteration_time_s (s),
-    tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, capacity_bytes (bytes), fits,
+    tokens_per_s, tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, peak_reserved_bytes,
+    capacity_bytes (bytes), fits,
     warnings: the list of the layout's Result.warnings).
     Counts: considered (valid layouts), pruned_memory, pruned_bound, simulated (ranked by a
     simulation's result), shared (of those, by the result of a layout that simulates alike), fit;

@@ -11,7 +11,8 @@ from . import _paceline
 from ._scenario import source, whole_number, yaml_value
 
 # The result columns, after the grid's keys (units in the names; fits is a bool).
-METRICS = ["iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits"]
+METRICS = ["iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes",
+           "peak_reserved_bytes", "fits"]
 
 
 class _Progress:
@@ -65,7 +66,8 @@ def _frame(keys, values, columns):
     for name in METRICS[:5]:  # the float columns
         frame[name] = columns[name]
     # Invalid configurations have no peak and no verdict: NA in nullable columns.
-    frame["peak_memory_bytes"] = pd.arrays.IntegerArray(columns["peak_memory_bytes"].astype(np.int64), invalid)
+    for name in ["peak_memory_bytes", "peak_reserved_bytes"]:
+        frame[name] = pd.arrays.IntegerArray(columns[name].astype(np.int64), invalid)
     frame["fits"] = pd.arrays.BooleanArray(columns["fits"].astype(bool), invalid)
     frame["error"] = [e if e else None for e in columns["error"]]
     frame["warnings"] = columns["warnings"]
@@ -80,7 +82,7 @@ def sweep(base, grid, threads=None, progress=True, client=None, chunk_size=None)
 
     Returns a DataFrame with one row per configuration, in the order of itertools.product over
     the grid's keys as given: a column per key, then iteration_time_s (s), tokens_per_s,
-    tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes (bytes), fits, error — the one-line
+    tokens_per_s_per_gpu, mfu, hfu, peak_memory_bytes, peak_reserved_bytes (bytes), fits, error — the one-line
     reason a configuration is invalid (its metrics are then NaN/NA), None otherwise — and warnings:
     the list of the simulation's warnings (Result.warnings), empty for most configurations.
     Raises ValueError, with the first one's reason, when every configuration is invalid (a

@@ -192,6 +192,7 @@ RankedLayout ranked(const Layout& layout, size_t index, const Result& r) {
   out.mfu = r.mfu;
   out.hfu = r.hfu;
   out.peak_memory_bytes = r.peak_memory_bytes;
+  out.peak_reserved_bytes = r.peak_reserved_bytes;
   out.capacity_bytes = r.capacity_bytes;
   out.fits = r.fits;
   out.warnings = r.warnings;
@@ -461,7 +462,9 @@ Json to_json(const SearchReport& r, bool include_wall_time) {
     entry.set("sequence_parallel", l.sequence_parallel);
     entry.set("iteration_time_s", t.iteration_time_s).set("tokens_per_s", t.tokens_per_s);
     entry.set("tokens_per_s_per_gpu", t.tokens_per_s_per_gpu).set("mfu", t.mfu).set("hfu", t.hfu);
-    entry.set("peak_memory_bytes", t.peak_memory_bytes).set("capacity_bytes", t.capacity_bytes);
+    entry.set("peak_memory_bytes", t.peak_memory_bytes)
+        .set("peak_reserved_bytes", t.peak_reserved_bytes);
+    entry.set("capacity_bytes", t.capacity_bytes);
     entry.set("fits", t.fits);
     entry.set("warnings", Json::array(t.warnings));
     layouts.push(std::move(entry));

@@ -56,6 +56,7 @@ struct RankedLayout {
   double mfu = 0.0;
   double hfu = 0.0;
   int64_t peak_memory_bytes = 0;
+  int64_t peak_reserved_bytes = 0;  // Result::peak_reserved_bytes
   int64_t capacity_bytes = 0;
   bool fits = false;
   std::vector<std::string> warnings;  // the simulation's (Result::warnings)

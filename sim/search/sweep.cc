@@ -165,6 +165,7 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
   table.mfu.assign(n, kNaN);
   table.hfu.assign(n, kNaN);
   table.peak_memory_bytes.assign(n, -1);
+  table.peak_reserved_bytes.assign(n, -1);
   table.fits.assign(n, 0);
   table.error.assign(n, "");
   table.warnings.assign(n, {});
@@ -184,6 +185,7 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
       table.mfu[i] = r.mfu;
       table.hfu[i] = r.hfu;
       table.peak_memory_bytes[i] = r.peak_memory_bytes;
+      table.peak_reserved_bytes[i] = r.peak_reserved_bytes;
       table.fits[i] = r.fits ? 1 : 0;
       table.warnings[i] = r.warnings;
     } catch (const InputError& e) {
@@ -203,8 +205,16 @@ SweepTable run_sweep(const ScenarioSource& base, const std::vector<SweepAxis>& a
 namespace {
 
 // The result columns after the axes, units in the names.
-constexpr const char* kResultColumns[] = {"iteration_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
-                                          "hfu", "peak_memory_bytes", "fits", "error", "warnings"};
+constexpr const char* kResultColumns[] = {"iteration_time_s",
+                                          "tokens_per_s",
+                                          "tokens_per_s_per_gpu",
+                                          "mfu",
+                                          "hfu",
+                                          "peak_memory_bytes",
+                                          "peak_reserved_bytes",
+                                          "fits",
+                                          "error",
+                                          "warnings"};
 
 Json number_or_null(double value) { return std::isnan(value) ? Json() : Json(value); }
 
@@ -230,6 +240,7 @@ std::vector<std::vector<std::string>> cells(const std::vector<SweepAxis>& axes, 
     row.push_back(number(t.mfu[i]));
     row.push_back(number(t.hfu[i]));
     row.push_back(simulated ? fmt::format("{}", t.peak_memory_bytes[i]) : std::string());
+    row.push_back(simulated ? fmt::format("{}", t.peak_reserved_bytes[i]) : std::string());
     row.push_back(simulated ? (t.fits[i] ? "true" : "false") : std::string());
     row.push_back(t.error[i]);
     row.push_back(fmt::format("{}", fmt::join(t.warnings[i], "\n")));  // one per line of the quoted field
@@ -252,6 +263,7 @@ Json to_json(const std::vector<SweepAxis>& axes, size_t begin, const SweepTable&
     row.set("mfu", number_or_null(t.mfu[i]));
     row.set("hfu", number_or_null(t.hfu[i]));
     row.set("peak_memory_bytes", simulated ? Json(t.peak_memory_bytes[i]) : Json());
+    row.set("peak_reserved_bytes", simulated ? Json(t.peak_reserved_bytes[i]) : Json());
     row.set("fits", simulated ? Json(t.fits[i] != 0) : Json());
     row.set("error", simulated ? Json() : Json(t.error[i]));
     row.set("warnings", Json::array(t.warnings[i]));

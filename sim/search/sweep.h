@@ -56,6 +56,7 @@ struct SweepTable {
   std::vector<double> mfu;
   std::vector<double> hfu;
   std::vector<int64_t> peak_memory_bytes;
+  std::vector<int64_t> peak_reserved_bytes;  // Result::peak_reserved_bytes
   std::vector<uint8_t> fits;       // 0 or 1
   std::vector<std::string> error;  // "" for a simulated configuration
   std::vector<std::vector<std::string>> warnings;  // the simulation's (Result::warnings)

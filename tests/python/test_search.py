@@ -47,7 +47,9 @@ def test_the_best_layout_simulates_as_reported(gpt_8gpus):
                                            "sequence_parallel"]}
     scenario["training"] = dict(gpt_8gpus["training"], micro_batch=int(best["micro_batch"]),
                                 recompute=best["recompute"])
-    assert paceline.simulate(scenario).tokens_per_s == best["tokens_per_s"]
+    r = paceline.simulate(scenario)
+    assert r.tokens_per_s == best["tokens_per_s"]
+    assert (r.peak_memory_bytes, r.peak_reserved_bytes) == (best["peak_memory_bytes"], best["peak_reserved_bytes"])
 
 
 @pytest.mark.skipif(not CLI, reason="PACELINE_CLI (the paceline executable) not given")

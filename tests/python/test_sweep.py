@@ -21,8 +21,8 @@ GRID = {"parallelism.tp": [1, 2, 4, 8], "training.micro_batch": [1, 2, 3]}
 def test_rows_follow_the_product_of_the_grid(gpt_8gpus):
     df = paceline.sweep(gpt_8gpus, GRID, progress=False)
     assert list(df.columns) == ["parallelism.tp", "training.micro_batch", "iteration_time_s", "tokens_per_s",
-                                "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits", "error",
-                                "warnings"]
+                                "tokens_per_s_per_gpu", "mfu", "hfu", "peak_memory_bytes", "peak_reserved_bytes",
+                                "fits", "error", "warnings"]
     assert list(zip(df["parallelism.tp"], df["training.micro_batch"])) == list(itertools.product(*GRID.values()))
 
 
@@ -37,7 +37,7 @@ def test_rows_equal_single_simulations(gpt_8gpus):
             # Invalid: the row carries the reason (its lines differ: the sweep cites the base).
             assert row.error is not None and str(e).split(": ", 1)[1] == row.error.split(": ", 1)[1]
             assert np.isnan(row.tokens_per_s)
-            assert row.peak_memory_bytes is pd.NA and row.fits is pd.NA
+            assert row.peak_memory_bytes is pd.NA and row.peak_reserved_bytes is pd.NA and row.fits is pd.NA
             continue
         assert row.error is None
         assert row.iteration_time_s == r.iteration_time_s
@@ -45,6 +45,7 @@ def test_rows_equal_single_simulations(gpt_8gpus):
         assert row.tokens_per_s_per_gpu == r.tokens_per_s_per_gpu
         assert row.mfu == r.mfu and row.hfu == r.hfu
         assert row.peak_memory_bytes == r.peak_memory_bytes
+        assert row.peak_reserved_bytes == r.peak_reserved_bytes
         assert row.fits == r.fits
 
 
@@ -54,7 +55,8 @@ def test_invalid_configurations_are_rows_not_exceptions(gpt_8gpus):
     assert df["error"].isna().tolist() == [True, False]
     assert "training.global_batch = 16 is not a multiple of micro_batch·dp = 3·4" in df["error"][1]
     assert df["error"][1].startswith("<dict>:")
-    assert df["peak_memory_bytes"].dtype == "Int64" and df["fits"].dtype == "boolean"
+    assert df["peak_memory_bytes"].dtype == df["peak_reserved_bytes"].dtype == "Int64"
+    assert df["fits"].dtype == "boolean"
 
 
 def test_two_sweeps_are_identical_on_any_thread_count(gpt_8gpus):

@@ -136,6 +136,7 @@ TEST(Sweep, RowsEqualSingleSimulations) {
       EXPECT_EQ(table.error[i].rfind("sweep.yaml with parallelism.tp=", 0), 0u) << table.error[i];
       EXPECT_TRUE(std::isnan(table.tokens_per_s[i]));
       EXPECT_EQ(table.peak_memory_bytes[i], -1);
+      EXPECT_EQ(table.peak_reserved_bytes[i], -1);
       continue;
     }
     EXPECT_EQ(table.error[i], "");
@@ -145,6 +146,7 @@ TEST(Sweep, RowsEqualSingleSimulations) {
     EXPECT_EQ(table.tokens_per_s[i], r.tokens_per_s);
     EXPECT_EQ(table.mfu[i], r.mfu);
     EXPECT_EQ(table.peak_memory_bytes[i], r.peak_memory_bytes);
+    EXPECT_EQ(table.peak_reserved_bytes[i], r.peak_reserved_bytes);
     EXPECT_EQ(table.fits[i], r.fits ? 1 : 0);
   }
 }
@@ -231,13 +233,16 @@ TEST(Sweep, CsvAndJsonHoldOneRowPerConfiguration) {
   const SweepTable table = run_sweep(base, axes, 0, 2, {.threads = 1});
   const std::string csv = to_csv(axes, 0, table);
   const std::string header =
-      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,fits,error,warnings\n";
+      "parallelism.tp,iteration_time_s,tokens_per_s,tokens_per_s_per_gpu,mfu,hfu,peak_memory_bytes,"
+      "peak_reserved_bytes,fits,error,warnings\n";
   ASSERT_EQ(csv.rfind(header, 0), 0u) << csv;
   // tp 1 simulated (no error); the list an error row.
   const std::string first = csv.substr(header.size(), csv.find('\n', header.size()) - header.size());
   EXPECT_EQ(first.rfind("1,", 0), 0u) << first;
   EXPECT_EQ(first.back(), ',') << first;
-  EXPECT_NE(csv.find("\n\"[1, 5]\",,,,,,,,\"sweep.yaml with parallelism.tp=[1, 5]: "), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n\"[1, 5]\",,,,,,,,,\"sweep.yaml with parallelism.tp=[1, 5]: "),
+            std::string::npos)
+      << csv;
   const Json json = to_json(axes, 0, table);
   ASSERT_EQ(json.elements().size(), 2u);
   EXPECT_EQ(json.elements()[0].at("parallelism.tp").string(), "1");
