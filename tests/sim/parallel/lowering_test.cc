@@ -386,6 +386,16 @@ TEST(Lowering, PerTensorFsdpGathersRunOneAfterAnother) {
   EXPECT_GT(p.result.iteration_time, whole.result.iteration_time);
 }
 
+// GPT 1.7B over 8 H100s under PyTorch FSDP2, `global_batch` sequences of 2048 tokens a step.
+std::string fsdp2_gpt(int global_batch) {
+  return fmt::format(R"(model: gpt-1.7b
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
+parallelism: {{dp: 8, zero: 3, fsdp_gather: per_parameter}}
+training: {{global_batch: {}, micro_batch: 1, seq_len: 2048}}
+)",
+                     global_batch);
+}
+
 TEST(Lowering, PerParameterFsdpCopiesWeightsOutAndGradientsIn) {
   // GPT 1.7B (hidden 2304) over 8 H100s under PyTorch FSDP2: each layer pass's weights, and the
   // root unit's (the embedding's tables and the head's norm) once as the forward starts, are
@@ -394,11 +404,7 @@ TEST(Lowering, PerParameterFsdpCopiesWeightsOutAndGradientsIn) {
   // backward the compute stream waits for the reduce-scatter issued before, then copies the
   // block's gradients into the reduce-scatter's input, bf16 read and fp32 written, and the
   // reduce-scatter waits for that copy.
-  const std::string text = R"(model: gpt-1.7b
-cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, zero: 3, fsdp_gather: per_parameter}
-training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
-)";
+  const std::string text = fsdp2_gpt(8);
   const Prediction p = simulate(scenario_of(text));
   const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
   struct Span {
@@ -489,11 +495,7 @@ TEST(Lowering, PerParameterFsdpStagesItsGathersInAnAllocatorPoolOfTheirOwn) {
   // caching allocator keeps its own high-water mark. Each gather allocates in the all-gather pool
   // (1); each copy out allocates the block's weights in the compute pool (0) and frees, in pool 1,
   // the staging buffer a forward copy out kept before it, and in backward its own too.
-  const std::string text = R"(model: gpt-1.7b
-cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
-parallelism: {dp: 8, zero: 3, fsdp_gather: per_parameter}
-training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
-)";
+  const std::string text = fsdp2_gpt(16);
   const Prediction p = simulate(scenario_of(text));
   const StageProgram& stage = *p.lowering->stages[0];
   const auto name_of = [&](const Task& task) {
