@@ -58,6 +58,10 @@ struct RankState {
   // By allocator pool: the bytes it has handed out, and the most it has at once.
   std::array<int64_t, kMaxAllocatorPools> pool_bytes{};
   std::array<int64_t, kMaxAllocatorPools> pool_peak_bytes{};
+  void allocate(uint8_t pool, int64_t bytes) {
+    pool_bytes[pool] += bytes;
+    pool_peak_bytes[pool] = std::max(pool_peak_bytes[pool], pool_bytes[pool]);
+  }
   RankOutcome outcome;
 };
 
@@ -201,13 +205,8 @@ class RunState {
     const Task& t = program(rank).kind(task);
     const SyncId sync = program(rank).sync(task);
     state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
-    if ((t.alloc_at_start_bytes | t.transient_bytes) != 0) {
-      state.pool_bytes[t.alloc_pool] += t.alloc_at_start_bytes;
-      state.pool_bytes[t.transient_pool] += t.transient_bytes;
-      for (const uint8_t pool : {t.alloc_pool, t.transient_pool}) {
-        state.pool_peak_bytes[pool] = std::max(state.pool_peak_bytes[pool], state.pool_bytes[pool]);
-      }
-    }
+    if (t.alloc_at_start_bytes != 0) state.allocate(t.alloc_pool, t.alloc_at_start_bytes);
+    if (t.transient_bytes != 0) state.allocate(t.transient_pool, t.transient_bytes);
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;
