@@ -80,7 +80,7 @@ StaticMemory rank_static_memory(const Training& training, const Parallelism& p,
   // FSDP2's sharded gradients are the outputs of its reduce-scatters; experts held whole by one
   // rank have none.
   const int64_t reduce_scattered =
-      p.zero >= 3 && p.fsdp_gather == FsdpGather::kPerParameter
+      p.fsdp_gather == FsdpGather::kPerParameter && p.reduces_gradients_per_microbatch()
           ? dense.gradient_bytes + (expert_shard > 1 ? experts.gradient_bytes : 0)
           : 0;
   if (fsdp2_holds_master_shards(training, p)) {

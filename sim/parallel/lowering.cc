@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -838,6 +839,31 @@ class StageBuilder {
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
   std::set<int32_t> reduced_blocks_;       // blocks whose gradients were reduced this step
+  // PyTorch FSDP2 with pipelining: each block's step gather, in the order of the blocks' first
+  // forwards, not yet copied out.
+  std::deque<std::pair<int32_t, TaskId>> staged_gathers_;
+  // The step gather of `block` while it is not copied out, else kNoId.
+  TaskId staged_gather_of(const BlockRef& block) const {
+    for (const auto& [staged, gather] : staged_gathers_) {
+      if (staged == block.block) return gather;
+    }
+    return kNoId;
+  }
+  // FSDP2 with pipelining unshards a block as its first forward starts, the next block's gather
+  // issued then (its implicit forward prefetch), and keeps the weights for the step: copies out
+  // the front of staged_gathers_ and lets the next gather start once this copy has. Returns the
+  // copy.
+  TaskId copy_out_staged_gather(const BlockRef& block, int microbatch) {
+    PACELINE_CHECK(
+        !staged_gathers_.empty() && staged_gathers_.front().first == block.block,
+        fmt::format("block {}'s first forward out of the order of its gathers", block.block));
+    const TaskId gathered = staged_gathers_.front().second;
+    staged_gathers_.pop_front();
+    const TaskId copy = copy_out_weights(block, microbatch, gathered,
+                                         "fsdp.forward_weight_copy_out", /*forward=*/true);
+    if (!staged_gathers_.empty()) builder_.add_dependency(copy, staged_gathers_.front().second);
+    return copy;
+  }
   // FSDP2's root unit (holds_fsdp_root): the embedding's and the head's weights gathered
   // together and their parameters. A gather and the copy out of it serve every pass until an
   // embedding's backward frees them (under gpipe every forward runs before the first backward);
@@ -1112,6 +1138,10 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
       free_at_exit = plans.gathered_bytes;
     }
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
+    if (c_.scenario.parallelism.fsdp_gather == FsdpGather::kPerParameter &&
+        it->second == staged_gather_of(block)) {
+      it->second = copy_out_staged_gather(block, run.microbatch);
+    }
     entry.push_back(it->second);
   }
   if (const int32_t offloaded = offloaded_layer(block.block, 0); offloaded >= 0) {
@@ -1532,7 +1562,12 @@ StageProgram StageBuilder::build() {
         // (two, with the experts').
         const BlockPlans& plans = plans_of(block);
         start_gathers_[block.block] = gather_updated_weights(held_weights(*plans.graph), {});
-        if (p.zero >= 3) builder_.set_alloc(start_gathers_[block.block], static_cast<int64_t>(plans.gathered_bytes));
+        if (p.zero >= 3 && p.fsdp_gather == FsdpGather::kPerParameter) {
+          builder_.set_alloc(start_gathers_[block.block], plans.gathered_bytes, kAllGatherPool);
+          staged_gathers_.emplace_back(block.block, start_gathers_[block.block]);
+        } else if (p.zero >= 3) {
+          builder_.set_alloc(start_gathers_[block.block], plans.gathered_bytes);
+        }
       }
     }
   }

@@ -348,6 +348,8 @@ Json to_json(const Scenario& s) {
       parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
       parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
     }
+  } else if (p.zero == 3 && p.fsdp_gather == FsdpGather::kPerParameter) {
+    parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
   }
   Json stages = Json::array();
   for (const int layers : p.layers_per_stage) stages.push(layers);

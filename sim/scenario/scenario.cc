@@ -157,7 +157,16 @@ Parallelism read_parallelism_fields(YamlMap& map, bool& dp_given) {
   p.fsdp_gather = gather == "tensor"          ? FsdpGather::kTensor
                   : gather == "per_parameter" ? FsdpGather::kPerParameter
                                               : FsdpGather::kBlock;
-  require_fsdp("fsdp_gather", gather);
+  // PyTorch FSDP2 shards per parameter under pipelining too (torchtitan's 3D runs): there each
+  // block's weights are gathered once a step.
+  if (gather == "per_parameter" && map.has("fsdp_gather") && p.zero != 3) {
+    map.fail("fsdp_gather",
+             fmt::format("= per_parameter needs zero: 3 (weights sharded, PyTorch FSDP2); here "
+                         "zero = {}",
+                         p.zero));
+  } else if (gather != "per_parameter") {
+    require_fsdp("fsdp_gather", gather);
+  }
   const std::string reduce = map.choice("fsdp_gradient_reduce", {"reduce_scatter", "all_reduce"}, "reduce_scatter");
   p.fsdp_gradient_reduce =
       reduce == "all_reduce" ? FsdpGradientReduce::kAllReduce : FsdpGradientReduce::kReduceScatter;

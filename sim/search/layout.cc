@@ -124,7 +124,9 @@ Parallelism layout_parallelism(const Layout& l, const Scenario& base) {
   if (l.zero != 3 || l.pp != 1) {
     const Parallelism defaults;
     p.fsdp_prefetch = defaults.fsdp_prefetch;
-    p.fsdp_gather = defaults.fsdp_gather;
+    // PyTorch FSDP2 pipelines too.
+    if (l.zero != 3 || p.fsdp_gather != FsdpGather::kPerParameter)
+      p.fsdp_gather = defaults.fsdp_gather;
     p.fsdp_persistence_threshold = defaults.fsdp_persistence_threshold;
     p.fsdp_reuse_distance = defaults.fsdp_reuse_distance;
     p.fsdp_gradient_reduce = defaults.fsdp_gradient_reduce;
@@ -186,6 +188,8 @@ std::vector<Override> layout_overrides(const Layout& l, const Scenario& base) {
       parallelism.set("fsdp_persistence_threshold", p.fsdp_persistence_threshold);
       parallelism.set("fsdp_reuse_distance", p.fsdp_reuse_distance);
     }
+  } else if (p.zero == 3 && p.fsdp_gather == FsdpGather::kPerParameter) {
+    parallelism.set("fsdp_gather", to_string(p.fsdp_gather));
   }
   std::vector<Override> overrides = {{"parallelism", parallelism.dump(-1)},
                                      {"training.micro_batch", fmt::format("{}", l.micro_batch)},

@@ -116,6 +116,13 @@ TEST(StaticMemory, Fsdp2ShardsAreTheMasterWeights) {
   // Its gradient shards come from the step's reduce-scatters, not resident as the step starts.
   EXPECT_EQ(fsdp2.reduce_scattered_gradient_bytes, 4 * 1'000'000);
   EXPECT_EQ(fsdp2.resident_bytes(), 12 * 1'000'000);
+  // Pipelined, it accumulates whole gradients over the micro-batches, resident all step.
+  parallelism.pp = 2;
+  const StaticMemory pipelined = rank_static_memory(training, parallelism, held);
+  EXPECT_EQ(pipelined.gradient_bytes, 4 * 8'000'000);
+  EXPECT_EQ(pipelined.reduce_scattered_gradient_bytes, 0);
+  EXPECT_EQ(pipelined.weight_bytes, 0);
+  parallelism.pp = 1;
   training.precision = Precision::kFp8;
   EXPECT_EQ(rank_static_memory(training, parallelism, held).total(), 16 * 1'000'000);
   // fp32 training has no master: its shard is the weight itself.

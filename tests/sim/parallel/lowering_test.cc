@@ -567,6 +567,50 @@ TEST(Lowering, PerParameterFsdpStagesItsGathersInAnAllocatorPoolOfTheirOwn) {
   EXPECT_EQ(block.peak_reserved_bytes, block.peak_memory_bytes);
 }
 
+TEST(Lowering, PipelinedFsdp2GathersEachBlockOnceAStepAsItsFirstForwardNears) {
+  // GPT 1.7B on 2 stages of 4 data-parallel ranks under PyTorch FSDP2: each block's weights are
+  // gathered once a step into a staging buffer of the all-gather pool and copied out before its
+  // first forward; the next block's gather waits for that copy (FSDP2's implicit prefetch), so
+  // the pool holds at most two staging buffers. The last stays until the next step's first copy.
+  const std::string text = R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {pp: 2, dp: 4, zero: 3, fsdp_gather: per_parameter}
+training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
+)";
+  const Prediction p = simulate(scenario_of(text));
+  const StageProgram& stage = *p.lowering->stages[0];
+  std::array<int64_t, 3> allocated{}, freed{};
+  int64_t largest_gather = 0;
+  std::vector<TaskId> gathers, copies;
+  for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
+    const Task task = stage.program.task(id);
+    allocated[task.alloc_pool] += task.alloc_at_start_bytes;
+    freed[task.free_pool] += task.free_at_end_bytes;
+    const TaskLabel& label = stage.labels[task.label];
+    if (label.plan != kNoId) continue;
+    const std::string_view name = stage.lone_name(label);
+    if (name == "dp.weight_all_gather") {
+      gathers.push_back(id);
+      EXPECT_EQ(task.alloc_pool, 1);
+      largest_gather = std::max(largest_gather, task.alloc_at_start_bytes);
+    }
+    if (name == "fsdp.forward_weight_copy_out") copies.push_back(id);
+  }
+  // Stage 0: the embedding and 12 layers, each copied out once for the 4 micro-batches.
+  ASSERT_EQ(gathers.size(), 13u);
+  ASSERT_EQ(copies.size(), 13u);
+  for (size_t k = 0; k + 1 < gathers.size(); ++k) {
+    const std::vector<TaskId> waits = stage.program.dependencies(gathers[k + 1]);
+    EXPECT_NE(std::find(waits.begin(), waits.end(), copies[k]), waits.end()) << k;
+  }
+  EXPECT_EQ(allocated[1] - freed[1], stage.program.task(gathers.back()).alloc_at_start_bytes);
+  const Result& r = p.result;
+  EXPECT_GT(r.peak_reserved_bytes, r.peak_memory_bytes);
+  EXPECT_LE(r.peak_reserved_bytes, r.peak_memory_bytes + 2 * largest_gather);
+  EXPECT_EQ(to_json(r).at("scenario").at("parallelism").at("fsdp_gather").string(),
+            "per_parameter");
+}
+
 // The bytes stage 0's tasks named `name` stage while they run, one entry per task.
 std::vector<int64_t> staged_bytes(const Prediction& p, std::string_view name) {
   const StageProgram& stage = *p.lowering->stages[0];

@@ -256,6 +256,15 @@ TEST(ScenarioErrors, InconsistentFields) {
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  fsdp_gather: tensor")),
             "s.yaml:12:16: parallelism.fsdp_gather = tensor needs zero: 3 without pipelining (weights gathered and "
             "gradients reduced per block and micro-batch); here zero = 0, pp = 16");
+  // PyTorch FSDP2 shards per parameter under pipelining too, but only under ZeRO-3.
+  EXPECT_EQ(
+      error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_gather: per_parameter")),
+      "");
+  EXPECT_EQ(
+      error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 1\n  fsdp_gather: per_parameter")),
+      "s.yaml:13:16: parallelism.fsdp_gather = per_parameter needs zero: 3 (weights sharded, "
+      "PyTorch FSDP2); "
+      "here zero = 1");
   EXPECT_EQ(error_of(replace(kBase, "  pp: 16", "  pp: 16\n  zero: 3\n  fsdp_gradient_reduce: all_reduce")),
             "s.yaml:13:25: parallelism.fsdp_gradient_reduce = all_reduce needs zero: 3 without pipelining (weights "
             "gathered and gradients reduced per block and micro-batch); here zero = 3, pp = 16");

@@ -220,10 +220,9 @@ training: {global_batch: 8, recompute: selective-op, fusion: eager}
   EXPECT_EQ(recomputes, (std::set<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}));
 }
 
-TEST(Layout, Fsdp2ReachesTheLayoutsThatGatherPerMicroBatch) {
-  // The base's FSDP implementation reaches every layout that gathers weights per micro-batch
-  // (ZeRO-3 without pipelining), read back for simulation and built by with_layout(); the
-  // others, which gather whole blocks for the step, have the default in both.
+TEST(Layout, Fsdp2ReachesEveryZero3Layout) {
+  // PyTorch FSDP2 reaches every ZeRO-3 layout, pipelined or not, read back for simulation and
+  // built by with_layout(); the others have the default in both.
   const ScenarioSource source{R"(name: fsdp2
 model: {name: g, layers: 4, hidden: 128, heads: 4, kv_heads: 2, ffn_hidden: 256, vocab: 256, seq_len: 16}
 cluster: {gpu: a100-sxm4-80gb, nodes: 1, gpus_per_node: 4}
@@ -233,16 +232,19 @@ training: {global_batch: 8}
                               "fsdp2.yaml"};
   const Scenario base = load_scenario(source);
   int gathered = 0;
+  int pipelined = 0;
   int whole = 0;
   for (const Layout& l : enumerate_layouts(base)) {
-    const bool per_microbatch = l.zero == 3 && l.pp == 1;
-    const FsdpGather expected = per_microbatch ? FsdpGather::kPerParameter : FsdpGather::kBlock;
+    const bool sharded = l.zero == 3;
+    const FsdpGather expected = sharded ? FsdpGather::kPerParameter : FsdpGather::kBlock;
     EXPECT_EQ(load_scenario(source, layout_overrides(l, base)).parallelism.fsdp_gather, expected)
         << to_string(l);
     EXPECT_EQ(with_layout(base, l).parallelism.fsdp_gather, expected) << to_string(l);
-    ++(per_microbatch ? gathered : whole);
+    if (sharded && l.pp > 1) ++pipelined;
+    ++(sharded ? gathered : whole);
   }
-  EXPECT_GT(gathered, 0);
+  EXPECT_GT(pipelined, 0);
+  EXPECT_GT(gathered, pipelined);
   EXPECT_GT(whole, 0);
 }
 

@@ -110,6 +110,8 @@ TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
     return *std::find_if(cases.begin(), cases.end(), [&](const ValidationCase& c) { return c.id == id; })->scenario;
   };
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_8gpu").training.fusion, Fusion::kEager);
+  EXPECT_EQ(by_id("torchtitan_2412_T5_Llama-3.1-405B_3d_1f1b_512gpu").parallelism.fsdp_gather,
+            FsdpGather::kPerParameter);
   EXPECT_EQ(by_id("torchtitan_2412_T1_Llama-3.1-8B_fsdp_compile_8gpu").training.fusion, Fusion::kFused);
   EXPECT_TRUE(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_asynctp_256gpu").parallelism.tp_comm_overlap);
   EXPECT_EQ(by_id("torchtitan_2412_T4_Llama-3.1-70B_2d_asynctp_256gpu").parallelism.tp_comm_overlap_method,
