@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <numeric>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -470,7 +469,8 @@ class StageBuilder {
       const TaskId scattered = reduction(
           step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                           "fsdp.gradient_reduce_scatter", {backward_done}, Operand::kStaged));
-      const bool first_reduction = reduced_blocks_.insert(block.block).second;
+      // Without pipelining each block's micro-batches are reduced in their order.
+      const bool first_reduction = microbatch == 0;
       if (first_reduction)
         keep_gradient_shards(scattered, dense / static_cast<double>(p.zero_shard));
       last_block_scatter_ = scattered;
@@ -527,10 +527,12 @@ class StageBuilder {
                                                             : reduced.parameters - reduced.expert);
     std::vector<TaskId> deps = {backward_done};
     if (last_block_scatter_ != kNoId) deps.push_back(last_block_scatter_);
-    return compute_stream_copy(block, microbatch, "fsdp.gradient_copy_in",
-                               Bytes(elements * (bytes.weight + bytes.gradient)),
-                               experts_apart ? 2 : 1, Bytes(elements * bytes.gradient),
-                               std::move(deps), freed_bytes);
+    LoneTask copy = compute_stream_copy(block, microbatch, "fsdp.gradient_copy_in",
+                                        Bytes(elements * (bytes.weight + bytes.gradient)),
+                                        experts_apart ? 2 : 1, std::move(deps));
+    copy.transient_bytes = static_cast<int64_t>(elements * bytes.gradient);
+    copy.free_bytes = freed_bytes;
+    return add(copy);
   }
 
   // The head's gradients (its final norm's, output layer's and any prediction modules'), in the
@@ -762,10 +764,9 @@ class StageBuilder {
     return root_.copied_out;
   }
   // A copy kernel (`kernels` of them) of block `b` on the compute stream moving `moved` bytes,
-  // holding `held` bytes more while it runs and freeing `freed_bytes` as it ends.
-  TaskId compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name, Bytes moved,
-                             int kernels, Bytes held, std::vector<TaskId> deps,
-                             int64_t freed_bytes = 0);
+  // after `deps`; the caller sets what it allocates and frees, and adds it.
+  LoneTask compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name,
+                               Bytes moved, int kernels, std::vector<TaskId> deps) const;
   // The gather block `i` of a pass waits for. With `fsdp_prefetch` = a, the gather of block
   // i + a is issued as block i starts and runs once block i - 1 has freed its weights: at most
   // a + 1 blocks are gathered at once (PyTorch FSDP's forward and backward prefetch: a = 1).
@@ -838,25 +839,14 @@ class StageBuilder {
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
-  std::set<int32_t> reduced_blocks_;       // blocks whose gradients were reduced this step
   // PyTorch FSDP2 with pipelining: each block's step gather, in the order of the blocks' first
   // forwards, not yet copied out.
   std::deque<std::pair<int32_t, TaskId>> staged_gathers_;
-  // The step gather of `block` while it is not copied out, else kNoId.
-  TaskId staged_gather_of(const BlockRef& block) const {
-    for (const auto& [staged, gather] : staged_gathers_) {
-      if (staged == block.block) return gather;
-    }
-    return kNoId;
-  }
   // FSDP2 with pipelining unshards a block as its first forward starts, the next block's gather
   // issued then (its implicit forward prefetch), and keeps the weights for the step: copies out
-  // the front of staged_gathers_ and lets the next gather start once this copy has. Returns the
-  // copy.
+  // the front of staged_gathers_ (`block`'s) and lets the next gather start once this copy has.
+  // Returns the copy.
   TaskId copy_out_staged_gather(const BlockRef& block, int microbatch) {
-    PACELINE_CHECK(
-        !staged_gathers_.empty() && staged_gathers_.front().first == block.block,
-        fmt::format("block {}'s first forward out of the order of its gathers", block.block));
     const TaskId gathered = staged_gathers_.front().second;
     staged_gathers_.pop_front();
     const TaskId copy = copy_out_weights(block, microbatch, gathered,
@@ -1027,38 +1017,29 @@ TaskId StageBuilder::copy_out_weights(const BlockRef& b, int microbatch, TaskId 
   const FsdpGathers& gathers = gathers_of(b);
   const int kernels = static_cast<int>(gathers.sizes.size()) + (gathers.experts > Bytes(0) ? 1 : 0);
   const auto staged = static_cast<int64_t>(gathers.total() / Bytes(1));
-  LoneTask copy;
-  copy.stream = StreamKind::kCompute;
-  copy.tag = ActivityTag::kCompute;
-  copy.duration = c_.pricer.timer()
-                      .memory_bound(MemoryKernel::kElementwise, gathers.total() * 2.0, kernels)
-                      .time;
-  copy.name = name;
-  copy.deps = {gathered};
+  LoneTask copy =
+      compute_stream_copy(b, microbatch, name, gathers.total() * 2.0, kernels, {gathered});
   copy.alloc_bytes = staged;
   // A forward keeps its own staging buffer until the next copy out; a backward frees it at once.
   copy.free_bytes = copied_staging_bytes_ + (forward ? 0 : staged);
   copied_staging_bytes_ = forward ? staged : 0;
   copy.free_pool = kAllGatherPool;
-  copy.block = b.block;
-  copy.microbatch = microbatch;
   return add(copy);
 }
 
-TaskId StageBuilder::compute_stream_copy(const BlockRef& b, int microbatch, std::string_view name,
-                                         Bytes moved, int kernels, Bytes held,
-                                         std::vector<TaskId> deps, int64_t freed_bytes) {
+StageBuilder::LoneTask StageBuilder::compute_stream_copy(const BlockRef& b, int microbatch,
+                                                         std::string_view name, Bytes moved,
+                                                         int kernels,
+                                                         std::vector<TaskId> deps) const {
   LoneTask copy;
   copy.stream = StreamKind::kCompute;
   copy.tag = ActivityTag::kCompute;
   copy.duration = c_.pricer.timer().memory_bound(MemoryKernel::kElementwise, moved, kernels).time;
   copy.name = name;
   copy.deps = std::move(deps);
-  copy.transient_bytes = static_cast<int64_t>(held / Bytes(1));
-  copy.free_bytes = freed_bytes;
   copy.block = b.block;
   copy.microbatch = microbatch;
-  return add(copy);
+  return copy;
 }
 
 TaskId StageBuilder::prefetched_gather(FsdpPass& fsdp_pass, const std::vector<BlockRef>& blocks, size_t i,
@@ -1138,8 +1119,7 @@ StageBuilder::Emission StageBuilder::forward_block(PassRun& run) {
       free_at_exit = plans.gathered_bytes;
     }
   } else if (auto it = start_gathers_.find(block.block); it != start_gathers_.end()) {
-    if (c_.scenario.parallelism.fsdp_gather == FsdpGather::kPerParameter &&
-        it->second == staged_gather_of(block)) {
+    if (!staged_gathers_.empty() && staged_gathers_.front().first == block.block) {
       it->second = copy_out_staged_gather(block, run.microbatch);
     }
     entry.push_back(it->second);
@@ -1588,6 +1568,10 @@ StageProgram StageBuilder::build() {
     }
   }
   step();
+  PACELINE_CHECK(staged_gathers_.empty(),
+                 fmt::format("block {}'s step gather was never copied out: the first forwards ran "
+                             "out of the order of the gathers",
+                             staged_gathers_.empty() ? 0 : staged_gathers_.front().first));
 
   StageProgram stage;
   stage.stage = stage_;
