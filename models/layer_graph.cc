@@ -38,6 +38,7 @@ class LayerGraphBuilder {
     int backward_kernels = 1;         // kMemory: kernels the backward pass launches
     Bytes backward_transient;         // buffers alive only while the backward pass runs (kMemory; a
                                       // collective's where they are not its size)
+    Bytes backward_stranded;          // kMemory: cached blocks too small for those (Op::stranded)
     MemoryKernel backward_kernel = MemoryKernel::kNone;
     CommSpec backward_comm;           // kCommunication: the transposed collective
     CommSpec regather_for_wgrad;  // kWeightGemm keeping its input's sequence shard: input re-gather
@@ -473,6 +474,7 @@ LayerGraph LayerGraphBuilder::build(int64_t parameters, int64_t parameters_total
         bwd.bytes = f.backward_bytes;
         bwd.kernels = f.backward_kernels;
         bwd.transient = f.backward_transient;
+        bwd.stranded = f.backward_stranded;
         bwd.flop = f.op.flop * 2.0;
         const OpId id = add_vertex(g, bwd, after);
         g.mutable_op(saver).released_by = id;
@@ -1780,6 +1782,14 @@ void add_prediction(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& 
     loss.op.kernels = 3;  // cast, log_softmax, nll_loss
     loss.backward_kernels = 4;
     loss.backward_transient = Bytes(T * vocab * 8.0);
+  }
+  if (eager && d.e < 4.0) {
+    // The 16-bit logits are freed before backward (torchtitan's train step deletes them, and the
+    // fp32 cast keeps none of its input), but no fp32 gradient buffer of the same logits fits in
+    // their block: PyTorch's caching allocator serves a request only from a cached block at least
+    // as large (CUDACachingAllocator.cpp, get_free_block). Backward asks for one fp32 buffer more
+    // than forward freed, and that one takes new memory while the logits' block stays cached.
+    loss.backward_stranded = Bytes(T * vocab * d.e);
   }
   const int loss_id = b.add(loss);
   if (shard.tp > 1) {

@@ -50,6 +50,9 @@ struct Op {
   Bytes bytes;         // memory traffic: bytes read plus written
   Bytes saved;         // activations kept from this op until `released_by` finishes
   Bytes transient;     // buffers alive only while the op runs (outputs, workspace)
+  // Blocks the caching allocator holds while the op runs that its transient buffers cannot use:
+  // freed before it by smaller buffers than it asks for (Task::stranded_bytes).
+  Bytes stranded;
   int kernels = 1;     // kernels launched: a fused op is one, an eager composite several
   uint32_t released_by = UINT32_MAX;  // the op (in the same graph) that frees `saved`
 };

@@ -62,6 +62,10 @@ struct RankState {
     pool_bytes[pool] += bytes;
     pool_peak_bytes[pool] = std::max(pool_peak_bytes[pool], pool_bytes[pool]);
   }
+  // Cached blocks of `pool` too small for what it hands out now: reserved beside its live bytes.
+  void reserve_beside(uint8_t pool, int64_t cached_bytes) {
+    pool_peak_bytes[pool] = std::max(pool_peak_bytes[pool], pool_bytes[pool] + cached_bytes);
+  }
   RankOutcome outcome;
 };
 
@@ -207,6 +211,7 @@ class RunState {
     state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
     if (t.alloc_at_start_bytes != 0) state.allocate(t.alloc_pool, t.alloc_at_start_bytes);
     if (t.transient_bytes != 0) state.allocate(t.transient_pool, t.transient_bytes);
+    if (t.stranded_bytes != 0) state.reserve_beside(t.transient_pool, t.stranded_bytes);
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;

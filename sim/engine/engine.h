@@ -107,8 +107,9 @@ struct RankOutcome {
   TaskId peak_memory_task = kNoId;
   int64_t final_memory_bytes = 0;
   // What a caching allocator holds at most: the sum over its pools (Task::alloc_pool and the
-  // others) of each pool's peak, the initial memory counted in pool 0. At least peak_memory_bytes;
-  // the same where every task uses pool 0.
+  // others) of each pool's peak, the initial memory counted in pool 0, and the blocks a pool
+  // caches beside its live bytes counted while they are stranded (Task::stranded_bytes). At least
+  // peak_memory_bytes; the same where every task uses pool 0 and strands nothing.
   int64_t peak_reserved_bytes = 0;
 };
 

@@ -16,7 +16,8 @@ bool same_kind(const Task& a, const Task& b) {
   return a.stream == b.stream && a.duration == b.duration && a.resource == b.resource &&
          a.alloc_at_start_bytes == b.alloc_at_start_bytes &&
          a.free_at_end_bytes == b.free_at_end_bytes && a.transient_bytes == b.transient_bytes &&
-         a.alloc_pool == b.alloc_pool && a.free_pool == b.free_pool && a.tag == b.tag &&
+         a.stranded_bytes == b.stranded_bytes && a.alloc_pool == b.alloc_pool &&
+         a.free_pool == b.free_pool && a.transient_pool == b.transient_pool && a.tag == b.tag &&
          a.sms == b.sms && a.external == b.external &&
          a.persistent_duration == b.persistent_duration;
 }
@@ -39,8 +40,10 @@ size_t ProgramBuilder::slot_of(const Task& kind) const {
        {uint64_t{kind.stream}, uint64_t{kind.resource},
         static_cast<uint64_t>(kind.alloc_at_start_bytes),
         static_cast<uint64_t>(kind.free_at_end_bytes), static_cast<uint64_t>(kind.transient_bytes),
-        uint64_t{kind.alloc_pool} << 33 | uint64_t{kind.free_pool} << 25 | uint64_t{kind.sms} << 9 |
-            uint64_t{kind.tag} << 1 | uint64_t{kind.external},
+        static_cast<uint64_t>(kind.stranded_bytes),
+        uint64_t{kind.transient_pool} << 41 | uint64_t{kind.alloc_pool} << 33 |
+            uint64_t{kind.free_pool} << 25 | uint64_t{kind.sms} << 9 | uint64_t{kind.tag} << 1 |
+            uint64_t{kind.external},
         static_cast<uint64_t>(kind.persistent_duration.picoseconds())}) {
     h = (h ^ field) * 0x9E3779B97F4A7C15ULL;
   }
@@ -160,9 +163,11 @@ Program ProgramBuilder::build() && {
 
   for (const SyncPoint& sync : syncs_) program.num_slots_ = std::max(program.num_slots_, sync.slot + 1);
   for (const Task& kind : kinds_) {
-    PACELINE_CHECK(kind.alloc_pool < kMaxAllocatorPools && kind.free_pool < kMaxAllocatorPools,
-                   fmt::format("a task uses allocator pools {} and {}; at most {} pools",
-                               kind.alloc_pool, kind.free_pool, kMaxAllocatorPools));
+    PACELINE_CHECK(
+        std::max({kind.alloc_pool, kind.free_pool, kind.transient_pool}) < kMaxAllocatorPools,
+        fmt::format("a task uses allocator pools {}, {} and {}; at most {} pools", kind.alloc_pool,
+                    kind.free_pool, kind.transient_pool, kMaxAllocatorPools));
+    PACELINE_CHECK(kind.stranded_bytes >= 0, "a task strands a negative number of bytes");
   }
   program.stream_names_ = std::move(stream_names_);
   program.kinds_ = std::move(kinds_);

@@ -40,17 +40,21 @@ struct SyncPoint {
 
 struct Task {
   StreamId stream = 0;
+  SyncId sync = kNoId;  // index into Program::syncs(), or kNoId
   // How long the task runs once started. For a rendezvous: the time from the last arrival.
   SimTime duration;
-  SyncId sync = kNoId;          // index into Program::syncs(), or kNoId
   ResourceId resource = kNoId;  // a resource unit held while running, or kNoId
+  uint32_t label = 0;           // opaque to the engine: the caller's description of the task
   // Memory effects on the rank, in bytes: allocated when the task starts (and kept),
   // freed when it ends, and held only while it runs.
   int64_t alloc_at_start_bytes = 0;
   int64_t free_at_end_bytes = 0;
   int64_t transient_bytes = 0;
-  uint32_t label = 0;  // opaque to the engine: the caller's description of the task
-  uint8_t tag = 0;     // opaque to the engine: the caller's activity class
+  // Blocks the transient pool caches while the task runs that are too small for the buffers it
+  // asks for (freed by smaller buffers before it), so the allocator reserves new memory beside
+  // them: they count in the pool's high-water mark, not in the rank's live memory.
+  int64_t stranded_bytes = 0;
+  uint8_t tag = 0;  // opaque to the engine: the caller's activity class
   // The caching-allocator pools the memory effects go to. An allocator like PyTorch's keeps what
   // a pool frees for that pool's own later allocations (a pool per stream that allocates), so
   // each pool holds on to its own high-water mark.

@@ -372,7 +372,6 @@ class StageBuilder {
     int64_t transient_bytes = 0;
     AllocatorPool alloc_pool = kComputePool;      // of alloc_bytes
     AllocatorPool free_pool = kComputePool;       // of free_bytes
-    AllocatorPool transient_pool = kComputePool;  // of transient_bytes
     int32_t block = kStepBlock;
     int32_t microbatch = kStepMicrobatch;
   };
@@ -386,7 +385,6 @@ class StageBuilder {
     task.transient_bytes = spec.transient_bytes;
     task.alloc_pool = spec.alloc_pool;
     task.free_pool = spec.free_pool;
-    task.transient_pool = spec.transient_pool;
     task.tag = static_cast<uint8_t>(spec.tag);
     task.sms = spec.sms;
     task.label = static_cast<uint32_t>(labels_.size());
@@ -895,6 +893,7 @@ StreamKind StageBuilder::emit_task(Emission& e) {
     task.alloc_at_start_bytes = t.alloc_bytes;
     task.free_at_end_bytes = t.free_bytes + freed_on_exit;
     task.transient_bytes = t.transient_bytes;
+    task.stranded_bytes = t.stranded_bytes;
     task.tag = static_cast<uint8_t>(t.tag);
     task.sms = t.sms;
     if (t.stream != StreamKind::kCompute) task.external = c_.networked[static_cast<int>(t.group)];

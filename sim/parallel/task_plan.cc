@@ -283,6 +283,8 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
   plan.pass = pass;
   plan.op_task.assign(g.num_ops(), kNoId);
 
+  // By task: the most one of its ops reserves for transient buffers, stranded blocks included.
+  std::vector<int64_t> transient_reserve;
   // The pass's ops in declaration order (a valid execution order).
   std::vector<OpId> ops;
   for (OpId id = 0; id < g.num_ops(); ++id) {
@@ -375,9 +377,19 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       task.alloc_bytes += static_cast<int64_t>(op.saved / Bytes(1));
     }
     task.transient_bytes = std::max(task.transient_bytes, static_cast<int64_t>(op.transient / Bytes(1)));
+    transient_reserve.resize(plan.tasks.size());
+    transient_reserve[index] = std::max(
+        transient_reserve[index], static_cast<int64_t>((op.transient + op.stranded) / Bytes(1)));
     task.exit = task.exit || is_exit[id];
     if (stream == StreamKind::kCompute) plan.last_compute = index;
     if (feeds_other_stream[id] || is_exit[id]) open = kNoId;
+  }
+
+  // A task's transient is its ops' largest; what it strands lifts its reserve to the most one of
+  // its ops reserves with what that op strands.
+  for (size_t i = 0; i < transient_reserve.size(); ++i) {
+    plan.tasks[i].stranded_bytes =
+        std::max<int64_t>(0, transient_reserve[i] - plan.tasks[i].transient_bytes);
   }
 
   // Frees: a task frees what the ops it releases kept (they may belong to another pass).

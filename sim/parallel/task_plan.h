@@ -93,6 +93,7 @@ struct TaskTemplate {
   int64_t alloc_bytes = 0;
   int64_t free_bytes = 0;
   int64_t transient_bytes = 0;
+  int64_t stranded_bytes = 0;
   ActivityTag tag = ActivityTag::kCompute;
   uint16_t sms = 0;       // communication tasks: the SMs their kernel holds (Task::sms)
   uint32_t first_op = 0;  // its ops: ops[first_op, first_op + num_ops)

@@ -23,7 +23,8 @@ Engine make_workload(uint32_t ranks, uint32_t tasks) {
     previous = work;
     if (i % 4 == 3) {
       const SyncId sync = b.add_sync({.slot = 0, .sequence = sequence++, .members = 8});
-      const TaskId reduce = b.add_task({.stream = comm, .duration = to_sim_time(Microseconds(3)), .sync = sync});
+      const TaskId reduce =
+          b.add_task({.stream = comm, .sync = sync, .duration = to_sim_time(Microseconds(3))});
       b.add_dependency(work, reduce);
     }
   }

@@ -1143,6 +1143,7 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     }
     if (op.name == "head.cross_entropy.bwd") {
       EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 14.0 * logits);
+      EXPECT_DOUBLE_EQ(op.stranded / Bytes(1), 0.0);  // it allocates nothing
       ++found;
     }
   }
@@ -1157,7 +1158,8 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
   }
   // PyTorch's log_softmax and nll_loss: the backward writes the dense fp32 gradient, then reads
   // it and the kept output into another fp32 buffer before casting back: 22 bytes per logit, and
-  // 8 bytes per logit alive while it runs beside the 4 kept.
+  // 8 bytes per logit alive while it runs beside the 4 kept. The freed bf16 logits' block is too
+  // small for the fp32 buffer forward freed none for: 2 bytes per logit stranded.
   LayerShard eager = shard(1, false);
   eager.cross_entropy = Fusion::kEager;
   const LayerGraph e = build_output_head(gpt_like(), eager);
@@ -1171,11 +1173,19 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     if (op.name == "head.cross_entropy.bwd") {
       EXPECT_DOUBLE_EQ(op.bytes / Bytes(1), 22.0 * logits);
       EXPECT_DOUBLE_EQ(op.transient / Bytes(1), 8.0 * logits);
+      EXPECT_DOUBLE_EQ(op.stranded / Bytes(1), 2.0 * logits);
       EXPECT_EQ(op.kernels, 4);
       ++eager_found;
     }
   }
   EXPECT_EQ(eager_found, 2);
+  // Over fp32 logits backward's buffers fit the logits' own block.
+  LayerShard eager_fp32 = eager;
+  eager_fp32.activation_dtype = DType::kFp32;
+  const LayerGraph ef = build_output_head(gpt_like(), eager_fp32);
+  for (OpId id = 0; id < ef.num_ops(); ++id) {
+    EXPECT_DOUBLE_EQ(ef.op(id).stranded / Bytes(1), 0.0) << ef.op(id).name;
+  }
   // Over 4 vocabulary shards of PyTorch's tensor parallelism, loss parallel: the rank's 8000
   // columns in fp32 ops, 38 bytes per logit each way (the cast's 2 + 4 and 32 more forward),
   // besides the 4 kept 8 bytes per logit alive forward and 12 backward, 7 kernels forward and 6
@@ -1197,6 +1207,9 @@ TEST(LayerGraph, CrossEntropyMakesOnePassPerStepOverTheFp32Logits) {
     if (op.phase == Phase::kForward) {
       EXPECT_DOUBLE_EQ(op.saved / Bytes(1), 4.0 * shard_logits);
     }
+    EXPECT_DOUBLE_EQ(op.stranded / Bytes(1),
+                     (op.phase == Phase::kForward ? 0.0 : 2.0) * shard_logits)
+        << op.name;
     ++parallel_found;
   }
   EXPECT_EQ(parallel_found, 2);

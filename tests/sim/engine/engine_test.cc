@@ -88,7 +88,7 @@ TEST(Engine, RendezvousStartsAtTheLastArrival) {
     const StreamId comm = b.add_stream("comm");
     const TaskId work = b.add_task({.stream = compute, .duration = us(lead_us)});
     const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
-    const TaskId collective = b.add_task({.stream = comm, .duration = us(3), .sync = sync});
+    const TaskId collective = b.add_task({.stream = comm, .sync = sync, .duration = us(3)});
     b.add_dependency(work, collective);
     return share(std::move(b));
   };
@@ -104,7 +104,7 @@ TEST(Engine, SeparateGroupInstancesDoNotMeet) {
   ProgramBuilder b;
   const StreamId comm = b.add_stream("comm");
   const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
-  b.add_task({.stream = comm, .duration = us(1), .sync = sync});
+  b.add_task({.stream = comm, .sync = sync, .duration = us(1)});
   auto p = share(std::move(b));
   const RunResult r = Engine({rank_of(p, {0}), rank_of(p, {1}), rank_of(p, {0}), rank_of(p, {1})}).run();
   EXPECT_EQ(r.end, us(1));
@@ -114,7 +114,7 @@ TEST(Engine, MissingRendezvousMemberIsADeadlock) {
   ProgramBuilder b;
   const StreamId comm = b.add_stream("comm");
   const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
-  b.add_task({.stream = comm, .duration = us(1), .sync = sync});
+  b.add_task({.stream = comm, .sync = sync, .duration = us(1)});
   try {
     Engine({rank_of(share(std::move(b)), {0})}).run();
     FAIL() << "a rendezvous with one of two members must not complete";
@@ -220,6 +220,29 @@ TEST(Engine, ATasksTransientBytesMayComeFromAnotherPool) {
   EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 135);
 }
 
+TEST(Engine, StrandedBlocksCountInTheirPoolsReservePeakNotInLiveMemory) {
+  // A task keeps 40 B of pool 0 and runs with 20 B transient (pool 0 peaks at 160); the next runs
+  // with 30 B of pool 1 transient beside 15 B stranded there, then frees 20 B: pool 1 reserves
+  // 45 B while live memory peaks at 100 + 40 + 30. A later task strands 5 B of pool 0 beside 10 B
+  // transient, under pool 0's earlier peak.
+  ProgramBuilder b;
+  const StreamId s = b.add_stream("compute");
+  b.add_task({.stream = s, .duration = us(1), .alloc_at_start_bytes = 40, .transient_bytes = 20});
+  b.add_task({.stream = s,
+              .duration = us(1),
+              .free_at_end_bytes = 20,
+              .transient_bytes = 30,
+              .stranded_bytes = 15,
+              .transient_pool = 1});
+  b.add_task({.stream = s, .duration = us(1), .transient_bytes = 10, .stranded_bytes = 5});
+  RankSetup setup = rank_of(share(std::move(b)));
+  setup.initial_memory_bytes = 100;
+  const RunResult r = Engine({setup}).run();
+  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 170);
+  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 160 + 45);
+  EXPECT_EQ(r.ranks[0].final_memory_bytes, 120);
+}
+
 TEST(Engine, ReservedMemoryIsThePeakWithOnePool) {
   ProgramBuilder b;
   const StreamId s = b.add_stream("compute");
@@ -276,7 +299,8 @@ Engine tied_workload() {
   for (uint32_t i = 0; i < 50; ++i) {
     const TaskId work = b.add_task({.stream = compute, .duration = us(1), .alloc_at_start_bytes = 7});
     const SyncId sync = b.add_sync({.slot = 0, .sequence = i, .members = 8});
-    const TaskId reduce = b.add_task({.stream = comm, .duration = us(1), .sync = sync, .free_at_end_bytes = 7});
+    const TaskId reduce =
+        b.add_task({.stream = comm, .sync = sync, .duration = us(1), .free_at_end_bytes = 7});
     b.add_dependency(work, reduce);
     if (previous != kNoId) b.add_dependency(previous, work);
     previous = work;

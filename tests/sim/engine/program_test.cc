@@ -44,10 +44,10 @@ TEST(ProgramBuilder, ATaskOfAKindIsTheTaskAddedWhole) {
   const StreamId compute = b.add_stream("compute");
   const SyncId sync = b.add_sync({.slot = 0, .sequence = 0, .members = 2});
   const Task whole{.stream = compute,
-                   .duration = to_sim_time(Microseconds(3)),
                    .sync = sync,
-                   .transient_bytes = 64,
+                   .duration = to_sim_time(Microseconds(3)),
                    .label = 7,
+                   .transient_bytes = 64,
                    .sms = 4};
   const TaskId added = b.add_task(whole);
   const uint32_t kind = b.add_kind(whole);
@@ -58,8 +58,8 @@ TEST(ProgramBuilder, ATaskOfAKindIsTheTaskAddedWhole) {
   EXPECT_NE(b.add_kind(longer), kind);
   EXPECT_EQ(b.add_kind({.stream = compute,
                         .duration = whole.duration,
-                        .transient_bytes = 64,
                         .label = 99,
+                        .transient_bytes = 64,
                         .sms = 4}),
             kind);
   const Program p = std::move(b).build();

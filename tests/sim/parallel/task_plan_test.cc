@@ -130,20 +130,50 @@ TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
   }
 }
 
-// Whether task `later` of `plan` waits, directly or through other tasks, for task `earlier`.
-bool task_waits_for(const TaskPlan& plan, uint32_t later, uint32_t earlier) {
-  for (const uint32_t d : plan.tasks[later].deps) {
-    if (d == earlier || task_waits_for(plan, d, earlier)) return true;
-  }
-  return false;
-}
-
 OpId op_named(const LayerGraph& g, const std::string& name) {
   for (OpId id = 0; id < g.num_ops(); ++id) {
     if (g.op(id).name == name) return id;
   }
   ADD_FAILURE() << "no op " << name;
   return 0;
+}
+
+TEST(TaskPlan, ATaskReservesForItsTransientBuffersWhatItsMostReservingOpDoes) {
+  // The eager loss's backward strands the 16-bit logits beside 8 bytes per logit of fp32
+  // buffers; the output GEMM's input gradient, fused onto its task, asks for less. The task's
+  // transient is its ops' largest, and with what it strands it reserves exactly what the op
+  // reserving the most does.
+  Fixture f;
+  f.parallelism.tp = 1;
+  const Pricing priced(f);
+  const ModelSpec m = resolve_model("llama3-8b", default_model_catalog(), {});
+  LayerShard shard;
+  shard.seq_len = 4096;
+  shard.cross_entropy = Fusion::kEager;
+  const LayerGraph head = build_output_head(m, shard);
+  const TaskPlan plan = plan_pass(head, PassKind::kBackward, priced.pricer, "head.backward");
+  std::vector<int64_t> most_reserved(plan.tasks.size(), 0);
+  for (OpId id = 0; id < head.num_ops(); ++id) {
+    if (plan.op_task[id] == kNoId) continue;
+    const Op& op = head.op(id);
+    int64_t& most = most_reserved[plan.op_task[id]];
+    most = std::max(most, static_cast<int64_t>((op.transient + op.stranded) / Bytes(1)));
+  }
+  const uint32_t loss = plan.op_task[op_named(head, "head.cross_entropy.bwd")];
+  const int64_t logits = int64_t{4096} * m.vocab;
+  EXPECT_EQ(plan.tasks[loss].transient_bytes, 8 * logits);
+  EXPECT_EQ(plan.tasks[loss].stranded_bytes, 2 * logits);
+  for (uint32_t i = 0; i < plan.tasks.size(); ++i) {
+    EXPECT_EQ(plan.tasks[i].transient_bytes + plan.tasks[i].stranded_bytes, most_reserved[i]) << i;
+  }
+}
+
+// Whether task `later` of `plan` waits, directly or through other tasks, for task `earlier`.
+bool task_waits_for(const TaskPlan& plan, uint32_t later, uint32_t earlier) {
+  for (const uint32_t d : plan.tasks[later].deps) {
+    if (d == earlier || task_waits_for(plan, d, earlier)) return true;
+  }
+  return false;
 }
 
 TEST(TaskPlan, TheDispatchGradientWaitsForTheExpertWeightGradientsOnlyInTheirPass) {
