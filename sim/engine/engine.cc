@@ -55,6 +55,7 @@ struct RankState {
   uint16_t most_sms = 0;  // the most SMs a running aggressor holds
   size_t remaining_tasks = 0;
   int64_t memory_bytes = 0;
+  int64_t peak_task_added_bytes = 0;  // what outcome.peak_memory_task allocated as it started
   // By allocator pool: the bytes it has handed out, and the most it has at once.
   std::array<int64_t, kMaxAllocatorPools> pool_bytes{};
   std::array<int64_t, kMaxAllocatorPools> pool_peak_bytes{};
@@ -213,9 +214,15 @@ class RunState {
     if (t.transient_bytes != 0) state.allocate(t.transient_pool, t.transient_bytes);
     if (t.stranded_bytes != 0) state.reserve_beside(t.transient_pool, t.stranded_bytes);
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
+      // Of the tasks that start at the peak's instant, the peak is the doing of the one that
+      // allocates the most, not of whichever the event order starts last.
+      const int64_t added_bytes = t.alloc_at_start_bytes + t.transient_bytes;
+      if (now_ != state.outcome.peak_memory_time || added_bytes >= state.peak_task_added_bytes) {
+        state.outcome.peak_memory_task = task;
+        state.peak_task_added_bytes = added_bytes;
+      }
       state.outcome.peak_memory_bytes = state.memory_bytes;
       state.outcome.peak_memory_time = now_;
-      state.outcome.peak_memory_task = task;
     }
     record_memory(rank);
     state.start_times[t.stream] = now_;

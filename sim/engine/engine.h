@@ -102,8 +102,8 @@ struct RankOutcome {
   SimTime finish;               // when the rank's last task ended
   int64_t peak_memory_bytes = 0;
   SimTime peak_memory_time;     // when the peak was first reached
-  // The task whose start (or arrival at its rendezvous) first reached it; kNoId: the initial
-  // memory.
+  // The task whose start (or arrival at its rendezvous) first reached it, of those starting at
+  // that instant the one that allocated the most; kNoId: the initial memory.
   TaskId peak_memory_task = kNoId;
   int64_t final_memory_bytes = 0;
   // What a caching allocator holds at most: the sum over its pools (Task::alloc_pool and the

@@ -256,6 +256,22 @@ TEST(Engine, ReservedMemoryIsThePeakWithOnePool) {
   EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 150);
 }
 
+TEST(Engine, OfTasksStartingTogetherThePeakIsPutAtTheOneAllocatingTheMost) {
+  // A 40 B task and a 1 B task start together, in either stream order: the peak is the big one's.
+  for (const bool big_first : {true, false}) {
+    ProgramBuilder b;
+    const StreamId first = b.add_stream("first");
+    const StreamId second = b.add_stream("second");
+    const TaskId one =
+        b.add_task({.stream = first, .duration = us(1), .transient_bytes = big_first ? 40 : 1});
+    const TaskId other =
+        b.add_task({.stream = second, .duration = us(1), .transient_bytes = big_first ? 1 : 40});
+    const RunResult r = Engine({rank_of(share(std::move(b)))}).run();
+    EXPECT_EQ(r.ranks[0].peak_memory_bytes, 41);
+    EXPECT_EQ(r.ranks[0].peak_memory_task, big_first ? one : other) << big_first;
+  }
+}
+
 TEST(Engine, RecordsMemoryOnlyOfTheRanksAskedAndNoPeakTaskWhenNothingRises) {
   // Rank 0 records its memory; rank 1 does not, and only frees what it started with.
   const auto program = [](int64_t alloc_bytes, int64_t free_bytes) {
