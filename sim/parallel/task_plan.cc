@@ -357,6 +357,7 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       task.external_deps = external;
       for (const uint32_t d : deps) task.deps.push_back(d);
       plan.tasks.push_back(task);
+      transient_reserve.push_back(0);
       open = stream == StreamKind::kCompute ? static_cast<uint32_t>(plan.tasks.size() - 1) : kNoId;
       open_deps = deps;
     }
@@ -376,8 +377,8 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
     if (op.phase == Phase::kForward || op.phase == Phase::kRecompute) {
       task.alloc_bytes += static_cast<int64_t>(op.saved / Bytes(1));
     }
-    task.transient_bytes = std::max(task.transient_bytes, static_cast<int64_t>(op.transient / Bytes(1)));
-    transient_reserve.resize(plan.tasks.size());
+    task.transient_bytes =
+        std::max(task.transient_bytes, static_cast<int64_t>(op.transient / Bytes(1)));
     transient_reserve[index] = std::max(
         transient_reserve[index], static_cast<int64_t>((op.transient + op.stranded) / Bytes(1)));
     task.exit = task.exit || is_exit[id];
