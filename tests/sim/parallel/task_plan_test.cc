@@ -35,6 +35,16 @@ struct Pricing {
   OpPricer pricer;
 };
 
+// The fixture's cluster priced for one GPU.
+struct OneGpu {
+  Fixture f = [] {
+    Fixture fixture;
+    fixture.parallelism.tp = 1;
+    return fixture;
+  }();
+  Pricing priced{f};
+};
+
 TEST(TaskPlan, EveryOpOfThePassAppearsOnceAndDurationsAdd) {
   Fixture f;
   const Pricing priced(f);
@@ -67,10 +77,8 @@ TEST(TaskPlan, EveryOpOfThePassAppearsOnceAndDurationsAdd) {
 }
 
 TEST(TaskPlan, WithoutCollectivesAForwardPassIsOneTask) {
-  Fixture f;
-  f.parallelism.tp = 1;
-  const Pricing priced(f);
-  const OpPricer& pricer = priced.pricer;
+  const OneGpu one;
+  const OpPricer& pricer = one.priced.pricer;
   const ModelSpec model = resolve_model("llama3-8b", default_model_catalog(), {});
   LayerShard shard;
   shard.seq_len = 4096;
@@ -87,9 +95,7 @@ TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
   // Forward and recomputation keep bytes; the backward passes free them: over a block's three
   // passes they balance, whatever is recomputed (the holders of discarded outputs included), on
   // one GPU and split over tensor and context parallelism.
-  Fixture f;
-  f.parallelism.tp = 1;
-  const Pricing priced(f);
+  const OneGpu one;
   const ModelSpec m = resolve_model("deepseek-v3", default_model_catalog(), {});
   LayerShard shard;
   shard.seq_len = 4096;
@@ -99,7 +105,7 @@ TEST(TaskPlan, ABlocksPassesFreeEveryByteTheyKeep) {
     int64_t kept = 0;
     for (const PassKind pass :
          {PassKind::kForward, PassKind::kBackwardInput, PassKind::kBackwardWeight}) {
-      for (const TaskTemplate& t : plan_pass(graph, pass, priced.pricer, "layer").tasks) {
+      for (const TaskTemplate& t : plan_pass(graph, pass, one.priced.pricer, "layer").tasks) {
         kept += t.alloc_bytes - t.free_bytes;
       }
     }
@@ -143,15 +149,13 @@ TEST(TaskPlan, ATaskReservesForItsTransientBuffersWhatItsMostReservingOpDoes) {
   // buffers; the output GEMM's input gradient, fused onto its task, asks for less. The task's
   // transient is its ops' largest, and with what it strands it reserves exactly what the op
   // reserving the most does.
-  Fixture f;
-  f.parallelism.tp = 1;
-  const Pricing priced(f);
+  const OneGpu one;
   const ModelSpec m = resolve_model("llama3-8b", default_model_catalog(), {});
   LayerShard shard;
   shard.seq_len = 4096;
   shard.cross_entropy = Fusion::kEager;
   const LayerGraph head = build_output_head(m, shard);
-  const TaskPlan plan = plan_pass(head, PassKind::kBackward, priced.pricer, "head.backward");
+  const TaskPlan plan = plan_pass(head, PassKind::kBackward, one.priced.pricer, "head.backward");
   std::vector<int64_t> most_reserved(plan.tasks.size(), 0);
   for (OpId id = 0; id < head.num_ops(); ++id) {
     if (plan.op_task[id] == kNoId) continue;
