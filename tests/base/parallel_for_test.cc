@@ -29,6 +29,7 @@ TEST(ParallelFor, RunsEveryIndexOnceAndRethrowsTheLowestFailure) {
   }
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 // The bytes of address space this process holds (VmSize).
 long address_space_bytes() {
   std::ifstream status("/proc/self/status");
@@ -37,6 +38,7 @@ long address_space_bytes() {
   }
   return 0;
 }
+#endif
 
 TEST(ParallelFor, RunsOnTheThreadsTheSystemStartsWhenItWillNotStartAll) {
 #if defined(__SANITIZE_ADDRESS__)
