@@ -1307,11 +1307,46 @@ void add_attention(LayerGraphBuilder& b, const ModelSpec& m, const LayerShard& s
         // one written). Backward: the query gradient accumulates in fp32, the key/value
         // gradient travelling the ring adds this step's.
         const Bytes statistics_traffic = 3.0 * statistics;
-        Forward merge = memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
-                                  Bytes(T * output_width * (d.e + 8.0)) + statistics_traffic, Bytes(0),
-                                  elements(T * q_width, d.e + 8.0) +
-                                      elements(T * static_cast<double>(attended_kv_width + value_width), 3.0 * d.e),
-                                  {core});
+        const double kv_elements = T * static_cast<double>(attended_kv_width + value_width);
+        Bytes forward_traffic = Bytes(T * output_width * (d.e + 8.0)) + statistics_traffic;
+        Bytes backward_traffic =
+            elements(T * q_width, d.e + 8.0) + elements(kv_elements, 3.0 * d.e);
+        int forward_kernels = 1;
+        int backward_kernels = 1;
+        if (gathered && !d.compiled()) {
+          // PyTorch's ring run eagerly (torch/distributed/tensor/experimental/_attention.py;
+          // torch.compile traces it into the block's graph, and Inductor fuses what follows)
+          // merges in fp32 ops (_SDPAMerger, convert_to_f32): the step's output cast (read e,
+          // write 4), then out - block, sigmoid(lse - block lse) times that, and out minus the
+          // product (12, 8 and 12 bytes an element). Where only a rank's second query chunk
+          // attends (half the steps over the load-balanced ranks) that is over half the elements,
+          // and a cat rebuilds the whole running output (8): 0.75 e + 31 bytes an output element
+          // a step on average. Every step but the last concatenates its keys and values to pass on
+          // (read and write e). Backward adds each step's query and key/value gradients into fp32
+          // accumulators (read 4 + e, write 4; over half of them and a cat on half the steps:
+          // 0.75 (8 + e) + 4 on average), concatenates the key/value one to send on (8) and the
+          // keys and values (2 e). The first merge also carries the diagonal block's output cast
+          // (e + 4) and accumulations (8 + e each, and the cat), and the casts back of the merged
+          // output and of the gradients (4 + e each).
+          const double accumulate = 0.75 * (8.0 + d.e) + 4.0;
+          const bool first = step == 1;
+          forward_traffic =
+              Bytes(T * output_width * (0.75 * d.e + 31.0 + (first ? 2.0 * d.e + 8.0 : 0.0))) +
+              Bytes(kv_elements * 2.0 * d.e) + statistics_traffic;
+          backward_traffic = Bytes(T * q_width * (accumulate + (first ? 12.0 + 2.0 * d.e : 0.0))) +
+                             Bytes(kv_elements * (accumulate + 8.0 + 2.0 * d.e +
+                                                  (first ? 20.0 + 2.0 * d.e : 0.0)));
+          // Forward: the two casts, eight fp32 ops on output and statistics, the key/value cat,
+          // and on half the steps the two cats of the partial update. Backward: the key/value cat,
+          // the three adds, the gradient cat, and on half the steps the partial updates' cats.
+          forward_kernels = 12;
+          backward_kernels = 7;
+        }
+        Forward merge =
+            memory_op(fmt::format("attn.ring.merge.step{}", step), MemoryKernel::kElementwise,
+                      forward_traffic, Bytes(0), backward_traffic, {core});
+        merge.op.kernels = forward_kernels;
+        merge.backward_kernels = backward_kernels;
         merge.op.transient = gathered_kv;
         merge.backward_transient = gathered_kv;
         merge.recompute_in_core_attention();

@@ -595,6 +595,48 @@ LayerGraph context_parallel_layer(const ModelSpec& m, ContextComm comm) {
   return g;
 }
 
+TEST(LayerGraph, EagerGatheredContextParallelismMergesInFp32Ops) {
+  // cp 4 with all_gather over 1024 tokens × 1024 features a rank (E elements of output and of
+  // queries, 2 E of keys and values), bf16. Compiled, a merge reads the step's output and
+  // rewrites the fp32 running one (10 bytes an element) and its backward moves 10 bytes a query
+  // and 6 a key/value element. Eager (PyTorch's ops one by one), a merge moves 32.5 bytes an
+  // output element on average over the ranks and 4 a key/value element (their cat); backward
+  // 11.5 a query and 23.5 a key/value element; the first merge adds the diagonal block's share
+  // and the casts back: 12 bytes an output element forward, 16 a query and 24 a key/value
+  // element backward.
+  const double e_elements = 1024.0 * 1024;
+  LayerShard s = shard(1, false);
+  s.cp = 4;
+  s.cp_comm = ContextComm::kAllGather;
+  const LayerGraph compiled = build_transformer_layer(gpt_like(), s, false);
+  s.fusion = Fusion::kEager;
+  const LayerGraph eager = build_transformer_layer(gpt_like(), s, false);
+  const auto traffic = [](const LayerGraph& g, Phase phase, const std::string& name) {
+    return g.op(op_in(g, phase, name)).bytes / Bytes(1);
+  };
+  for (const int step : {1, 2}) {
+    const std::string name = "attn.ring.merge.step" + std::to_string(step);
+    const bool first = step == 1;
+    EXPECT_DOUBLE_EQ(
+        traffic(eager, Phase::kForward, name) - traffic(compiled, Phase::kForward, name),
+        e_elements * (32.5 + 2 * 4 - 10 + (first ? 12 : 0)))
+        << name;
+    EXPECT_DOUBLE_EQ(traffic(compiled, Phase::kBackwardInput, name + ".bwd"),
+                     e_elements * (10 + 2 * 6))
+        << name;
+    EXPECT_DOUBLE_EQ(traffic(eager, Phase::kBackwardInput, name + ".bwd"),
+                     e_elements * (11.5 + 2 * 23.5 + (first ? 16 + 2 * 24 : 0)))
+        << name;
+    EXPECT_EQ(eager.op(op_in(eager, Phase::kForward, name)).kernels, 12);
+    EXPECT_EQ(compiled.op(op_in(compiled, Phase::kForward, name)).kernels, 1);
+  }
+  // Over the ring (Transformer Engine's exchange) eager fusion leaves the merges as they are.
+  s.cp_comm = ContextComm::kRing;
+  const LayerGraph ring = build_transformer_layer(gpt_like(), s, false);
+  EXPECT_DOUBLE_EQ(traffic(ring, Phase::kBackwardInput, "attn.ring.merge.step2.bwd"),
+                   e_elements * (10 + 2 * 6));
+}
+
 TEST(LayerGraph, GatheredContextParallelismExchangesKeysAndValuesOnce) {
   // cp 4 with all_gather: the ring's four steps and merges, but one all-gather of every rank's
   // keys and values (4 blocks of 1024 tokens × 2 × 1024 features, bf16) in place of the three
