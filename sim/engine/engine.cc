@@ -209,14 +209,14 @@ class RunState {
     RankState& state = ranks_[rank];
     const Task& t = program(rank).kind(task);
     const SyncId sync = program(rank).sync(task);
-    state.memory_bytes += t.alloc_at_start_bytes + t.transient_bytes;
+    const int64_t added_bytes = t.alloc_at_start_bytes + t.transient_bytes;
+    state.memory_bytes += added_bytes;
     if (t.alloc_at_start_bytes != 0) state.allocate(t.alloc_pool, t.alloc_at_start_bytes);
     if (t.transient_bytes != 0) state.allocate(t.transient_pool, t.transient_bytes);
     if (t.stranded_bytes != 0) state.reserve_beside(t.transient_pool, t.stranded_bytes);
     if (state.memory_bytes > state.outcome.peak_memory_bytes) {
       // Of the tasks that start at the peak's instant, the peak is the doing of the one that
       // allocates the most, not of whichever the event order starts last.
-      const int64_t added_bytes = t.alloc_at_start_bytes + t.transient_bytes;
       if (now_ != state.outcome.peak_memory_time || added_bytes >= state.peak_task_added_bytes) {
         state.outcome.peak_memory_task = task;
         state.peak_task_added_bytes = added_bytes;

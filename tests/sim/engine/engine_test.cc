@@ -24,6 +24,13 @@ RankSetup rank_of(std::shared_ptr<const Program> program, std::vector<uint32_t> 
   return RankSetup{std::move(program), std::move(groups), 0, true};
 }
 
+// What the one rank of `b` ends with, run from `initial_memory_bytes`.
+RankOutcome run_from(ProgramBuilder&& b, int64_t initial_memory_bytes) {
+  RankSetup setup = rank_of(share(std::move(b)));
+  setup.initial_memory_bytes = initial_memory_bytes;
+  return Engine({setup}).run().ranks[0];
+}
+
 SimTime span_end(const RunResult& r, uint32_t rank, TaskId task) {
   for (const TaskSpan& s : r.spans) {
     if (s.rank == rank && s.task == task) return s.end;
@@ -192,12 +199,10 @@ TEST(Engine, ReservedMemorySumsEachAllocatorPoolsPeak) {
   b.add_dependency(second, second_copy);
   b.add_task(
       {.stream = compute, .duration = us(1), .free_at_end_bytes = 80, .transient_bytes = 30});
-  RankSetup setup = rank_of(share(std::move(b)));
-  setup.initial_memory_bytes = 100;
-  const RunResult r = Engine({setup}).run();
-  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 220);
-  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 250);
-  EXPECT_EQ(r.ranks[0].final_memory_bytes, 100);
+  const RankOutcome outcome = run_from(std::move(b), 100);
+  EXPECT_EQ(outcome.peak_memory_bytes, 220);
+  EXPECT_EQ(outcome.peak_reserved_bytes, 250);
+  EXPECT_EQ(outcome.final_memory_bytes, 100);
 }
 
 TEST(Engine, ATasksTransientBytesMayComeFromAnotherPool) {
@@ -213,11 +218,9 @@ TEST(Engine, ATasksTransientBytesMayComeFromAnotherPool) {
               .alloc_pool = 1});
   b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 10, .free_pool = 1});
   b.add_task({.stream = s, .duration = us(1), .transient_bytes = 25});
-  RankSetup setup = rank_of(share(std::move(b)));
-  setup.initial_memory_bytes = 100;
-  const RunResult r = Engine({setup}).run();
-  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 130);
-  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 135);
+  const RankOutcome outcome = run_from(std::move(b), 100);
+  EXPECT_EQ(outcome.peak_memory_bytes, 130);
+  EXPECT_EQ(outcome.peak_reserved_bytes, 135);
 }
 
 TEST(Engine, StrandedBlocksCountInTheirPoolsReservePeakNotInLiveMemory) {
@@ -235,12 +238,10 @@ TEST(Engine, StrandedBlocksCountInTheirPoolsReservePeakNotInLiveMemory) {
               .stranded_bytes = 15,
               .transient_pool = 1});
   b.add_task({.stream = s, .duration = us(1), .transient_bytes = 10, .stranded_bytes = 5});
-  RankSetup setup = rank_of(share(std::move(b)));
-  setup.initial_memory_bytes = 100;
-  const RunResult r = Engine({setup}).run();
-  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 170);
-  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 160 + 45);
-  EXPECT_EQ(r.ranks[0].final_memory_bytes, 120);
+  const RankOutcome outcome = run_from(std::move(b), 100);
+  EXPECT_EQ(outcome.peak_memory_bytes, 170);
+  EXPECT_EQ(outcome.peak_reserved_bytes, 160 + 45);
+  EXPECT_EQ(outcome.final_memory_bytes, 120);
 }
 
 TEST(Engine, ReservedMemoryIsThePeakWithOnePool) {
@@ -249,11 +250,9 @@ TEST(Engine, ReservedMemoryIsThePeakWithOnePool) {
   b.add_task({.stream = s, .duration = us(1), .alloc_at_start_bytes = 50});
   b.add_task({.stream = s, .duration = us(1), .free_at_end_bytes = 50});
   b.add_task({.stream = s, .duration = us(1), .transient_bytes = 30});
-  RankSetup setup = rank_of(share(std::move(b)));
-  setup.initial_memory_bytes = 100;
-  const RunResult r = Engine({setup}).run();
-  EXPECT_EQ(r.ranks[0].peak_memory_bytes, 150);
-  EXPECT_EQ(r.ranks[0].peak_reserved_bytes, 150);
+  const RankOutcome outcome = run_from(std::move(b), 100);
+  EXPECT_EQ(outcome.peak_memory_bytes, 150);
+  EXPECT_EQ(outcome.peak_reserved_bytes, 150);
 }
 
 TEST(Engine, OfTasksStartingTogetherThePeakIsPutAtTheOneAllocatingTheMost) {
