@@ -444,31 +444,42 @@ class StageBuilder {
   // and at the end of the backward pass; each bucket here starts once the block holding its last
   // gradient has finished its backward. Without overlap_grad_reduce each reduction is waited for
   // before the next block's pass (DeepSpeed's overlap_comm: false runs it on the compute stream).
-  // In the root unit the head's gradients wait for the embedding's and go with them.
-  void reduce_block_gradients(const BlockRef& block, int microbatch, TaskId backward_done) {
+  // In the root unit the head's gradients wait for the embedding's and go with them. Returns the
+  // last task it queued on the compute stream (FSDP2's copy in), or `backward_done`.
+  TaskId reduce_block_gradients(const BlockRef& block, int microbatch, TaskId backward_done) {
     const Parallelism& p = c_.scenario.parallelism;
     if (p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) {
       if (in_root(block) && block.kind == BlockKind::kHead) {
         keep_root_gradients(block, microbatch, backward_done);
-        return;
+        return backward_done;
       }
       const BlockParameters reduced = reduced_parameters(block);
       // Experts are sharded over their own data-parallel group (torchtitan shards them with an
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
       const bool experts_apart = reduced.expert > 0 && p.expert_data_ranks() > 1;
+      const bool pipelined = reduces_after_stage_backward();
       if (fsdp() && p.fsdp_gather == FsdpGather::kPerParameter) {
         // The copy of the root's gradients frees the head's kept so far.
         const int64_t kept = in_root(block) ? std::exchange(root_.kept_gradient_bytes, 0) : 0;
         backward_done =
             copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart, kept);
+      } else if (pipelined) {
+        // The copy frees the block's unsharded gradients, accumulated over the micro-batches.
+        const auto accumulated = static_cast<int64_t>(
+            gradient_bytes(experts_apart ? reduced.parameters
+                                         : reduced.parameters - reduced.expert) /
+            Bytes(1));
+        backward_done = copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
+                                          accumulated);
       }
       const Bytes dense = gradient_bytes(reduced.parameters - reduced.expert);
       const TaskId scattered = reduction(
           step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                           "fsdp.gradient_reduce_scatter", {backward_done}, Operand::kStaged));
-      // Without pipelining each block's micro-batches are reduced in their order.
-      const bool first_reduction = microbatch == 0;
+      // Without pipelining each block's micro-batches are reduced in their order; with it, the
+      // step's one reduction brings the sharded gradients into being.
+      const bool first_reduction = microbatch == 0 || pipelined;
       if (first_reduction)
         keep_gradient_shards(scattered, dense / static_cast<double>(p.zero_shard));
       last_block_scatter_ = scattered;
@@ -488,7 +499,7 @@ class StageBuilder {
                                                         static_cast<double>(p.expert_data_ranks()));
         }
       }
-      return;
+      return backward_done;
     }
     const std::vector<int64_t>& tensors = plans_of(block).graph->weight_tensors;
     for (auto tensor = tensors.rbegin(); tensor != tensors.rend(); ++tensor) {
@@ -499,6 +510,39 @@ class StageBuilder {
       gradient_bucket_elements_ += *tensor;
       gradient_bucket_ready_ = backward_done;
     }
+    return backward_done;
+  }
+
+  // PyTorch's pipelining runs FSDP2 without its post-backward hooks and runs them by hand once a
+  // stage's backward of its last micro-batch is done, before that backward's input gradient is
+  // sent on (PipelineStage.backward_maybe_with_nosync, from PyTorch 2.5: pytorch/pytorch PR
+  // 134052). Each block's hook copies its gradients into its reduce-scatter's input on the
+  // compute stream once the reduce-scatter before has ended (FSDPParamGroup.post_backward), so
+  // the compute stream, and the send behind it, wait for all but the last of the stage's
+  // reduce-scatters.
+  bool reduces_after_stage_backward() const {
+    const Parallelism& p = c_.scenario.parallelism;
+    return p.zero >= 3 && p.pp > 1 && p.fsdp_gather == FsdpGather::kPerParameter &&
+           p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
+  }
+  // Whether the backward of `microbatch` over `chunk` completes the chunk's gradients.
+  bool completes_chunk_gradients(int chunk, int microbatch) const {
+    return reduces_after_stage_backward() && microbatch == last_backward_microbatch_.at(chunk);
+  }
+  // The post-backward hooks of `chunk`'s blocks, in the order FSDP2 keeps its states: the stage
+  // module's own (its embedding or head) first, then its layers (named_modules order). Returns
+  // the last copy in.
+  TaskId reduce_chunk_gradients(int chunk, int microbatch) {
+    std::vector<BlockRef> blocks = chunk_blocks(chunk);
+    std::stable_partition(blocks.begin(), blocks.end(), [](const BlockRef& b) {
+      return b.kind == BlockKind::kEmbedding || b.kind == BlockKind::kHead;
+    });
+    // Each stage module is a root of its own, with its own reduce-scatter state.
+    last_block_scatter_ = kNoId;
+    TaskId copied = last_compute_;
+    for (const BlockRef& block : blocks) copied = reduce_block_gradients(block, microbatch, copied);
+    stage_scatters_.push_back(last_block_scatter_);
+    return copied;
   }
 
   // Under PyTorch FSDP2 a block's first reduce-scatter of the step allocates its sharded
@@ -837,6 +881,10 @@ class StageBuilder {
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
+  // Under reduces_after_stage_backward: by chunk, the micro-batch whose backward completes its
+  // gradients, and each chunk's last reduce-scatter.
+  std::vector<int> last_backward_microbatch_;
+  std::vector<TaskId> stage_scatters_;
   // PyTorch FSDP2 with pipelining: each block's step gather, in the order of the blocks' first
   // forwards, not yet copied out.
   std::deque<std::pair<int32_t, TaskId>> staged_gathers_;
@@ -1257,14 +1305,17 @@ void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
 
 void StageBuilder::end_backward(const PassRun& run) {
   if (per_microbatch_reduce() && !run.input_only) reduce_gradient_bucket();
+  std::vector<TaskId> sent_after = run.carried;
+  if (!run.input_only && completes_chunk_gradients(run.chunk, run.microbatch))
+    sent_after.push_back(reduce_chunk_gradients(run.chunk, run.microbatch));
   if (run.vs > 0) {
     const TaskId send =
         pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient",
-                          previous_stage(), run.microbatch, run.vs, run.carried);
+                          previous_stage(), run.microbatch, run.vs, sent_after);
     if (blocking_p2p_) {
       open_send_ = send;
       open_send_forward_ = false;
-      open_send_issued_at_ = run.carried;
+      open_send_issued_at_ = sent_after;
     }
   }
 }
@@ -1336,6 +1387,7 @@ void StageBuilder::weight(int microbatch, int chunk) {
     if (per_microbatch_reduce()) reduce_block_gradients(block, microbatch, instance.last_compute);
   }
   if (per_microbatch_reduce()) reduce_gradient_bucket();
+  if (completes_chunk_gradients(chunk, microbatch)) reduce_chunk_gradients(chunk, microbatch);
 }
 
 // After the last backward: data-parallel gradient reduction, the word-embedding gradient
@@ -1348,7 +1400,8 @@ void StageBuilder::step() {
   // Reduce-scattered per micro-batch, each block's gradients went then: its experts' over their
   // own group and its shard across the replicas (DeepSpeed's all-reduced buckets went whole).
   const bool reduced_per_block =
-      per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
+      (per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) ||
+      reduces_after_stage_backward();
   std::vector<TaskId> reductions;
 
   // Each chunk's buckets are reduced as soon as their blocks' last gradients are ready (or after
@@ -1391,7 +1444,7 @@ void StageBuilder::step() {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
                                            "dp.gradient_all_reduce" + suffix, bucket_ready,
                                            Operand::kInPlace));
-    } else if (!per_microbatch_reduce()) {
+    } else if (!per_microbatch_reduce() && !reduced_per_block) {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                            "dp.gradient_reduce_scatter" + suffix, bucket_ready,
                                            Operand::kInPlace));
@@ -1420,6 +1473,7 @@ void StageBuilder::step() {
         {last_backward_.at({chunk, holder})}, Operand::kInPlace));
   }
   reductions.push_back(last_compute_);
+  reductions.insert(reductions.end(), stage_scatters_.begin(), stage_scatters_.end());
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
   const HeldWeights weights = stage_weights();
@@ -1552,6 +1606,12 @@ StageProgram StageBuilder::build() {
   }
   const auto actions = pipeline_schedule(p.schedule, p.pp, stage_, static_cast<int>(c_.microbatches), p.virtual_stages,
                                          p.ep_comm_overlap);
+  last_backward_microbatch_.assign(p.virtual_stages, -1);
+  for (const PipelineAction& action : actions) {
+    if (action.kind == PipelineAction::Kind::kBackward ||
+        action.kind == PipelineAction::Kind::kBackwardWeight)
+      last_backward_microbatch_.at(action.chunk) = action.microbatch;
+  }
   for (size_t i = 0; i < actions.size(); ++i) {
     const PipelineAction& action = actions[i];
     if (action.paired) {

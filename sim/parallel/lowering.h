@@ -170,9 +170,10 @@ std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> bl
 // (Megatron-LM's get_model sets disable_bucketing for model chunks after the first), and every
 // chunk without overlap_grad_reduce, reduce as one bucket: "data-parallel communication on these
 // stages is not on the critical path" (megatron/core/distributed/distributed_data_parallel.py).
-// ZeRO-3 with pipelining (PyTorch FSDP) reduce-scatters each block, its unit, as its last backward
-// ends (the post-backward hooks of PyTorch's pipelining of 2024; later releases run them by hand
-// once the stage's last backward is done, PipelineStage.backward_maybe_with_nosync).
+// ZeRO-3 with pipelining reduce-scatters each block, its unit, as its last backward ends;
+// PyTorch FSDP2 (fsdp_gather: per_parameter) under PyTorch's pipelining does so only once the
+// stage's last backward is done (PipelineStage.backward_maybe_with_nosync), which the lowering
+// builds apart from these buckets.
 int64_t step_bucket_parameters(const Training& training, const Parallelism& parallelism, int stage,
                                int chunk);
 
