@@ -436,7 +436,8 @@ class StageBuilder {
   }
 
   // ZeRO-2 and ZeRO-3 without pipelining reduce gradients after every micro-batch's backward, each
-  // block's as its backward ends. A reduce-scatter of each block's gradients leaves each rank its
+  // block's as its backward ends; FSDP2 with pipelining once a chunk's last backward is done
+  // (reduce_chunk_gradients). A reduce-scatter of each block's gradients leaves each rank its
   // shard (PyTorch FSDP). An all-reduce (DeepSpeed's ZeRO-3 without contiguous gradients) moves
   // twice the bytes and leaves every rank the whole sum, of which it keeps its shard. DeepSpeed
   // fills a bucket of `grad_bucket_parameters` elements with the gradients in the order they are
@@ -458,40 +459,46 @@ class StageBuilder {
       // FSDP of their own over it), where their gradients are reduce-scattered; with none, a
       // rank holds the only copy of its experts.
       const bool experts_apart = reduced.expert > 0 && p.expert_data_ranks() > 1;
-      const bool pipelined = reduces_after_stage_backward();
+      const bool after_chunk_backward = reduces_after_chunk_backward();
+      const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
       if (fsdp() && p.fsdp_gather == FsdpGather::kPerParameter) {
         // The copy of the root's gradients frees the head's kept so far.
         const int64_t kept = in_root(block) ? std::exchange(root_.kept_gradient_bytes, 0) : 0;
-        backward_done =
-            copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart, kept);
-      } else if (pipelined) {
-        // The copy frees the block's unsharded gradients, accumulated over the micro-batches.
-        const auto accumulated = static_cast<int64_t>(
+        backward_done = copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
+                                          bytes.weight, kept);
+      } else if (after_chunk_backward) {
+        // The copy reads the gradients accumulated over the micro-batches in the reduce dtype, and
+        // frees them.
+        const auto accumulated_bytes = static_cast<int64_t>(
             gradient_bytes(experts_apart ? reduced.parameters
                                          : reduced.parameters - reduced.expert) /
             Bytes(1));
         backward_done = copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
-                                          accumulated);
+                                          bytes.gradient, accumulated_bytes);
       }
+      // Nothing waits for FSDP2's step reductions but its next copy in and the step.
+      const auto waited = [&](TaskId reduction_task) {
+        return after_chunk_backward ? reduction_task : reduction(reduction_task);
+      };
       const Bytes dense = gradient_bytes(reduced.parameters - reduced.expert);
-      const TaskId scattered = reduction(
+      const TaskId scattered = waited(
           step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                           "fsdp.gradient_reduce_scatter", {backward_done}, Operand::kStaged));
       // Without pipelining each block's micro-batches are reduced in their order; with it, the
       // step's one reduction brings the sharded gradients into being.
-      const bool first_reduction = microbatch == 0 || pipelined;
+      const bool first_reduction = microbatch == 0 || after_chunk_backward;
       if (first_reduction)
         keep_gradient_shards(scattered, dense / static_cast<double>(p.zero_shard));
       last_block_scatter_ = scattered;
       // HSDP: the shard is all-reduced across the replicas right after (PyTorch FSDP's
       // post-backward hook), beside the rest of the backward.
       if (p.hybrid_sharded()) {
-        reduction(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
-                                  GroupKind::kDataReplica, "fsdp.replica_all_reduce", {scattered},
-                                  Operand::kInPlace));
+        waited(step_collective(Collective::kAllReduce, dense / static_cast<double>(p.zero_shard),
+                               GroupKind::kDataReplica, "fsdp.replica_all_reduce", {scattered},
+                               Operand::kInPlace));
       }
       if (experts_apart) {
-        last_block_scatter_ = reduction(step_collective(
+        last_block_scatter_ = waited(step_collective(
             Collective::kReduceScatter, gradient_bytes(reduced.expert), GroupKind::kExpertData,
             "fsdp.expert_gradient_reduce_scatter", {backward_done}, Operand::kStaged));
         if (first_reduction) {
@@ -513,35 +520,37 @@ class StageBuilder {
     return backward_done;
   }
 
-  // PyTorch's pipelining runs FSDP2 without its post-backward hooks and runs them by hand once a
-  // stage's backward of its last micro-batch is done, before that backward's input gradient is
-  // sent on (PipelineStage.backward_maybe_with_nosync, from PyTorch 2.5: pytorch/pytorch PR
-  // 134052). Each block's hook copies its gradients into its reduce-scatter's input on the
-  // compute stream once the reduce-scatter before has ended (FSDPParamGroup.post_backward), so
-  // the compute stream, and the send behind it, wait for all but the last of the stage's
-  // reduce-scatters.
-  bool reduces_after_stage_backward() const {
+  // PyTorch's pipelining runs FSDP2's post-backward hooks without gradient sync after each
+  // micro-batch's backward (accumulating the unsharded gradients), then runs them again by hand,
+  // with it, once a model chunk's backward of its last micro-batch is done, ahead of sending that
+  // backward's input gradient on (PipelineStage.backward_maybe_with_nosync from PyTorch 2.5,
+  // pytorch/pytorch PR 134052; PR 165106 of October 2025 moves these reductions to the end of the
+  // step, which paceline does not model). Each block's hook copies its gradients into its
+  // reduce-scatter's input on the compute stream once the reduce-scatter before has ended
+  // (FSDPParamGroup.post_backward), so the compute stream, and the send queued behind it, wait for
+  // all but the last of the chunk's reduce-scatters. Under zero-bubble the hooks follow the last
+  // W pass, which sends nothing.
+  bool reduces_after_chunk_backward() const {
     const Parallelism& p = c_.scenario.parallelism;
     return p.zero >= 3 && p.pp > 1 && p.fsdp_gather == FsdpGather::kPerParameter &&
            p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter;
   }
   // Whether the backward of `microbatch` over `chunk` completes the chunk's gradients.
   bool completes_chunk_gradients(int chunk, int microbatch) const {
-    return reduces_after_stage_backward() && microbatch == last_backward_microbatch_.at(chunk);
+    return reduces_after_chunk_backward() && microbatch == last_backward_microbatch_.at(chunk);
   }
-  // The post-backward hooks of `chunk`'s blocks, in the order FSDP2 keeps its states: the stage
-  // module's own (its embedding or head) first, then its layers (named_modules order). Returns
-  // the last copy in.
+  // The post-backward hooks of `chunk`'s blocks, in the order FSDP2 keeps its states: the chunk's
+  // module's own weights (its embedding or head) first, then its layers (named_modules order).
+  // Returns the last copy in.
   TaskId reduce_chunk_gradients(int chunk, int microbatch) {
     std::vector<BlockRef> blocks = chunk_blocks(chunk);
     std::stable_partition(blocks.begin(), blocks.end(), [](const BlockRef& b) {
       return b.kind == BlockKind::kEmbedding || b.kind == BlockKind::kHead;
     });
-    // Each stage module is a root of its own, with its own reduce-scatter state.
+    // Each chunk's module is a root of its own, with its own reduce-scatter state.
     last_block_scatter_ = kNoId;
     TaskId copied = last_compute_;
     for (const BlockRef& block : blocks) copied = reduce_block_gradients(block, microbatch, copied);
-    stage_scatters_.push_back(last_block_scatter_);
     return copied;
   }
 
@@ -559,10 +568,10 @@ class StageBuilder {
   // compute stream, once the reduce-scatter issued before it has ended, which bounds the
   // gradients in flight (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py
   // and FSDPParamGroup.post_backward, from PyTorch 2.5: pytorch/pytorch PR 129721 moved the copy
-  // off the reduce-scatter stream). Returns the copy, which the reduce-scatters wait for; it
-  // frees `freed_bytes` as it ends.
+  // off the reduce-scatter stream). `read_bytes`: a gradient element's, as the copy reads it.
+  // Returns the copy, which the reduce-scatters wait for; it frees `freed_bytes` as it ends.
   TaskId copy_in_gradients(const BlockRef& block, int microbatch, TaskId backward_done,
-                           const BlockParameters& reduced, bool experts_apart,
+                           const BlockParameters& reduced, bool experts_apart, double read_bytes,
                            int64_t freed_bytes) {
     const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
     const auto elements = static_cast<double>(experts_apart ? reduced.parameters
@@ -570,7 +579,7 @@ class StageBuilder {
     std::vector<TaskId> deps = {backward_done};
     if (last_block_scatter_ != kNoId) deps.push_back(last_block_scatter_);
     LoneTask copy = compute_stream_copy(block, microbatch, "fsdp.gradient_copy_in",
-                                        Bytes(elements * (bytes.weight + bytes.gradient)),
+                                        Bytes(elements * (read_bytes + bytes.gradient)),
                                         experts_apart ? 2 : 1, std::move(deps));
     copy.transient_bytes = static_cast<int64_t>(elements * bytes.gradient);
     copy.free_bytes = freed_bytes;
@@ -881,10 +890,9 @@ class StageBuilder {
   TaskId gradient_bucket_ready_ = kNoId;
   std::vector<TaskId> waited_reductions_;  // reductions the next block pass waits for
   TaskId last_block_scatter_ = kNoId;      // the last reduce-scatter of a block's gradients
-  // Under reduces_after_stage_backward: by chunk, the micro-batch whose backward completes its
-  // gradients, and each chunk's last reduce-scatter.
+  // Under reduces_after_chunk_backward: by chunk, the micro-batch whose backward completes its
+  // gradients.
   std::vector<int> last_backward_microbatch_;
-  std::vector<TaskId> stage_scatters_;
   // PyTorch FSDP2 with pipelining: each block's step gather, in the order of the blocks' first
   // forwards, not yet copied out.
   std::deque<std::pair<int32_t, TaskId>> staged_gathers_;
@@ -1397,18 +1405,19 @@ void StageBuilder::step() {
   const Parallelism& p = s.parallelism;
   const ParameterBytes bytes = parameter_bytes(s.training);
   const bool hybrid = p.hybrid_sharded();
-  // Reduce-scattered per micro-batch, each block's gradients went then: its experts' over their
-  // own group and its shard across the replicas (DeepSpeed's all-reduced buckets went whole).
+  // Reduce-scattered per micro-batch, or by FSDP2 after its chunk's last backward, each block's
+  // gradients went then: its experts' over their own group and its shard across the replicas
+  // (DeepSpeed's all-reduced buckets went whole).
   const bool reduced_per_block =
       (per_microbatch_reduce() && p.fsdp_gradient_reduce == FsdpGradientReduce::kReduceScatter) ||
-      reduces_after_stage_backward();
+      reduces_after_chunk_backward();
   std::vector<TaskId> reductions;
 
   // Each chunk's buckets are reduced as soon as their blocks' last gradients are ready (or after
   // all backward work), in backward order. The step's reductions reduce the gradient buffer in
   // place (Megatron-LM's; under ZeRO-3 with pipelining, the whole gradients accumulated over the
-  // micro-batches). FSDP without pipelining reduced each block's as its backward ended
-  // (reduce_block_gradients).
+  // micro-batches). FSDP without pipelining reduced each block's as its backward ended, and FSDP2
+  // with it each chunk's once the chunk's last backward was done (reduce_block_gradients).
   struct ReadyBucket {
     GradientBucket bucket;
     std::vector<TaskId> ready;  // the tasks after which it is reduced
@@ -1473,7 +1482,6 @@ void StageBuilder::step() {
         {last_backward_.at({chunk, holder})}, Operand::kInPlace));
   }
   reductions.push_back(last_compute_);
-  reductions.insert(reductions.end(), stage_scatters_.begin(), stage_scatters_.end());
   // The last micro-batch's waited reductions, which no block pass follows.
   for (const TaskId reduction : after_waited_reductions({})) reductions.push_back(reduction);
   const HeldWeights weights = stage_weights();

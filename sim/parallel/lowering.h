@@ -171,9 +171,9 @@ std::vector<GradientBucket> gradient_buckets(std::span<const BlockParameters> bl
 // chunk without overlap_grad_reduce, reduce as one bucket: "data-parallel communication on these
 // stages is not on the critical path" (megatron/core/distributed/distributed_data_parallel.py).
 // ZeRO-3 with pipelining reduce-scatters each block, its unit, as its last backward ends;
-// PyTorch FSDP2 (fsdp_gather: per_parameter) under PyTorch's pipelining does so only once the
-// stage's last backward is done (PipelineStage.backward_maybe_with_nosync), which the lowering
-// builds apart from these buckets.
+// PyTorch FSDP2 (fsdp_gather: per_parameter) under PyTorch's pipelining does so only once a
+// model chunk's last backward is done (PipelineStage.backward_maybe_with_nosync), which the
+// lowering builds apart from these buckets.
 int64_t step_bucket_parameters(const Training& training, const Parallelism& parallelism, int stage,
                                int chunk);
 

@@ -572,8 +572,8 @@ TEST(Lowering, PipelinedFsdp2GathersEachBlockOnceAStepAsItsFirstForwardNears) {
   // gathered once a step into a staging buffer of the all-gather pool and copied out before its
   // first forward; the next block's gather waits for that copy (FSDP2's implicit prefetch), so
   // the pool holds at most two staging buffers. The last stays until the next step's first copy.
-  // Beside them the step's reduce-scatters stage a block's gradients, in the copy into their
-  // input and while they run.
+  // Beside them the step's reduce-scatters bring the gradient shards into being in the pool of
+  // their own stream.
   const std::string text = R"(model: gpt-1.7b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
 parallelism: {pp: 2, dp: 4, zero: 3, fsdp_gather: per_parameter}
@@ -583,7 +583,6 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
   const StageProgram& stage = *p.lowering->stages[0];
   std::array<int64_t, 3> allocated{}, freed{};
   int64_t largest_gather = 0;
-  int64_t largest_scatter = 0;
   std::vector<TaskId> gathers, copies;
   for (TaskId id = 0; id < stage.program.num_tasks(); ++id) {
     const Task task = stage.program.task(id);
@@ -598,8 +597,6 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
       largest_gather = std::max(largest_gather, task.alloc_at_start_bytes);
     }
     if (name == "fsdp.forward_weight_copy_out") copies.push_back(id);
-    if (name == "fsdp.gradient_reduce_scatter")
-      largest_scatter = std::max(largest_scatter, task.transient_bytes);
   }
   // Stage 0: the embedding and 12 layers, each copied out once for the 4 micro-batches.
   ASSERT_EQ(gathers.size(), 13u);
@@ -611,7 +608,7 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
   EXPECT_EQ(allocated[1] - freed[1], stage.program.task(gathers.back()).alloc_at_start_bytes);
   const Result& r = p.result;
   EXPECT_GT(r.peak_reserved_bytes, r.peak_memory_bytes);
-  EXPECT_LE(r.peak_reserved_bytes, r.peak_memory_bytes + 2 * largest_gather + 2 * largest_scatter);
+  EXPECT_LE(r.peak_reserved_bytes, r.peak_memory_bytes + 2 * largest_gather + allocated[2]);
   EXPECT_EQ(to_json(r).at("scenario").at("parallelism").at("fsdp_gather").string(),
             "per_parameter");
 }
@@ -629,11 +626,12 @@ std::vector<int64_t> staged_bytes(const Prediction& p, std::string_view name) {
   return bytes;
 }
 
-// Stage `stage`'s tasks on its first rank, in time order: (start, end, name, microbatch).
+// Stage `stage`'s tasks on its first rank, in time order.
 struct StageTask {
   double start_s;
   double end_s;
   std::string name;
+  std::string stream;
   int32_t microbatch;
   auto operator<=>(const StageTask&) const = default;
 };
@@ -641,19 +639,28 @@ std::vector<StageTask> stage_tasks(const Prediction& p, int stage) {
   const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
   std::vector<StageTask> tasks;
   for (size_t i = 0; i < t.size(); ++i) {
-    if (t.stage[i] == stage && t.rank[i] == p.lowering->rank_global[stage])
-      tasks.push_back({t.start_s[i], t.end_s[i], t.names[t.name[i]], t.microbatch[i]});
+    if (t.stage[i] == stage && t.rank[i] == p.lowering->rank_global[stage]) {
+      tasks.push_back({t.start_s[i], t.end_s[i], t.names[t.name[i]], t.stream_names[t.stream[i]],
+                       t.microbatch[i]});
+    }
   }
   std::sort(tasks.begin(), tasks.end());
   return tasks;
 }
 
-TEST(Lowering, PipelinedFsdp2ReducesAStagesGradientsAfterItsLastBackwardAheadOfItsSend) {
+// A layer of GPT 1.7B holds 12·h² + 13·h parameters (h = 2304): QKV 3h² + 3h, projection h² + h,
+// fc1 4h² + 4h, fc2 4h² + h and two LayerNorms 4h; its embedding 51,200 tokens and 2,048
+// positions of h.
+constexpr int64_t kGptLayerParameters = 12 * 2304 * 2304 + 13 * 2304;
+constexpr int64_t kGptEmbeddingParameters = (51200 + 2048) * 2304;
+
+TEST(Lowering, PipelinedFsdp2ReducesAChunksGradientsAfterItsLastBackwardAheadOfItsSend) {
   // GPT 1.7B on 2 stages of 4 data-parallel ranks under PyTorch FSDP2, 4 micro-batches: PyTorch's
-  // pipelining runs FSDP2's post-backward hooks once a stage's last backward is done, each
-  // block's copy into its reduce-scatter's input waiting for the reduce-scatter before, and
-  // sends that backward's input gradient on only after the last copy. Stage 1 (12 layers and the
-  // head) reduces 13 blocks, the head's first; stage 0 the embedding's and 12 layers'.
+  // pipelining runs FSDP2's post-backward hooks with gradient sync once a stage's backward of its
+  // last micro-batch is done, each block's copy into its reduce-scatter's input waiting for the
+  // reduce-scatter before, and sends that backward's input gradient on only after the last copy;
+  // the sends before are not held. Stage 1 (12 layers and the head) reduces 13 blocks, stage 0
+  // the embedding's and 12 layers'.
   const Prediction p = simulate(scenario_of(R"(model: gpt-1.7b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
 parallelism: {pp: 2, dp: 4, zero: 3, fsdp_gather: per_parameter}
@@ -661,22 +668,23 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
 )"));
   for (int stage = 0; stage < 2; ++stage) {
     SCOPED_TRACE(stage);
-    const std::vector<StageTask> tasks = stage_tasks(p, stage);
     double backward_end = 0.0;
     std::vector<StageTask> copies, scatters, sends;
-    for (const StageTask& task : tasks) {
-      if (task.name == "fsdp.gradient_copy_in")
+    for (const StageTask& task : stage_tasks(p, stage)) {
+      if (task.name == "fsdp.gradient_copy_in") {
         copies.push_back(task);
-      else if (task.name == "fsdp.gradient_reduce_scatter")
+      } else if (task.name == "fsdp.gradient_reduce_scatter") {
         scatters.push_back(task);
-      else if (task.name == "pp.send_gradient")
+      } else if (task.name == "pp.send_gradient") {
         sends.push_back(task);
-      else if (task.microbatch == 3 && task.name.find("dgrad") != std::string::npos)
+      } else if (task.stream == "compute" && task.microbatch == 3) {
         backward_end = std::max(backward_end, task.end_s);
+      }
       EXPECT_FALSE(task.name.starts_with("dp.gradient_reduce_scatter")) << task.name;
     }
     ASSERT_EQ(copies.size(), 13u);
     ASSERT_EQ(scatters.size(), 13u);
+    EXPECT_GT(backward_end, 0.0);
     EXPECT_GE(copies.front().start_s, backward_end);
     for (size_t k = 0; k < 13; ++k) {
       EXPECT_GE(scatters[k].start_s, copies[k].end_s) << k;
@@ -692,11 +700,38 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
       EXPECT_TRUE(sends.empty());
     }
   }
-  // Stage 0's reduce-scatters stage each block's gradients in fp32: the embedding's, then each
-  // of its 12 layers'.
+  // Stage 0's reduce-scatters stage each block's gradients in fp32, the reduce dtype: the
+  // embedding's first, then its 12 layers'.
   const std::vector<int64_t> scattered = staged_bytes(p, "fsdp.gradient_reduce_scatter");
   ASSERT_EQ(scattered.size(), 13u);
-  EXPECT_EQ(std::ranges::count(scattered, (12 * 2304 * 2304 + 13 * 2304) * 4), 12);
+  EXPECT_EQ(scattered.front(), kGptEmbeddingParameters * 4);
+  EXPECT_EQ(std::count(scattered.begin() + 1, scattered.end(), kGptLayerParameters * 4), 12);
+}
+
+TEST(Lowering, InterleavedFsdp2ReducesEachChunkAfterItsOwnLastBackward) {
+  // The same run interleaved, 2 chunks of 6 layers a stage: stage 0 reduces its second chunk's 6
+  // layers once that chunk's last backward is done, before its first chunk's last backward, and
+  // the first chunk's embedding and 6 layers after it.
+  const Prediction p = simulate(scenario_of(R"(model: gpt-1.7b
+cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}
+parallelism: {pp: 2, dp: 4, zero: 3, fsdp_gather: per_parameter, schedule: interleaved-1f1b, virtual_stages: 2}
+training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
+)"));
+  std::vector<double> copy_starts;
+  double first_chunk_last_backward_start = 0.0;
+  for (const StageTask& task : stage_tasks(p, 0)) {
+    if (task.name == "fsdp.gradient_copy_in") copy_starts.push_back(task.start_s);
+    if (task.name == "embedding.backward" && task.microbatch == 3)
+      first_chunk_last_backward_start = task.start_s;
+  }
+  ASSERT_EQ(copy_starts.size(), 13u);
+  ASSERT_GT(first_chunk_last_backward_start, 0.0);
+  EXPECT_EQ(std::ranges::count_if(
+                copy_starts, [&](double start) { return start < first_chunk_last_backward_start; }),
+            6);
+  const std::vector<int64_t> scattered = staged_bytes(p, "fsdp.gradient_reduce_scatter");
+  ASSERT_EQ(scattered.size(), 13u);
+  EXPECT_EQ(scattered[6], kGptEmbeddingParameters * 4);
 }
 
 // The names of the gradient buckets reduced by rank 0 of `stage`, one entry per bucket.
@@ -825,7 +860,7 @@ training: {global_batch: 8, micro_batch: 1, seq_len: 2048}
   ASSERT_FALSE(scattered.empty());
   // Each of the 24 layers' gradients in fp32, the reduce dtype: 12·2304² weights and 13·2304
   // biases and norms.
-  EXPECT_EQ(std::ranges::count(scattered, (12 * 2304 * 2304 + 13 * 2304) * 4), 24);
+  EXPECT_EQ(std::ranges::count(scattered, kGptLayerParameters * 4), 24);
   const Prediction alone = simulate(scenario_of(R"(model: gpt-1.7b
 cluster: {gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 1}
 parallelism: {zero: 3}
