@@ -468,13 +468,14 @@ class StageBuilder {
                                           bytes.weight, kept);
       } else if (after_chunk_backward) {
         // The copy reads the gradients accumulated over the micro-batches in the reduce dtype, and
-        // frees them.
+        // frees them; the hook has resharded the weights gathered for the step just before.
         const auto accumulated_bytes = static_cast<int64_t>(
             gradient_bytes(experts_apart ? reduced.parameters
                                          : reduced.parameters - reduced.expert) /
             Bytes(1));
-        backward_done = copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
-                                          bytes.gradient, accumulated_bytes);
+        backward_done =
+            copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
+                              bytes.gradient, accumulated_bytes + plans_of(block).gathered_bytes);
       }
       // Nothing waits for FSDP2's step reductions but its next copy in and the step.
       const auto waited = [&](TaskId reduction_task) {

@@ -706,6 +706,17 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
   ASSERT_EQ(scattered.size(), 13u);
   EXPECT_EQ(scattered.front(), kGptEmbeddingParameters * 4);
   EXPECT_EQ(std::count(scattered.begin() + 1, scattered.end(), kGptLayerParameters * 4), 12);
+  // Each layer's copy in frees its accumulated fp32 gradients and, resharded by the hook, its
+  // 16-bit weights gathered for the step.
+  const StageProgram& first = *p.lowering->stages[0];
+  int layer_copies = 0;
+  for (TaskId id = 0; id < first.program.num_tasks(); ++id) {
+    const Task task = first.program.task(id);
+    const TaskLabel& label = first.labels[task.label];
+    if (label.plan != kNoId || first.lone_name(label) != "fsdp.gradient_copy_in") continue;
+    if (task.free_at_end_bytes == kGptLayerParameters * (4 + 2)) ++layer_copies;
+  }
+  EXPECT_EQ(layer_copies, 12);
 }
 
 TEST(Lowering, InterleavedFsdp2ReducesEachChunkAfterItsOwnLastBackward) {
