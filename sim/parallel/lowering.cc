@@ -790,7 +790,7 @@ class StageBuilder {
   PassRun start_backward(int microbatch, int chunk, PipelineAction::Kind kind);
   Emission backward_block(PassRun& run);
   void end_backward_block(PassRun& run, const Instance& instance);
-  void end_backward(const PassRun& run);
+  void end_backward(PassRun& run);
   // PyTorch FSDP2 gathers a block's weights into a staging buffer of the all-gather pool, which
   // the compute stream copies out into each weight's own tensor as the block starts
   // (torch.split_with_sizes_copy, one kernel per all-gather, reading and writing the gathered
@@ -1312,19 +1312,19 @@ void StageBuilder::end_backward_block(PassRun& run, const Instance& instance) {
   advance(run, instance);
 }
 
-void StageBuilder::end_backward(const PassRun& run) {
+void StageBuilder::end_backward(PassRun& run) {
   if (per_microbatch_reduce() && !run.input_only) reduce_gradient_bucket();
-  std::vector<TaskId> sent_after = run.carried;
+  // The input gradient is sent after the chunk's reductions queued on the compute stream.
   if (!run.input_only && completes_chunk_gradients(run.chunk, run.microbatch))
-    sent_after.push_back(reduce_chunk_gradients(run.chunk, run.microbatch));
+    run.carried.push_back(reduce_chunk_gradients(run.chunk, run.microbatch));
   if (run.vs > 0) {
     const TaskId send =
         pipeline_transfer(StreamKind::kSendPrev, GroupKind::kBackwardSend, "pp.send_gradient",
-                          previous_stage(), run.microbatch, run.vs, sent_after);
+                          previous_stage(), run.microbatch, run.vs, run.carried);
     if (blocking_p2p_) {
       open_send_ = send;
       open_send_forward_ = false;
-      open_send_issued_at_ = sent_after;
+      open_send_issued_at_ = run.carried;
     }
   }
 }

@@ -748,14 +748,9 @@ training: {global_batch: 16, micro_batch: 1, seq_len: 2048}
 // The names of the gradient buckets reduced by rank 0 of `stage`, one entry per bucket.
 std::vector<std::string> reduced_buckets(const Prediction& p, int stage,
                                          std::string_view collective) {
-  const Timeline t = make_timeline(*p.lowering, p.run, /*kernels=*/false);
   std::vector<std::string> buckets;
-  for (size_t i = 0; i < t.size(); ++i) {
-    const std::string& name = t.names[t.name[i]];
-    if (t.stage[i] == stage && t.rank[i] == p.lowering->rank_global[stage] &&
-        name.starts_with(collective)) {
-      buckets.push_back(name);
-    }
+  for (const StageTask& task : stage_tasks(p, stage)) {
+    if (task.name.starts_with(collective)) buckets.push_back(task.name);
   }
   return buckets;
 }
