@@ -465,17 +465,13 @@ class StageBuilder {
         // The copy of the root's gradients frees the head's kept so far.
         const int64_t kept = in_root(block) ? std::exchange(root_.kept_gradient_bytes, 0) : 0;
         backward_done = copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
-                                          bytes.weight, kept);
+                                          bytes.weight, /*frees_read=*/false, kept);
       } else if (after_chunk_backward) {
         // The copy reads the gradients accumulated over the micro-batches in the reduce dtype, and
         // frees them; the hook has resharded the weights gathered for the step just before.
-        const auto accumulated_bytes = static_cast<int64_t>(
-            gradient_bytes(experts_apart ? reduced.parameters
-                                         : reduced.parameters - reduced.expert) /
-            Bytes(1));
         backward_done =
             copy_in_gradients(block, microbatch, backward_done, reduced, experts_apart,
-                              bytes.gradient, accumulated_bytes + plans_of(block).gathered_bytes);
+                              bytes.gradient, /*frees_read=*/true, plans_of(block).gathered_bytes);
       }
       // Nothing waits for FSDP2's step reductions but its next copy in and the step.
       const auto waited = [&](TaskId reduction_task) {
@@ -570,10 +566,11 @@ class StageBuilder {
   // gradients in flight (foreach_reduce in torch/distributed/_composable/fsdp/_fsdp_collectives.py
   // and FSDPParamGroup.post_backward, from PyTorch 2.5: pytorch/pytorch PR 129721 moved the copy
   // off the reduce-scatter stream). `read_bytes`: a gradient element's, as the copy reads it.
-  // Returns the copy, which the reduce-scatters wait for; it frees `freed_bytes` as it ends.
+  // Returns the copy, which the reduce-scatters wait for; it frees `freed_bytes` as it ends, and
+  // with `frees_read` the gradients it read.
   TaskId copy_in_gradients(const BlockRef& block, int microbatch, TaskId backward_done,
                            const BlockParameters& reduced, bool experts_apart, double read_bytes,
-                           int64_t freed_bytes) {
+                           bool frees_read, int64_t freed_bytes) {
     const ParameterBytes bytes = parameter_bytes(c_.scenario.training);
     const auto elements = static_cast<double>(experts_apart ? reduced.parameters
                                                             : reduced.parameters - reduced.expert);
@@ -583,7 +580,7 @@ class StageBuilder {
                                         Bytes(elements * (read_bytes + bytes.gradient)),
                                         experts_apart ? 2 : 1, std::move(deps));
     copy.transient_bytes = static_cast<int64_t>(elements * bytes.gradient);
-    copy.free_bytes = freed_bytes;
+    copy.free_bytes = freed_bytes + (frees_read ? static_cast<int64_t>(elements * read_bytes) : 0);
     return add(copy);
   }
 
@@ -1454,7 +1451,7 @@ void StageBuilder::step() {
       reductions.push_back(step_collective(Collective::kAllReduce, dense, GroupKind::kData,
                                            "dp.gradient_all_reduce" + suffix, bucket_ready,
                                            Operand::kInPlace));
-    } else if (!per_microbatch_reduce() && !reduced_per_block) {
+    } else if (!per_microbatch_reduce() && !reduces_after_chunk_backward()) {
       reductions.push_back(step_collective(Collective::kReduceScatter, dense, GroupKind::kDataShard,
                                            "dp.gradient_reduce_scatter" + suffix, bucket_ready,
                                            Operand::kInPlace));
