@@ -77,9 +77,9 @@ TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
             4);
 }
 
-TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
+TEST(Validation, MegatronCoreMixtureOfExpertsRunsKeptApart) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/megatron-bridge-moe.yaml");
-  EXPECT_EQ(cases.size(), 10u);
+  EXPECT_EQ(cases.size(), 15u);
   // Their scenarios state their software themselves: the ids (mbridge2511-moe_…) keep clear of
   // the overlay's rules for the public Qwen3 rows (mbridge2511_*).
   const std::vector<OverlayRule> rules = load_overlay_file("scenarios/validation/stated-software.yaml");
@@ -87,8 +87,9 @@ TEST(Validation, MegatronBridgeMixtureOfExpertsRunsKeptApart) {
   for (const ValidationCase& c : cases) {
     EXPECT_TRUE(c.scenario->model.moe.has_value()) << c.id;
     EXPECT_EQ(c.scenario->training.moe_weighting, MoeWeighting::kActivation) << c.id;
-    // The 2026 recipe runs HybridEP, before and after pull request 5094 overlapped its exchanges.
-    const bool hybrid_ep = c.id.starts_with("mbridge-pr5094-");
+    // The 2026 recipes run HybridEP: Megatron-Bridge's before and after pull request 5094
+    // overlapped its exchanges, and Megatron-LM's, which do not overlap them.
+    const bool hybrid_ep = c.id.starts_with("mbridge-pr5094-") || c.id.starts_with("mlm-recipe-");
     EXPECT_EQ(c.scenario->parallelism.ep_dispatcher == TokenDispatcher::kDeduplicated, hybrid_ep)
         << c.id;
     if (hybrid_ep) {
