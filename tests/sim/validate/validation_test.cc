@@ -79,7 +79,7 @@ TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
 
 TEST(Validation, MegatronCoreMixtureOfExpertsRunsKeptApart) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/megatron-bridge-moe.yaml");
-  EXPECT_EQ(cases.size(), 15u);
+  EXPECT_EQ(cases.size(), 16u);
   // Their scenarios state their software themselves: the ids (mbridge2511-moe_…) keep clear of
   // the overlay's rules for the public Qwen3 rows (mbridge2511_*).
   const std::vector<OverlayRule> rules = load_overlay_file("scenarios/validation/stated-software.yaml");
@@ -87,8 +87,8 @@ TEST(Validation, MegatronCoreMixtureOfExpertsRunsKeptApart) {
   for (const ValidationCase& c : cases) {
     EXPECT_TRUE(c.scenario->model.moe.has_value()) << c.id;
     EXPECT_EQ(c.scenario->training.moe_weighting, MoeWeighting::kActivation) << c.id;
-    // The 2026 recipes run HybridEP: Megatron-Bridge's before and after pull request 5094
-    // overlapped its exchanges, and Megatron-LM's, which do not overlap them.
+    // The 2026 recipes run HybridEP or DeepEP, overlapping their exchanges where the id says so:
+    // Megatron-Bridge's before and after pull request 5094, and Megatron-LM's.
     const bool hybrid_ep = c.id.starts_with("mbridge-pr5094-") || c.id.starts_with("mlm-recipe-");
     EXPECT_EQ(c.scenario->parallelism.ep_dispatcher == TokenDispatcher::kDeduplicated, hybrid_ep)
         << c.id;
