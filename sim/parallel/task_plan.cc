@@ -57,6 +57,12 @@ StreamKind stream_of(const Op& op) {
   return StreamKind::kCompute;
 }
 
+int kernel_launches(const Op& op) {
+  if (op.kind == OpKind::kGemm && op.gemm.kernel_per_gemm)
+    return op.kernels * static_cast<int>(op.gemm.count);
+  return op.kernels;
+}
+
 bool in_pass(Phase phase, PassKind pass) {
   switch (pass) {
     case PassKind::kForward: return phase == Phase::kForward;
@@ -367,7 +373,8 @@ TaskPlan plan_pass(const LayerGraph& g, PassKind pass, const OpPricer& pricer, s
       if (d != index && std::find(task.deps.begin(), task.deps.end(), d) == task.deps.end()) task.deps.push_back(d);
     }
     plan.op_task[id] = index;
-    plan.ops.push_back(PlannedOp{op.name, duration, priced.measured, op.phase, op.kind, op.flop});
+    plan.ops.push_back(PlannedOp{op.name, duration, priced.measured, op.phase, op.kind, op.flop,
+                                 kernel_launches(op)});
     ++task.num_ops;
     const SimTime op_time = to_sim_time(duration, op.name, plan.name);
     task.duration = task.duration + op_time;

@@ -78,7 +78,12 @@ struct PlannedOp {
   Phase phase;
   OpKind kind;
   Flop flop;
+  int launches = 1;  // kernels it launches (kernel_launches)
 };
+
+// The kernels an op launches: an eager composite's each, and a GEMM of `count` run as a kernel
+// per GEMM (GemmShape::kernel_per_gemm) one for each.
+int kernel_launches(const Op& op);
 
 struct TaskTemplate {
   StreamKind stream = StreamKind::kCompute;

@@ -125,14 +125,15 @@ KernelSources kernel_sources(const Scenario& s, const StageProgram& stage) {
       total += seconds;
       if (op.measured) {
         measured += seconds;
-        ++sources.measured_kernels;
+        sources.measured_kernels += op.launches;
       } else {
-        ++sources.modeled_kernels;
+        sources.modeled_kernels += op.launches;
         if (name_modeled) modeled.insert(op.name);
       }
     }
   }
   sources.measured_time_fraction = total > 0.0 ? measured / total : 0.0;
+  sources.kernel_time = Seconds(total);
   sources.modeled_ops.assign(modeled.begin(), modeled.end());
   return sources;
 }
@@ -450,6 +451,7 @@ Json to_json(const Result& r, bool include_wall_time) {
   kernels.set("measured_kernels", r.kernels.measured_kernels).set("modeled_kernels", r.kernels.modeled_kernels);
   kernels.set("measured_time_fraction", r.kernels.measured_time_fraction);
   kernels.set("modeled_ops", Json::array(r.kernels.modeled_ops));
+  kernels.set("kernel_time_s", r.kernels.kernel_time / Seconds(1));
   json.set("kernels", std::move(kernels));
   Json model = Json::object();
   model.set("parameters", r.parameters).set("active_parameters", r.active_parameters);
@@ -562,6 +564,7 @@ Result read_result(const std::string& json_text, const std::string& name) {
   r.kernels.modeled_kernels = kernels.required<int64_t>("modeled_kernels");
   r.kernels.measured_time_fraction = read_number(kernels, "measured_time_fraction");
   r.kernels.modeled_ops = kernels.list<std::string>("modeled_ops", "is not a list of op names");
+  r.kernels.kernel_time = Seconds(read_number(kernels, "kernel_time_s"));
   kernels.finish();
   YamlMap model = root.map("model");
   r.parameters = model.required<int64_t>("parameters");
@@ -631,6 +634,14 @@ std::string to_text(const Result& r) {
   if (!r.kernels.profile.empty()) {
     out += fmt::format("  kernel time      {:10.1f}%   from the measured profile {}, the rest modeled\n",
                        100.0 * r.kernels.measured_time_fraction, r.kernels.profile);
+  }
+  const int64_t launches = r.kernels.measured_kernels + r.kernels.modeled_kernels;
+  if (launches > 0) {
+    out += fmt::format(
+        "  kernels          {:10}   launched by a GPU of stage {} a step, {:.1f} µs each on "
+        "average\n",
+        launches, r.critical_stage,
+        r.kernels.kernel_time / Microseconds(1) / static_cast<double>(launches));
   }
   const Breakdown& b = r.breakdown;
   const double total = r.iteration_time / Seconds(1);

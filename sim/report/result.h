@@ -51,13 +51,18 @@ struct StageMemory {
   std::optional<MemoryPeak> peak_at;  // absent when no task raised the memory the step starts with
 };
 
-// Where the critical stage's kernel times came from: a measured profile or the roofline model.
+// The critical stage's forward, backward and recompute kernels in one step (on a rank of it; the
+// optimizer's and the collectives' left out), and where their times came from: a measured
+// profile or the roofline model.
 struct KernelSources {
   std::string profile;         // the profile's name (its file's stem), "" when none
   int64_t measured_kernels = 0;  // kernel launches in one step timed from the profile
   int64_t modeled_kernels = 0;   // ... from the roofline model
   double measured_time_fraction = 0.0;  // of the stage's kernel time
   std::vector<std::string> modeled_ops;  // distinct op names that fell back to the model
+  // Their time as priced, before communication beside them slows them: over the launches, the
+  // time a host has to launch each before the GPU waits on it.
+  Seconds kernel_time;
 };
 
 struct Result {

@@ -340,6 +340,27 @@ training: {global_batch: 8, seq_len: 8192}
   EXPECT_GT(modeled.kernels.modeled_kernels, 0);
 }
 
+TEST(Result, CountsEveryKernelAGpuLaunches) {
+  // 16 of Qwen3-30B-A3B's 128 experts on each GPU: run as a kernel per expert (Transformer
+  // Engine's GroupedLinear), each of the experts' two GEMMs launches 16 kernels forward and 16
+  // for each of its two gradients; as one grouped kernel, one.
+  const auto launches = [](const char* expert_gemm) {
+    const auto s =
+        std::make_shared<const Scenario>(load_scenario_text(fmt::format(R"(model: qwen3-30b-a3b
+cluster: {{gpu: h100-sxm5-80gb, nodes: 1, gpus_per_node: 8}}
+parallelism: {{ep: 8}}
+training: {{global_batch: 16, micro_batch: 1, seq_len: 4096, expert_gemm: {}}}
+)",
+                                                                        expert_gemm),
+                                                            "s.yaml"));
+    const Result r = simulate(s).result;
+    EXPECT_EQ(r.microbatches, 2);
+    EXPECT_GT(r.kernels.kernel_time, Seconds(0));
+    return r.kernels.measured_kernels + r.kernels.modeled_kernels;
+  };
+  EXPECT_EQ(launches("per_expert") - launches("grouped"), 48 * 2 * 6 * 15);
+}
+
 TEST(Result, ReadsBackAsTheSameResult) {
   const char* scenarios[] = {
       // Pipeline stages, a fold of data-parallel peers and a warning (stages innermost on nodes
