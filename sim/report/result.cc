@@ -638,7 +638,7 @@ std::string to_text(const Result& r) {
   const int64_t launches = r.kernels.measured_kernels + r.kernels.modeled_kernels;
   if (launches > 0) {
     out += fmt::format(
-        "  kernels          {:10}   launched by a GPU of stage {} a step, {:.1f} µs each on "
+        "  kernels          {:10}   per step on a GPU of stage {}, {:.1f} µs each on "
         "average\n",
         launches, r.critical_stage,
         r.kernels.kernel_time / Microseconds(1) / static_cast<double>(launches));
