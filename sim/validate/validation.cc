@@ -201,19 +201,19 @@ ReportContent report_content(const ValidationReport& report) {
   ReportTable cases{
       "Cases",
       "The predicted step's time: on compute (with recomputation, the optimizer and compute slowed "
-      "by "
-      "communication beside it), in exposed communication (its largest kind named) and in pipeline "
-      "bubbles.",
+      "by communication beside it), in exposed communication (its largest kind named) and in "
+      "pipeline bubbles; and the mean time of the critical stage's kernels, the time a host has to "
+      "launch each.",
       {"case", "measured s", "predicted s", "error", "compute", "exposed communication", "bubble",
-       "peak memory GiB", "reserved GiB", "measured GiB", "fits"},
-      {false, true, true, true, true, true, true, true, true, true, false},
+       "mean kernel µs", "peak memory GiB", "reserved GiB", "measured GiB", "fits"},
+      {false, true, true, true, true, true, true, true, true, true, true, false},
       {}};
   const auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1024.0 * 1024.0)); };
   for (const CaseOutcome& o : report.cases) {
     const ValidationCase& c = *o.validation_case;
     if (!o.error) {
       cases.rows.push_back({c.id, fmt::format("{:.4f}", c.measured_iteration_time_s),
-                            "unsupported: " + o.reason, "", "", "", "", "", "", "", ""});
+                            "unsupported: " + o.reason, "", "", "", "", "", "", "", "", ""});
       continue;
     }
     std::string name = c.id;
@@ -221,6 +221,7 @@ ReportContent report_content(const ValidationReport& report) {
     std::vector<std::string> row = {name, fmt::format("{:.4f}", c.measured_iteration_time_s),
                                     fmt::format("{:.4f}", *o.predicted_s), fmt::format("{:+.1f}%", 100.0 * *o.error)};
     for (const std::string& share : time_shares(*o.breakdown)) row.push_back(share);
+    row.push_back(o.mean_kernel_s ? fmt::format("{:.0f}", *o.mean_kernel_s * 1e6) : "");
     row.push_back(gib(static_cast<double>(*o.peak_memory_bytes)));
     row.push_back(gib(static_cast<double>(*o.peak_reserved_bytes)));
     row.push_back(c.measured_peak_memory_bytes ? gib(*c.measured_peak_memory_bytes) : "");
@@ -376,6 +377,10 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
       outcome.peak_reserved_bytes = prediction.result.peak_reserved_bytes;
       outcome.fits = prediction.result.fits;
       outcome.breakdown = prediction.result.breakdown;
+      const KernelSources& kernels = prediction.result.kernels;
+      const int64_t launches = kernels.measured_kernels + kernels.modeled_kernels;
+      if (launches > 0)
+        outcome.mean_kernel_s = kernels.kernel_time / Seconds(1) / static_cast<double>(launches);
       if (c.measured_peak_memory_bytes) {
         outcome.memory_error = (static_cast<double>(prediction.result.peak_reserved_bytes) -
                                 *c.measured_peak_memory_bytes) /
@@ -442,6 +447,7 @@ Json to_json(const ValidationReport& report) {
              c.measured_peak_memory_bytes ? Json(*c.measured_peak_memory_bytes) : Json());
     if (outcome.predicted_s) json.set("fits", outcome.fits);
     if (outcome.breakdown) json.set("breakdown_s", to_json(*outcome.breakdown));
+    if (outcome.mean_kernel_s) json.set("mean_kernel_s", *outcome.mean_kernel_s);
     if (!c.overlay.empty()) {
       Json overlay = Json::object();
       for (const Override& setting : c.overlay) overlay.set(setting.path, setting.value);

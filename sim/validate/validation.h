@@ -85,6 +85,8 @@ struct CaseOutcome {
   // cases report their caching allocator's peak (torchtitan logs max_memory_reserved).
   std::optional<double> memory_error;
   std::optional<Breakdown> breakdown;   // where the predicted step's time goes
+  // The critical stage's kernels' mean time (Result::kernels): the time a host has to launch each.
+  std::optional<double> mean_kernel_s;
   // False when the predicted peak exceeds the GPU's memory: the run was measured, so it fit,
   // and the memory model or a memory saving the case does not state (recomputation, sharding)
   // is off.

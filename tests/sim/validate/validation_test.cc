@@ -102,6 +102,15 @@ TEST(Validation, MegatronCoreMixtureOfExpertsRunsKeptApart) {
   std::vector<std::string> gpus;
   for (const ValidationReport::GroupError& group : report.by_gpu) gpus.push_back(group.name);
   EXPECT_EQ(gpus, (std::vector<std::string>{"b200", "h100-sxm5-80gb"}));
+  // Their kernels are shorter on average than those of every dense run kept apart (README.md,
+  // "Accuracy").
+  const auto mean_kernel = [](const CaseOutcome& a, const CaseOutcome& b) {
+    return *a.mean_kernel_s < *b.mean_kernel_s;
+  };
+  const ValidationReport dense =
+      validate(load_validation_file("scenarios/validation/megatron-bridge.yaml"), 2);
+  EXPECT_LT(*std::ranges::max_element(report.cases, mean_kernel)->mean_kernel_s,
+            *std::ranges::min_element(dense.cases, mean_kernel)->mean_kernel_s);
 }
 
 TEST(Validation, StatedSoftwareOverlayAppliesToThePublicCases) {
@@ -290,7 +299,7 @@ TEST(Validation, HtmlReportIsOnePageWithThePlotInlineAndTheTextEscaped) {
     return n;
   };
   EXPECT_EQ(count(html, "<tr>"), 3u + 1u + 1u + 1u);  // three headers, a source, a GPU, a case
-  EXPECT_EQ(count(html, "<td class=\"number\">"), 3u + 3u + 9u);
+  EXPECT_EQ(count(html, "<td class=\"number\">"), 3u + 3u + 10u);
 }
 
 TEST(Validation, EachCaseSaysWhereItsPredictedTimeGoes) {
@@ -321,6 +330,11 @@ TEST(Validation, EachCaseSaysWhereItsPredictedTimeGoes) {
   const Json& sharded = json.at("cases").elements()[1].at("breakdown_s");
   EXPECT_GT(sharded.at("exposed_dp_communication").number(), 0.0);
   EXPECT_EQ(sharded.at("exposed_dp_communication").number(), sharded.at("exposed_communication").number());
+  // The mean time of the critical stage's kernels: their priced time over their launches.
+  const KernelSources kernels = simulate(cases[0].scenario).result.kernels;
+  EXPECT_DOUBLE_EQ(json.at("cases").elements()[0].at("mean_kernel_s").number(),
+                   kernels.kernel_time / Seconds(1) /
+                       static_cast<double>(kernels.measured_kernels + kernels.modeled_kernels));
   const std::string markdown = to_markdown(report, "plot.svg");
   EXPECT_NE(markdown.find("| 100% | 0% | 0% |"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("% dp | 0% |"), std::string::npos) << markdown;
