@@ -635,13 +635,10 @@ std::string to_text(const Result& r) {
     out += fmt::format("  kernel time      {:10.1f}%   from the measured profile {}, the rest modeled\n",
                        100.0 * r.kernels.measured_time_fraction, r.kernels.profile);
   }
-  const int64_t launches = r.kernels.measured_kernels + r.kernels.modeled_kernels;
-  if (launches > 0) {
+  if (r.kernels.launches() > 0) {
     out += fmt::format(
-        "  kernels          {:10}   per step on a GPU of stage {}, {:.1f} µs each on "
-        "average\n",
-        launches, r.critical_stage,
-        r.kernels.kernel_time / Microseconds(1) / static_cast<double>(launches));
+        "  kernels          {:10}   per step on a GPU of stage {}, {:.1f} µs each on average\n",
+        r.kernels.launches(), r.critical_stage, r.kernels.mean_kernel_time() / Microseconds(1));
   }
   const Breakdown& b = r.breakdown;
   const double total = r.iteration_time / Seconds(1);

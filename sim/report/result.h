@@ -60,9 +60,15 @@ struct KernelSources {
   int64_t modeled_kernels = 0;   // ... from the roofline model
   double measured_time_fraction = 0.0;  // of the stage's kernel time
   std::vector<std::string> modeled_ops;  // distinct op names that fell back to the model
-  // Their time as priced, before communication beside them slows them: over the launches, the
-  // time a host has to launch each before the GPU waits on it.
+  // Their time as priced, before communication beside them slows them.
   Seconds kernel_time;
+
+  int64_t launches() const { return measured_kernels + modeled_kernels; }
+  // kernel_time over the launches: the time a host has to launch each before the GPU waits on it.
+  // Zero without launches.
+  Seconds mean_kernel_time() const {
+    return launches() > 0 ? kernel_time / static_cast<double>(launches()) : Seconds(0);
+  }
 };
 
 struct Result {

@@ -377,10 +377,8 @@ ValidationReport validate(const std::vector<ValidationCase>& cases, int threads)
       outcome.peak_reserved_bytes = prediction.result.peak_reserved_bytes;
       outcome.fits = prediction.result.fits;
       outcome.breakdown = prediction.result.breakdown;
-      const KernelSources& kernels = prediction.result.kernels;
-      const int64_t launches = kernels.measured_kernels + kernels.modeled_kernels;
-      if (launches > 0)
-        outcome.mean_kernel_s = kernels.kernel_time / Seconds(1) / static_cast<double>(launches);
+      if (prediction.result.kernels.launches() > 0)
+        outcome.mean_kernel_s = prediction.result.kernels.mean_kernel_time() / Seconds(1);
       if (c.measured_peak_memory_bytes) {
         outcome.memory_error = (static_cast<double>(prediction.result.peak_reserved_bytes) -
                                 *c.measured_peak_memory_bytes) /
