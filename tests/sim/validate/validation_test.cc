@@ -79,7 +79,7 @@ TEST(Validation, MegatronBridgeRunsKeptApartRunOnHopperAndBlackwell) {
 
 TEST(Validation, MegatronCoreMixtureOfExpertsRunsKeptApart) {
   std::vector<ValidationCase> cases = load_validation_file("scenarios/validation/megatron-bridge-moe.yaml");
-  EXPECT_EQ(cases.size(), 16u);
+  EXPECT_EQ(cases.size(), 17u);
   // Their scenarios state their software themselves: the ids (mbridge2511-moe_…) keep clear of
   // the overlay's rules for the public Qwen3 rows (mbridge2511_*).
   const std::vector<OverlayRule> rules = load_overlay_file("scenarios/validation/stated-software.yaml");
@@ -94,6 +94,11 @@ TEST(Validation, MegatronCoreMixtureOfExpertsRunsKeptApart) {
         << c.id;
     if (hybrid_ep) {
       EXPECT_EQ(c.scenario->parallelism.ep_comm_overlap, c.id.ends_with("_overlap")) << c.id;
+    }
+    // Pull request 3868's run, Megatron-Core's dropless NCCL all-to-all, says so in its id.
+    if (c.id.ends_with("_alltoall")) {
+      EXPECT_EQ(c.scenario->parallelism.ep_dispatcher, TokenDispatcher::kAllToAll) << c.id;
+      EXPECT_FALSE(c.scenario->parallelism.ep_comm_overlap) << c.id;
     }
   }
   const ValidationReport report = validate(cases, 2);
