@@ -356,7 +356,7 @@ training: {{global_batch: 16, micro_batch: 1, seq_len: 4096, expert_gemm: {}}}
     const Result r = simulate(s).result;
     EXPECT_EQ(r.microbatches, 2);
     EXPECT_GT(r.kernels.kernel_time, Seconds(0));
-    return r.kernels.measured_kernels + r.kernels.modeled_kernels;
+    return r.kernels.launches();
   };
   EXPECT_EQ(launches("per_expert") - launches("grouped"), 48 * 2 * 6 * 15);
 }
